@@ -1,0 +1,3 @@
+#include "zeromem/util.h"
+#include <iostream>
+int main() { std::cout << zeromem::version() << "\n"; }

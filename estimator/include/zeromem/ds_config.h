@@ -1,0 +1,58 @@
+// DeepSpeed JSON configs: strict parsing, schema check, "auto" resolution
+// (Hugging Face integration rules) and application to zeromem settings.
+//
+// Sources: DeepSpeed v0.19.6 deepspeed/runtime/config.py,
+// runtime/zero/config.py, runtime/zero/offload_config.py,
+// runtime/precision_config.py, runtime/activation_checkpointing/config.py;
+// transformers integrations/deepspeed.py (HfTrainerDeepSpeedConfig). Summary
+// in ../shared/reference/deepspeed_memory.md sections 5-8.
+#pragma once
+
+#include "zeromem/types.h"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+
+namespace zeromem {
+
+/// Reads `path` as JSON. Rejects a missing file, malformed JSON (message has
+/// line and column) and duplicate keys (DeepSpeed rejects them too). Allows
+/// // comments. Throws InputError.
+nlohmann::json load_ds_config_file(const std::string& path);
+
+/// What "auto" values are filled from, the way the HF Trainer fills them
+/// (trainer_config_process / trainer_config_finalize). Unset optionals mean
+/// "the user did not say"; the documented fallback is then used and
+/// recorded in the provenance.
+struct AutoSources {
+    std::optional<int64_t> micro_batch;   ///< --micro-batch (per_device_train_batch_size)
+    std::optional<int64_t> grad_accum;    ///< --grad-accum (gradient_accumulation_steps)
+    std::optional<Dtype> dtype;           ///< --dtype (args.fp16 / args.bf16)
+    int64_t world_size = 1;               ///< data-parallel GPUs (N_d)
+    std::optional<int64_t> hidden_size;   ///< model hidden size h, if an architecture is known
+    double max_grad_norm = 1.0;           ///< HF TrainingArguments default
+};
+
+/// Schema-checks `config` (unknown or misplaced keys with a "did you mean"
+/// hint, wrong types, fractional numbers in integer fields, negative sizes,
+/// reduce_bucket_size of 0) and applies it onto `zero` and `train`,
+/// resolving every "auto" from `autos`. Each value set is recorded in `prov`
+/// under its DeepSpeed key path (e.g. "zero_optimization.reduce_bucket_size")
+/// with a sentence saying where it came from. `source` names the file in
+/// messages. An "auto" that cannot be resolved (e.g. reduce_bucket_size
+/// without a hidden size) throws InputError naming the key. Does not check
+/// train_batch_size arithmetic; see check_batch_arithmetic.
+void apply_ds_config(const nlohmann::json& config, const std::string& source,
+                     const AutoSources& autos, ZeroSettings& zero,
+                     TrainingSettings& train, Provenance& prov);
+
+/// DeepSpeed's batch rule (runtime/config.py _batch_assertion):
+/// train_batch_size == train_micro_batch_size_per_gpu x
+/// gradient_accumulation_steps x N_d. Throws InputError saying which values
+/// disagree and what train_batch_size should be. No-op when
+/// train.train_batch_size is unset.
+void check_batch_arithmetic(const TrainingSettings& train, int64_t data_parallel_size);
+
+}  // namespace zeromem

@@ -1,0 +1,134 @@
+// Core input types of the zeromem estimator.
+//
+// All sizes are in bytes (uint64_t) and all counts of tensor elements are
+// int64_t "elements", exactly as DeepSpeed spells them in its config
+// (DeepSpeed v0.19.6, deepspeed/runtime/zero/config.py). Defaults below are
+// DeepSpeed's own code defaults, not its (sometimes different) docs; see
+// ../shared/reference/deepspeed_memory.md section 7.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace zeromem {
+
+/// Every user-facing input error (bad flag, bad file, bad JSON, impossible
+/// batch arithmetic). The message names the field or path; the CLI prints it
+/// on one line and exits nonzero.
+class InputError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/// Training dtype of the 16/32-bit model weights (DeepSpeed
+/// engine.get_data_types): fp16 if fp16.enabled, else bf16 if bf16.enabled,
+/// else fp32.
+enum class Dtype { fp32, fp16, bf16 };
+
+/// Bytes per element of a dtype: 4 for fp32, 2 for fp16/bf16.
+inline int dtype_bytes(Dtype d) { return d == Dtype::fp32 ? 4 : 2; }
+/// "fp32" / "fp16" / "bf16".
+const char* to_string(Dtype d);
+/// Parses "fp32|fp16|bf16" (also "float32", "float16", "bfloat16"); throws
+/// InputError naming `field` otherwise.
+Dtype parse_dtype(const std::string& text, const std::string& field);
+
+/// Where DeepSpeed puts offloaded states: zero_optimization.offload_*.device.
+enum class OffloadDevice { none, cpu, nvme };
+const char* to_string(OffloadDevice d);
+/// Parses "none|cpu|nvme"; throws InputError naming `field` otherwise.
+OffloadDevice parse_offload_device(const std::string& text, const std::string& field);
+
+/// Activation (gradient) checkpointing mode. `full` keeps only each layer's
+/// input (Korthikanti et al. 2022, Table 2, "full recompute": 2sbh bytes per
+/// layer); `selective` recomputes the attention core (sbh(10+24/t)).
+enum class Checkpointing { none, full, selective };
+const char* to_string(Checkpointing c);
+Checkpointing parse_checkpointing(const std::string& text, const std::string& field);
+
+/// Optimizer whose per-parameter state is counted (fp32 states).
+/// adam/adamw: m and v, 8 B/param; sgd (with momentum): 4 B/param.
+/// The fp32 master copy (4 B/param) is counted separately.
+enum class Optimizer { adamw, adam, sgd };
+const char* to_string(Optimizer o);
+Optimizer parse_optimizer(const std::string& text, const std::string& field);
+/// fp32 optimizer-state bytes per parameter besides the master weights.
+inline int optimizer_state_bytes(Optimizer o) { return o == Optimizer::sgd ? 4 : 8; }
+
+/// Which accounting to report.
+///  - paper:     ZeRO paper Sec. 5 model states, K = 12 (mixed-precision Adam)
+///  - deepspeed: bit-exact DeepSpeed estimate_zero{2,3}_model_states_mem_needs
+///  - full:      what DeepSpeed v0.19.6 really allocates (default)
+enum class Convention { paper, deepspeed, full };
+const char* to_string(Convention c);
+Convention parse_convention(const std::string& text, const std::string& field);
+
+/// The `zero_optimization` block of a DeepSpeed config, with DeepSpeed's code
+/// defaults (v0.19.6 runtime/zero/config.py, offload_config.py). Element
+/// counts are counts of tensor elements, not bytes.
+struct ZeroSettings {
+    int stage = 0;                                  ///< 0..3
+    OffloadDevice offload_optimizer = OffloadDevice::none;
+    OffloadDevice offload_param = OffloadDevice::none;
+    bool offload_optimizer_pin_memory = true;       ///< true since v0.19.5
+    bool offload_param_pin_memory = true;           ///< true since v0.19.5
+    int64_t offload_optimizer_buffer_count = 4;     ///< nvme swap buffers
+    int64_t offload_param_buffer_count = 5;         ///< nvme swap buffers
+    int64_t offload_param_buffer_size = 100000000;  ///< elements
+    int64_t offload_param_max_in_cpu = 1000000000;  ///< elements
+    double offload_optimizer_ratio = 1.0;
+    bool zero_init = true;            ///< model built under deepspeed.zero.Init (stage 3)
+    bool contiguous_gradients = true;
+    bool reduce_scatter = true;
+    int64_t reduce_bucket_size = 500000000;         ///< elements
+    int64_t allgather_bucket_size = 500000000;      ///< elements
+    std::optional<bool> overlap_comm;               ///< unset: true iff stage == 3
+    int64_t sub_group_size = 1000000000;            ///< elements (stage 3)
+    int64_t stage3_prefetch_bucket_size = 50000000; ///< elements
+    int64_t stage3_param_persistence_threshold = 100000;  ///< elements per param
+    int64_t stage3_model_persistence_threshold = std::numeric_limits<int64_t>::max();
+    int64_t stage3_max_live_parameters = 1000000000;      ///< elements
+    int64_t stage3_max_reuse_distance = 1000000000;       ///< elements
+    bool stage3_gather_16bit_weights_on_model_save = false;
+
+    /// DeepSpeed's validator `overlap_comm_valid`: default true for stage 3
+    /// only.
+    bool overlap_comm_effective() const { return overlap_comm.value_or(stage == 3); }
+};
+
+/// Training-loop settings that size memory.
+struct TrainingSettings {
+    Dtype dtype = Dtype::bf16;                  ///< model (16-bit) dtype
+    std::optional<Dtype> grad_accum_dtype;      ///< data_types.grad_accum_dtype; unset = model dtype
+    std::optional<Dtype> communication_dtype;   ///< communication_data_type; unset = model dtype
+    int64_t micro_batch = 1;                    ///< train_micro_batch_size_per_gpu
+    int64_t grad_accum = 1;                     ///< gradient_accumulation_steps
+    std::optional<int64_t> train_batch_size;    ///< must equal micro x accum x N_d when set
+    int64_t seq_len = 2048;                     ///< tokens per sample
+    Checkpointing checkpointing = Checkpointing::none;
+    Optimizer optimizer = Optimizer::adamw;
+    double gradient_clipping = 1.0;             ///< DeepSpeed default since v0.19.3
+    bool flash_attention = true;                ///< no s^2 attention-score term when true
+};
+
+/// The cluster. N_d (data-parallel degree) = gpus in this issue (no TP/PP yet).
+struct ClusterSettings {
+    int64_t gpus = 1;                          ///< total GPUs (N)
+    int64_t nodes = 1;                         ///< must divide gpus
+    std::string gpu_name;                      ///< preset name, empty if unknown
+    std::optional<uint64_t> gpu_memory;        ///< bytes per GPU
+    std::optional<uint64_t> host_memory;       ///< bytes per node
+    int64_t gpus_per_node() const { return gpus / nodes; }
+};
+
+/// Where each resolved setting came from, for --explain. Key: the DeepSpeed
+/// key path ("zero_optimization.stage") or the zeromem setting name; value: a
+/// human sentence ("--stage", "ds_config.json:/zero_optimization/stage",
+/// "auto -> hidden_size^2 = 16777216 (HF Trainer rule)", "default").
+using Provenance = std::map<std::string, std::string>;
+
+}  // namespace zeromem

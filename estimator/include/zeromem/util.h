@@ -1,0 +1,48 @@
+// Small shared helpers: sizes with units, counts, name suggestions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zeromem {
+
+/// Parses a byte size: "80GB" (10^9), "80GiB" (2^30), "512MB", "1.5TiB",
+/// "1TB", a bare number of bytes ("85899345920"). Units (case-insensitive):
+/// B, KB/MB/GB/TB (powers of 1000), KiB/MiB/GiB/TiB (powers of 1024). A bare
+/// "G"/"M" is rejected as ambiguous. Throws InputError naming `field` for
+/// zero, negative, malformed or overflowing values.
+uint64_t parse_bytes(const std::string& text, const std::string& field);
+
+/// Parses a parameter (or element) count: "7e9", "7B", "1.3b", "350M",
+/// "7000000000", "1.5T", "125k". Suffixes k/M/B/T (case-insensitive) are
+/// 10^3/10^6/10^9/10^12. Result is rounded to the nearest integer. Throws
+/// InputError naming `field` for zero, negative or malformed values.
+uint64_t parse_count(const std::string& text, const std::string& field);
+
+/// bytes / 2^30 formatted with `decimals` decimals, no unit.
+std::string format_gib(double bytes, int decimals = 2);
+/// bytes / 10^9 formatted with `decimals` decimals, no unit.
+std::string format_gb(double bytes, int decimals = 2);
+
+/// Levenshtein edit distance (for "did you mean" hints).
+std::size_t edit_distance(const std::string& a, const std::string& b);
+
+/// Up to `max` candidates closest to `name` (edit distance <= max(2,
+/// len/3), or sharing a prefix/substring), best first.
+std::vector<std::string> closest_names(const std::string& name,
+                                       const std::vector<std::string>& candidates,
+                                       std::size_t max = 3);
+
+/// The data directory with models/, gpus/, ds_configs/: $ZEROMEM_DATA_DIR if
+/// set, else the source tree's data/ baked in at build time.
+std::string data_dir();
+
+/// Reads a whole file; throws InputError "<path>: cannot open file" if it
+/// does not exist or cannot be read.
+std::string read_text_file(const std::string& path);
+
+/// zeromem's version string ("0.1.0").
+const char* version();
+
+}  // namespace zeromem

@@ -1,0 +1,100 @@
+#include "zeromem/types.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace zeromem {
+
+namespace {
+std::string lower(std::string s) {
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+}  // namespace
+
+const char* to_string(Dtype d) {
+    switch (d) {
+        case Dtype::fp32: return "fp32";
+        case Dtype::fp16: return "fp16";
+        case Dtype::bf16: return "bf16";
+    }
+    return "?";
+}
+
+Dtype parse_dtype(const std::string& text, const std::string& field) {
+    const std::string t = lower(text);
+    if (t == "fp32" || t == "float32" || t == "float") return Dtype::fp32;
+    if (t == "fp16" || t == "float16" || t == "half") return Dtype::fp16;
+    if (t == "bf16" || t == "bfloat16") return Dtype::bf16;
+    throw InputError(field + ": '" + text + "' is not a dtype (use fp32, fp16 or bf16)");
+}
+
+const char* to_string(OffloadDevice d) {
+    switch (d) {
+        case OffloadDevice::none: return "none";
+        case OffloadDevice::cpu: return "cpu";
+        case OffloadDevice::nvme: return "nvme";
+    }
+    return "?";
+}
+
+OffloadDevice parse_offload_device(const std::string& text, const std::string& field) {
+    const std::string t = lower(text);
+    if (t == "none") return OffloadDevice::none;
+    if (t == "cpu") return OffloadDevice::cpu;
+    if (t == "nvme") return OffloadDevice::nvme;
+    throw InputError(field + ": '" + text + "' is not an offload device (use none, cpu or nvme)");
+}
+
+const char* to_string(Checkpointing c) {
+    switch (c) {
+        case Checkpointing::none: return "none";
+        case Checkpointing::full: return "full";
+        case Checkpointing::selective: return "selective";
+    }
+    return "?";
+}
+
+Checkpointing parse_checkpointing(const std::string& text, const std::string& field) {
+    const std::string t = lower(text);
+    if (t == "none" || t == "off" || t == "false" || t == "0") return Checkpointing::none;
+    if (t == "full" || t == "on" || t == "true" || t == "1") return Checkpointing::full;
+    if (t == "selective") return Checkpointing::selective;
+    throw InputError(field + ": '" + text + "' is not a checkpointing mode (use none, full or selective)");
+}
+
+const char* to_string(Optimizer o) {
+    switch (o) {
+        case Optimizer::adamw: return "adamw";
+        case Optimizer::adam: return "adam";
+        case Optimizer::sgd: return "sgd";
+    }
+    return "?";
+}
+
+Optimizer parse_optimizer(const std::string& text, const std::string& field) {
+    const std::string t = lower(text);
+    if (t == "adamw") return Optimizer::adamw;
+    if (t == "adam") return Optimizer::adam;
+    if (t == "sgd") return Optimizer::sgd;
+    throw InputError(field + ": '" + text + "' is not a supported optimizer (use adamw, adam or sgd)");
+}
+
+const char* to_string(Convention c) {
+    switch (c) {
+        case Convention::paper: return "paper";
+        case Convention::deepspeed: return "deepspeed";
+        case Convention::full: return "full";
+    }
+    return "?";
+}
+
+Convention parse_convention(const std::string& text, const std::string& field) {
+    const std::string t = lower(text);
+    if (t == "paper") return Convention::paper;
+    if (t == "deepspeed") return Convention::deepspeed;
+    if (t == "full") return Convention::full;
+    throw InputError(field + ": '" + text + "' is not a convention (use paper, deepspeed or full)");
+}
+
+}  // namespace zeromem

@@ -1,0 +1,153 @@
+#include "zeromem/util.h"
+
+#include "zeromem/types.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace zeromem {
+
+namespace {
+
+std::string lower(std::string s) {
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+std::string trim(const std::string& s) {
+    std::size_t b = 0, e = s.size();
+    while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+    while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+    return s.substr(b, e - b);
+}
+
+// Splits "12.5GiB" into a number and its unit suffix; throws on a bad number.
+double split_number(const std::string& text, const std::string& field, std::string& unit) {
+    const std::string t = trim(text);
+    if (t.empty()) throw InputError(field + ": empty value");
+    const char* begin = t.c_str();
+    char* end = nullptr;
+    const double value = std::strtod(begin, &end);
+    if (end == begin || !std::isfinite(value))
+        throw InputError(field + ": '" + text + "' is not a number");
+    unit = trim(std::string(end));
+    if (value < 0) throw InputError(field + ": must be positive, got '" + text + "'");
+    if (value == 0) throw InputError(field + ": must be greater than zero, got '" + text + "'");
+    return value;
+}
+
+}  // namespace
+
+uint64_t parse_bytes(const std::string& text, const std::string& field) {
+    std::string unit;
+    const double value = split_number(text, field, unit);
+    const std::string u = lower(unit);
+    double mult = 0;
+    if (u.empty() || u == "b") mult = 1;
+    else if (u == "kb") mult = 1e3;
+    else if (u == "mb") mult = 1e6;
+    else if (u == "gb") mult = 1e9;
+    else if (u == "tb") mult = 1e12;
+    else if (u == "kib") mult = 1024.0;
+    else if (u == "mib") mult = 1048576.0;
+    else if (u == "gib") mult = 1073741824.0;
+    else if (u == "tib") mult = 1099511627776.0;
+    else
+        throw InputError(field + ": unknown size unit '" + unit + "' in '" + text +
+                         "' (use B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024))");
+    const double bytes = std::round(value * mult);
+    if (bytes >= 1.8e19) throw InputError(field + ": '" + text + "' is too large");
+    if (bytes < 1) throw InputError(field + ": '" + text + "' is less than one byte");
+    return static_cast<uint64_t>(bytes);
+}
+
+uint64_t parse_count(const std::string& text, const std::string& field) {
+    std::string unit;
+    const double value = split_number(text, field, unit);
+    const std::string u = lower(unit);
+    double mult = 0;
+    if (u.empty()) mult = 1;
+    else if (u == "k") mult = 1e3;
+    else if (u == "m") mult = 1e6;
+    else if (u == "b" || u == "g") mult = 1e9;
+    else if (u == "t") mult = 1e12;
+    else
+        throw InputError(field + ": unknown suffix '" + unit + "' in '" + text +
+                         "' (use k, M, B or T, or a plain number such as 7e9)");
+    const double n = std::round(value * mult);
+    if (n >= 9.2e18) throw InputError(field + ": '" + text + "' is too large");
+    if (n < 1) throw InputError(field + ": '" + text + "' rounds to zero");
+    return static_cast<uint64_t>(n);
+}
+
+std::string format_gib(double bytes, int decimals) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, bytes / 1073741824.0);
+    return buf;
+}
+
+std::string format_gb(double bytes, int decimals) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, bytes / 1e9);
+    return buf;
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+    std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+        }
+        std::swap(prev, cur);
+    }
+    return prev[b.size()];
+}
+
+std::vector<std::string> closest_names(const std::string& name,
+                                       const std::vector<std::string>& candidates,
+                                       std::size_t max) {
+    const std::string n = lower(name);
+    std::vector<std::pair<std::size_t, std::string>> scored;
+    const std::size_t limit = std::max<std::size_t>(2, n.size() / 3);
+    for (const auto& c : candidates) {
+        const std::string lc = lower(c);
+        std::size_t d = edit_distance(n, lc);
+        const bool related = !n.empty() && (lc.find(n) != std::string::npos || n.find(lc) != std::string::npos);
+        if (related) d = std::min<std::size_t>(d, 1);
+        if (d <= limit) scored.emplace_back(d, c);
+    }
+    std::stable_sort(scored.begin(), scored.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+    std::vector<std::string> out;
+    for (const auto& s : scored) {
+        if (out.size() >= max) break;
+        out.push_back(s.second);
+    }
+    return out;
+}
+
+std::string data_dir() {
+    if (const char* env = std::getenv("ZEROMEM_DATA_DIR"); env && *env) return env;
+    return ZEROMEM_SOURCE_DATA_DIR;
+}
+
+std::string read_text_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(path + ": cannot open file (does it exist?)");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) throw InputError(path + ": read error");
+    return ss.str();
+}
+
+const char* version() { return ZEROMEM_VERSION; }
+
+}  // namespace zeromem

@@ -1,0 +1,47 @@
+#include "zeromem/types.h"
+#include "zeromem/util.h"
+
+#include <gtest/gtest.h>
+
+using namespace zeromem;
+
+TEST(ParseBytes, DecimalAndBinaryUnits) {
+    EXPECT_EQ(parse_bytes("80GB", "--gpu-memory"), 80000000000ull);
+    EXPECT_EQ(parse_bytes("80GiB", "--gpu-memory"), 80ull * 1024 * 1024 * 1024);
+    EXPECT_EQ(parse_bytes("1TB", "--host-memory"), 1000000000000ull);
+    EXPECT_EQ(parse_bytes("1.5TiB", "--host-memory"), 1649267441664ull);  // 1.5 * 2^40
+    EXPECT_EQ(parse_bytes("512 MiB", "x"), 512ull * 1048576);
+    EXPECT_EQ(parse_bytes("12345", "x"), 12345ull);
+}
+
+TEST(ParseBytes, RejectsBadInput) {
+    EXPECT_THROW(parse_bytes("-1GB", "--gpu-memory"), InputError);
+    EXPECT_THROW(parse_bytes("0GB", "--gpu-memory"), InputError);
+    EXPECT_THROW(parse_bytes("80G", "--gpu-memory"), InputError);
+    EXPECT_THROW(parse_bytes("eighty", "--gpu-memory"), InputError);
+    try {
+        parse_bytes("80XB", "--gpu-memory");
+        FAIL();
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("--gpu-memory"), std::string::npos);
+    }
+}
+
+TEST(ParseCount, Suffixes) {
+    EXPECT_EQ(parse_count("7e9", "--params"), 7000000000ull);
+    EXPECT_EQ(parse_count("7B", "--params"), 7000000000ull);
+    EXPECT_EQ(parse_count("1.3b", "--params"), 1300000000ull);
+    EXPECT_EQ(parse_count("7000000000", "--params"), 7000000000ull);
+    EXPECT_EQ(parse_count("350M", "--params"), 350000000ull);
+    EXPECT_THROW(parse_count("-7B", "--params"), InputError);
+    EXPECT_THROW(parse_count("0", "--params"), InputError);
+    EXPECT_THROW(parse_count("7Q", "--params"), InputError);
+}
+
+TEST(ClosestNames, SuggestsNearMisses) {
+    const std::vector<std::string> c{"llama-2-7b", "llama-2-13b", "mistral-7b", "gpt2-xl"};
+    auto s = closest_names("llama2-7b", c);
+    ASSERT_FALSE(s.empty());
+    EXPECT_EQ(s.front(), "llama-2-7b");
+    EXPECT_TRUE(closest_names("zzzzzzzzzz", c).empty());
+}
