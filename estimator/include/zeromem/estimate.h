@@ -1,0 +1,136 @@
+// The analytic memory estimate for one ZeRO configuration.
+#pragma once
+
+#include "zeromem/model.h"
+#include "zeromem/types.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zeromem {
+
+/// The model as the estimator sees it.
+struct ModelInfo {
+    std::string name;                   ///< preset name, config path or "7e9 params"
+    uint64_t params = 0;                ///< Ψ, total parameters
+    uint64_t largest_layer_params = 0;  ///< largest single module's own params (DeepSpeed's L)
+    std::optional<ModelArch> arch;      ///< set when built from a preset or config.json
+};
+
+/// Named, overridable figures for the residual states that no formula gives.
+struct ResidualSettings {
+    /// CUDA context + cuBLAS/NCCL workspaces per process, bytes. 512 MiB:
+    /// public reports put it at 0.4-0.6 GB per process (shared reference
+    /// README, item 7; peers assume 0.3-2 GiB, gpu_poor 650 MB).
+    uint64_t cuda_context = 536870912;
+    /// Allocator fragmentation allowance as a fraction of the allocated
+    /// peak (reserved-but-unallocated memory of PyTorch's caching
+    /// allocator). 0.05: "a few percent of capacity" (shared reference
+    /// README, item 7). Set to 0 for an allocated-only figure.
+    double fragmentation_fraction = 0.05;
+    /// dtype the checkpoint is materialised in on the host at load time
+    /// (without zero.Init every rank holds a full copy). fp32 matches
+    /// DeepSpeed's estimator (4 B x P per process, stage3.py).
+    Dtype load_dtype = Dtype::fp32;
+};
+
+/// Everything one estimate needs.
+struct EstimateInput {
+    ModelInfo model;
+    ClusterSettings cluster;
+    TrainingSettings train;
+    ZeroSettings zero;
+    ResidualSettings residual;
+    Convention convention = Convention::full;
+    /// deepspeed convention, ZeRO-2 without offload: the formula of
+    /// DeepSpeed v0.4.2-v0.14.2 (4Ψ + 16Ψ/N) instead of the current 2Ψ + 18Ψ/N.
+    bool legacy_zero2_formula = false;
+    /// DeepSpeed estimators' additional_buffer_factor for host memory.
+    double additional_buffer_factor = 1.5;
+};
+
+/// Per-GPU bytes. parameters + gradients + optimizer_states are the model
+/// states (ZeRO paper Sec. 3.1); the rest are residual states (Sec. 3.2).
+struct GpuMemory {
+    uint64_t parameters = 0;
+    uint64_t gradients = 0;
+    uint64_t optimizer_states = 0;  ///< = master_weights + momentum + variance
+    uint64_t master_weights = 0;    ///< fp32 copy of the parameters
+    uint64_t momentum = 0;          ///< Adam m (SGD momentum buffer)
+    uint64_t variance = 0;          ///< Adam v
+    uint64_t activations = 0;
+    uint64_t temporary_buffers = 0;
+    uint64_t cuda_context = 0;
+    uint64_t fragmentation = 0;
+    uint64_t total = 0;
+};
+
+/// Per-node bytes of host RAM and NVMe.
+struct NodeMemory {
+    uint64_t host_memory = 0;   ///< peak host RAM per node
+    uint64_t host_pinned = 0;   ///< of which page-locked (pinned)
+    uint64_t host_load = 0;     ///< host RAM while loading the model
+    uint64_t host_steady = 0;   ///< host RAM while training
+    uint64_t nvme = 0;          ///< bytes written to the NVMe drive(s) of one node
+};
+
+/// One moment of the step and what is live on one GPU then.
+struct PhaseMemory {
+    std::string name;  ///< "forward_backward" or "optimizer_step"
+    uint64_t activations = 0;
+    uint64_t temporary_buffers = 0;
+    uint64_t total = 0;  ///< model states + these + context + fragmentation
+};
+
+/// One line of --explain: a component, its formula, the formula with
+/// numbers substituted, the result and the source of the formula.
+struct ExplainTerm {
+    std::string component;
+    std::string formula;
+    std::string substituted;
+    uint64_t bytes = 0;
+    std::string source;
+};
+
+/// The result.
+struct Estimate {
+    Convention convention = Convention::full;
+    GpuMemory per_gpu;       ///< components each at their own peak; total = peak phase
+    NodeMemory per_node;
+    std::vector<PhaseMemory> phases;  ///< full convention only
+    std::string peak_phase;           ///< name of the phase that sets per_gpu.total
+    std::optional<bool> fits_gpu;     ///< unset when the GPU capacity is unknown
+    std::optional<bool> fits_host;    ///< unset when the host capacity is unknown
+    std::vector<ExplainTerm> terms;   ///< filled only when asked for
+    std::vector<std::string> notes;   ///< assumptions and warnings
+};
+
+/// Computes the estimate for `in` under `in.convention`.
+///  - paper: ZeRO paper Sec. 5.1-5.3 model states, K = 4 + optimizer bytes
+///    (12 for Adam): 16Ψ, 4Ψ+KΨ/N, 2Ψ+(2+K)Ψ/N, (4+K)Ψ/N; residual states 0.
+///  - deepspeed: DeepSpeed estimate_zero2_model_states_mem_needs
+///    (stage_1_and_2.py) for stage 2 and estimate_zero3_model_states_mem_needs
+///    (stage3.py) for stage 3, bit-exact; stages 0 and 1 throw InputError.
+///  - full: DeepSpeed v0.19.6's real allocations (see estimate.cpp and
+///    ../shared/reference/deepspeed_memory.md section 4).
+/// With `explain` the terms and notes are filled (slower). Throws InputError
+/// for impossible inputs (zero params or GPUs, nodes not dividing GPUs, stage
+/// outside 0..3, offload_param below stage 3, NVMe optimizer offload below
+/// stage 3).
+Estimate estimate(const EstimateInput& in, bool explain = false);
+
+/// Korthikanti et al. 2022 (arXiv:2205.05198) Table 2: activation bytes
+/// stored per transformer layer for sequence s, micro batch b, hidden h,
+/// heads a, tensor-parallel size t (16-bit activations, 1-byte dropout
+/// masks):
+///   none:      sbh(10 + 24/t + 5as/(ht))   (t = 1: sbh(34 + 5as/h), Eq. 1)
+///   selective: sbh(10 + 24/t)
+///   full:      2sbh (the layer input only)
+/// With `flash_attention` the 5as/(ht) term (attention scores, softmax and
+/// its dropout mask) is not stored. Returns bytes (rounded to nearest).
+uint64_t activation_bytes_per_layer(int64_t s, int64_t b, int64_t h, int64_t a, int64_t t,
+                                    Checkpointing mode, bool flash_attention);
+
+}  // namespace zeromem

@@ -1,0 +1,28 @@
+// GPU presets (data/gpus/<name>.json).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zeromem {
+
+/// One GPU model. Capacities in bytes, rates in FLOP/s and bytes/s.
+struct GpuSpec {
+    std::string name;                 ///< preset name, e.g. "A100-80GB"
+    uint64_t memory_bytes = 0;        ///< nominal capacity, label x 2^30 bytes
+    std::optional<double> bf16_tflops;  ///< dense peak, 1e12 FLOP/s; unset if no bf16 tensor cores
+    std::optional<double> fp16_tflops;
+    double hbm_bandwidth = 0;         ///< bytes/s
+    std::string source;               ///< where the figures come from
+};
+
+/// Loads `<data_dir>/gpus/<name>.json` (name matched case-insensitively).
+/// Throws InputError for an unknown name, listing the closest presets.
+GpuSpec load_gpu_preset(const std::string& name, const std::string& data_dir);
+
+/// Names of all GPU presets, sorted.
+std::vector<std::string> list_gpu_presets(const std::string& data_dir);
+
+}  // namespace zeromem

@@ -1,0 +1,58 @@
+// From what the user typed (flags, a preset, a config.json, a DeepSpeed
+// config) to one resolved EstimateInput, recording where each value came from.
+#pragma once
+
+#include "zeromem/estimate.h"
+#include "zeromem/gpu.h"
+
+#include <optional>
+#include <string>
+
+namespace zeromem {
+
+/// The user's request, unparsed where the text carries units ("80GiB",
+/// "7B"). Unset optionals mean the flag was not given.
+struct Request {
+    std::optional<std::string> params;           ///< --params: "7e9", "7B", "1.3b"
+    std::optional<std::string> model;            ///< --model: preset name in data/models
+    std::optional<std::string> hf_config;        ///< --hf-config: path to config.json
+    std::optional<std::string> largest_layer_params;  ///< --largest-layer-params (count)
+    std::optional<int64_t> gpus;                 ///< --gpus: total GPUs (N_d)
+    std::optional<int64_t> nodes;                ///< --nodes
+    std::optional<std::string> gpu;              ///< --gpu: preset name in data/gpus
+    std::optional<std::string> gpu_memory;       ///< --gpu-memory: size per GPU
+    std::optional<std::string> host_memory;      ///< --host-memory: size per node
+    std::optional<std::string> dtype;            ///< --dtype
+    std::optional<int64_t> micro_batch;          ///< --micro-batch
+    std::optional<int64_t> seq_len;              ///< --seq-len
+    std::optional<int64_t> grad_accum;           ///< --grad-accum
+    std::optional<std::string> checkpointing;    ///< --gradient-checkpointing
+    std::optional<std::string> optimizer;        ///< --optimizer
+    std::optional<std::string> attention;        ///< --attention flash|eager
+    std::optional<int64_t> stage;                ///< --stage
+    std::optional<std::string> offload_optimizer;  ///< --offload-optimizer
+    std::optional<std::string> offload_param;    ///< --offload-param
+    std::optional<bool> zero_init;               ///< --zero-init / --no-zero-init
+    std::optional<std::string> ds_config;        ///< --ds-config: DeepSpeed JSON path
+    std::optional<std::string> convention;       ///< --convention
+    bool legacy_zero2_formula = false;           ///< --legacy-zero2
+    std::optional<std::string> cuda_context;     ///< --cuda-context: size
+    std::optional<double> fragmentation;         ///< --fragmentation: fraction
+    std::optional<std::string> load_dtype;       ///< --load-dtype
+};
+
+/// The resolved input plus what --explain needs.
+struct Resolved {
+    EstimateInput input;
+    Provenance provenance;          ///< setting -> where it came from
+    std::optional<GpuSpec> gpu;     ///< the --gpu preset, if given
+    std::vector<std::string> warnings;  ///< printed on stderr by the CLI
+};
+
+/// Resolves `req`: defaults, then the DeepSpeed config (with "auto" filled
+/// the HF Trainer way), then command-line flags, which win. Presets are read
+/// from `data_dir`. Throws InputError for every bad input, naming the flag,
+/// file or key.
+Resolved resolve_request(const Request& req, const std::string& data_dir);
+
+}  // namespace zeromem

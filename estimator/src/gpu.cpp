@@ -1,0 +1,71 @@
+#include "zeromem/gpu.h"
+
+#include "zeromem/types.h"
+#include "zeromem/util.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+namespace zeromem {
+
+namespace fs = std::filesystem;
+
+namespace {
+std::string lower(std::string s) {
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+}  // namespace
+
+std::vector<std::string> list_gpu_presets(const std::string& data_dir) {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::path(data_dir) / "gpus", ec))
+        if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+GpuSpec load_gpu_preset(const std::string& name, const std::string& data_dir) {
+    const auto names = list_gpu_presets(data_dir);
+    std::string found;
+    for (const auto& n : names)
+        if (lower(n) == lower(name)) found = n;
+    if (found.empty()) {
+        std::string msg = "--gpu: unknown GPU '" + name + "'";
+        const auto close = closest_names(name, names);
+        if (!close.empty()) {
+            msg += " (did you mean: ";
+            for (std::size_t i = 0; i < close.size(); ++i) msg += (i ? ", " : "") + close[i];
+            msg += "?)";
+        }
+        msg += "; known GPUs:";
+        for (const auto& n : names) msg += " " + n;
+        msg += "; or give --gpu-memory";
+        throw InputError(msg);
+    }
+    const std::string path = (fs::path(data_dir) / "gpus" / (found + ".json")).string();
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(read_text_file(path));
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(path + ": " + e.what());
+    }
+    GpuSpec g;
+    try {
+        g.name = j.at("name").get<std::string>();
+        g.memory_bytes = j.at("memory_bytes").get<uint64_t>();
+        if (!j.at("bf16_tflops").is_null()) g.bf16_tflops = j.at("bf16_tflops").get<double>();
+        if (!j.at("fp16_tflops").is_null()) g.fp16_tflops = j.at("fp16_tflops").get<double>();
+        g.hbm_bandwidth = j.at("hbm_bandwidth_bytes_per_s").get<double>();
+        g.source = j.at("source").get<std::string>();
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(path + ": " + e.what());
+    }
+    return g;
+}
+
+}  // namespace zeromem
