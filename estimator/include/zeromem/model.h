@@ -37,6 +37,9 @@ struct ModelArch {
     bool embedding_norm = false;       ///< BLOOM word_embeddings_layernorm
     int64_t position_offset = 0;       ///< OPT learned positions have 2 extra rows
     int64_t word_embed_proj_dim = 0;   ///< OPT-350m style projection (0 = none)
+    /// Q, K and V are one fused linear module (GPT-2 c_attn, GPT-NeoX/BLOOM/
+    /// Falcon query_key_value). Changes only largest_module, not the total.
+    bool fused_qkv = false;
     int64_t published_params = 0;      ///< count published by the model's authors (presets only; 0 if unknown)
     std::string published_source;      ///< where published_params comes from
 };
