@@ -4,15 +4,7 @@
 #include "zeromem/types.h"
 
 #include <gtest/gtest.h>
-// See estimator/src/model.cpp: GCC 12 false -Warray-bounds with JSON_DIAGNOSTICS.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Warray-bounds"
-#endif
 #include <nlohmann/json.hpp>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 #include <algorithm>
 #include <cmath>

@@ -11,17 +11,7 @@
 #include "zeromem/types.h"
 #include "zeromem/util.h"
 
-// With JSON_DIAGNOSTICS=1, GCC 12 reports -Warray-bounds inside nlohmann's
-// set_parents() while inlining json::parse; it is a false positive, so it is
-// silenced for this header only.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Warray-bounds"
-#endif
 #include <nlohmann/json.hpp>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 #include <algorithm>
 #include <cmath>
