@@ -102,7 +102,7 @@ void estimate_paper(const EstimateInput& in, Estimate& out, const Explainer& ex)
     out.per_node.host_memory = out.per_node.host_steady;
     out.peak_phase = "model_states";
     static const char* forms[] = {"(2+2+K)Ψ", "2Ψ + 2Ψ + KΨ/N_d", "2Ψ + (2+K)Ψ/N_d", "(2+2+K)Ψ/N_d"};
-    ex.term("model_states", forms[s],
+    if (ex.on) ex.term("model_states", forms[s],
             "Ψ=" + num(P) + ", K=" + num(K) + ", N_d=" + num(N) + (off_opt ? " (optimizer states on host)" : ""),
             m.total, kSrcPaper);
     ex.note("paper convention: model states only (ZeRO paper Sec. 3.1); residual states are not counted; "
@@ -133,8 +133,8 @@ void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer&
             cpu = P * std::max(4 * N, 16.0) * abf;
             m.parameters = static_cast<uint64_t>(std::trunc(gpu));
             m.total = m.parameters;
-            ex.term("gpu", "2Ψ", "Ψ=" + num(P), m.total, kSrcDsZ2);
-            ex.term("host", "Ψ · max(4N, 16) · abf", "Ψ=" + num(P) + ", N=" + num(N) + ", abf=" + num(abf),
+            if (ex.on) ex.term("gpu", "2Ψ", "Ψ=" + num(P), m.total, kSrcDsZ2);
+            if (ex.on) ex.term("host", "Ψ · max(4N, 16) · abf", "Ψ=" + num(P) + ", N=" + num(N) + ", abf=" + num(abf),
                     static_cast<uint64_t>(std::trunc(cpu)), kSrcDsZ2);
         } else {
             const double part = in.legacy_zero2_formula ? std::trunc(16 * P / N) : std::trunc(18 * P / N);
@@ -148,9 +148,9 @@ void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer&
             m.variance = m.master_weights;
             m.optimizer_states = m.master_weights + m.momentum + m.variance;
             m.gradients = m.total - m.parameters - m.optimizer_states;
-            ex.term("gpu", in.legacy_zero2_formula ? "4Ψ + trunc(16Ψ/N)  (legacy, v0.4.2-v0.14.2)" : "2Ψ + trunc(18Ψ/N)",
+            if (ex.on) ex.term("gpu", in.legacy_zero2_formula ? "4Ψ + trunc(16Ψ/N)  (legacy, v0.4.2-v0.14.2)" : "2Ψ + trunc(18Ψ/N)",
                     "Ψ=" + num(P) + ", N=" + num(N), m.total, kSrcDsZ2);
-            ex.term("host", "Ψ · 4 · g · abf", "Ψ=" + num(P) + ", g=" + num(g) + ", abf=" + num(abf),
+            if (ex.on) ex.term("host", "Ψ · 4 · g · abf", "Ψ=" + num(P) + ", g=" + num(g) + ", abf=" + num(abf),
                     static_cast<uint64_t>(std::trunc(cpu)), kSrcDsZ2);
         }
     } else {
@@ -193,8 +193,8 @@ void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer&
         }
         const std::string subst = "Ψ=" + num(P) + ", L=" + num(L) + ", N=" + num(N) + ", g=" + num(g) +
                                   ", nodes=" + num(n) + ", abf=" + num(abf) + ", zero_init=" + (zi ? "1" : "0");
-        ex.term("gpu", gform, subst, m.total, kSrcDsZ3);
-        ex.term("host", cform, subst, static_cast<uint64_t>(std::trunc(cpu)), kSrcDsZ3);
+        if (ex.on) ex.term("gpu", gform, subst, m.total, kSrcDsZ3);
+        if (ex.on) ex.term("host", cform, subst, static_cast<uint64_t>(std::trunc(cpu)), kSrcDsZ3);
     }
     out.per_node.host_memory = static_cast<uint64_t>(std::trunc(cpu));
     out.per_node.host_steady = out.per_node.host_memory;
@@ -253,7 +253,8 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     const bool overlap = z.overlap_comm_effective();
     const uint64_t bucket = static_cast<uint64_t>(z.reduce_bucket_size);
     const bool sgd = t.optimizer == Optimizer::sgd;
-    const std::string sP = num(static_cast<double>(P)), sN = num(static_cast<double>(N));
+    const std::string sP = ex.on ? num(static_cast<double>(P)) : std::string();
+    const std::string sN = ex.on ? num(static_cast<double>(N)) : std::string();
     auto& m = out.per_gpu;
     const char* srcZ12 = "DeepSpeed v0.19.6 runtime/zero/stage_1_and_2.py (DeepSpeedZeroOptimizer)";
     const char* srcZ3 = "DeepSpeed v0.19.6 runtime/zero/stage3.py, partition_parameters.py";
@@ -267,30 +268,30 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
             persist = persistent_numel(*in.model.arch, z.stage3_param_persistence_threshold,
                                        z.stage3_model_persistence_threshold);
         m.parameters = bm * persist + (off_par ? 0 : bm * Pn);
-        ex.term("parameters", off_par ? "b_m · persistent" : "b_m · (ceil(Ψ/N_d) + persistent)",
+        if (ex.on) ex.term("parameters", off_par ? "b_m · persistent" : "b_m · (ceil(Ψ/N_d) + persistent)",
                 "b_m=" + num(double(bm)) + ", Ψ=" + sP + ", N_d=" + sN + ", persistent=" + num(double(persist)) +
                     " elements (params <= stage3_param_persistence_threshold)",
                 m.parameters, srcZ3);
     } else {
         m.parameters = bm * P;
-        ex.term("parameters", "b_m · Ψ (full 16-bit copy on every rank)", "b_m=" + num(double(bm)) + ", Ψ=" + sP,
+        if (ex.on) ex.term("parameters", "b_m · Ψ (full 16-bit copy on every rank)", "b_m=" + num(double(bm)) + ", Ψ=" + sP,
                 m.parameters, src);
     }
 
     // --- gradients --------------------------------------------------------
     if (s <= 1) {
         m.gradients = bm * P + (ba != bm ? ba * P : 0);
-        ex.term("gradients",
+        if (ex.on) ex.term("gradients",
                 ba != bm ? "b_m · Ψ + b_a · Ψ (full grads + grad_accum buffer in data_types.grad_accum_dtype)"
                          : "b_m · Ψ (full, unpartitioned gradients)",
                 "b_m=" + num(double(bm)) + ", b_a=" + num(double(ba)) + ", Ψ=" + sP, m.gradients, src);
     } else if (s == 2) {
         m.gradients = off_opt ? 0 : bm * Pn;
-        ex.term("gradients", off_opt ? "0 (gradient partitions live in pinned host memory)" : "b_m · ceil(Ψ/N_d) (grads_in_partition)",
+        if (ex.on) ex.term("gradients", off_opt ? "0 (gradient partitions live in pinned host memory)" : "b_m · ceil(Ψ/N_d) (grads_in_partition)",
                 "b_m=" + num(double(bm)) + ", Ψ=" + sP + ", N_d=" + sN, m.gradients, srcZ12);
     } else {
         m.gradients = off_opt ? 0 : ba * Pn;
-        ex.term("gradients", off_opt ? "0 (grad_partitions_flat_buffer on the host)" : "b_a · ceil(Ψ/N_d) (grad_partitions_flat_buffer)",
+        if (ex.on) ex.term("gradients", off_opt ? "0 (grad_partitions_flat_buffer on the host)" : "b_a · ceil(Ψ/N_d) (grad_partitions_flat_buffer)",
                 "b_a=" + num(double(ba)) + ", Ψ=" + sP + ", N_d=" + sN, m.gradients, srcZ3);
     }
 
@@ -305,7 +306,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         m.variance = var;
     }
     m.optimizer_states = m.master_weights + m.momentum + m.variance;
-    ex.term("optimizer_states",
+    if (ex.on) ex.term("optimizer_states",
             off_opt ? "0 (fp32 master and optimizer states offloaded)"
                     : (s == 0 ? "4Ψ master + optimizer bytes · Ψ" : "(4 + optimizer bytes) · ceil(Ψ/N_d)"),
             "Ψ=" + sP + ", N_d=" + sN + ", optimizer " + to_string(t.optimizer) + " = " +
@@ -326,7 +327,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         const uint64_t io = to_bytes(sbh + 4.0 * sbh * (1.0 + double(a.vocab_size) / double(h)));
         double scale = t.dtype == Dtype::fp32 ? 2.0 : 1.0;  // fp32 activations: twice the 16-bit bytes
         act = to_bytes(scale * double(per_layer * static_cast<uint64_t>(a.num_layers) + recompute + io));
-        ex.term("activations",
+        if (ex.on) ex.term("activations",
                 std::string("L · per_layer + recompute + sbh + 4sbh(1 + V/h); per_layer = ") +
                     (t.checkpointing == Checkpointing::full ? "2sbh"
                      : t.checkpointing == Checkpointing::selective ? "34sbh"
@@ -345,26 +346,26 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     uint64_t tmp_bwd = 0, tmp_step = 0;
     if (s == 0) {
         tmp_step = half ? 4 * P : 0;
-        ex.term("temporary_buffers (step)", "4Ψ (flattened fp32 gradient copy in FP16_Optimizer.step)",
+        if (ex.on) ex.term("temporary_buffers (step)", "4Ψ (flattened fp32 gradient copy in FP16_Optimizer.step)",
                 "Ψ=" + sP, tmp_step, srcZ0);
     } else if (s <= 2) {
         const uint64_t ipg = bucket * bm * (overlap ? 2 : 1);
         const uint64_t offload_buf = off_opt ? L * bm : 0;
         tmp_bwd = ipg + offload_buf;
-        ex.term("temporary_buffers (backward)",
+        if (ex.on) ex.term("temporary_buffers (backward)",
                 std::string("reduce_bucket_size · b_m") + (overlap ? " · 2 (overlap_comm double buffer)" : "") +
                     (off_opt ? " + L · b_m (temp_grad_buffer_for_gpu_offload)" : ""),
                 "reduce_bucket_size=" + num(double(bucket)) + ", b_m=" + num(double(bm)) + ", L=" + num(double(L)),
                 tmp_bwd, srcZ12);
         tmp_step = off_opt ? 0 : (4 + ba) * Pn;
-        ex.term("temporary_buffers (step)", off_opt ? "0 (optimizer step on the CPU)" : "(4 + b_a) · ceil(Ψ/N_d) (fp32 gradient copy of the partition + its source)",
+        if (ex.on) ex.term("temporary_buffers (step)", off_opt ? "0 (optimizer step on the CPU)" : "(4 + b_a) · ceil(Ψ/N_d) (fp32 gradient copy of the partition + its source)",
                 "b_a=" + num(double(ba)) + ", Ψ=" + sP + ", N_d=" + sN, tmp_step, srcZ12);
     } else {
         const uint64_t ipg = z.contiguous_gradients ? bucket * bc : 0;
         const uint64_t prefetch = static_cast<uint64_t>(
             std::min(z.stage3_prefetch_bucket_size, z.stage3_max_live_parameters));
         tmp_bwd = ipg + 2 * L * bm + prefetch * bm;
-        ex.term("temporary_buffers (backward)",
+        if (ex.on) ex.term("temporary_buffers (backward)",
                 "reduce_bucket_size · b_c (IPG bucket, allocated at init) + 2 · L · b_m (largest module gathered "
                 "+ its full gradient) + min(stage3_prefetch_bucket_size, stage3_max_live_parameters) · b_m",
                 "reduce_bucket_size=" + num(double(bucket)) + ", b_c=" + num(double(bc)) + ", L=" + num(double(L)) +
@@ -372,7 +373,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
                 tmp_bwd, srcZ3);
         const uint64_t sub = std::min<uint64_t>(static_cast<uint64_t>(z.sub_group_size), Pn);
         tmp_step = off_opt ? 0 : sub * (4 + ba);
-        ex.term("temporary_buffers (step)", off_opt ? "0 (optimizer step on the CPU)" : "min(sub_group_size, ceil(Ψ/N_d)) · (4 + b_a) (fp32 gradient of one sub-group)",
+        if (ex.on) ex.term("temporary_buffers (step)", off_opt ? "0 (optimizer step on the CPU)" : "min(sub_group_size, ceil(Ψ/N_d)) · (4 + b_a) (fp32 gradient of one sub-group)",
                 "sub_group_size=" + num(double(z.sub_group_size)) + ", b_a=" + num(double(ba)), tmp_step, srcZ3);
     }
     m.temporary_buffers = std::max(tmp_bwd, tmp_step);
@@ -392,9 +393,9 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     phase("forward_backward", act, tmp_bwd, fb);
     phase("optimizer_step", 0, tmp_step, st);
     out.peak_phase = fb >= st ? "forward_backward" : "optimizer_step";
-    ex.term("cuda_context", "named figure (--cuda-context)", num(double(m.cuda_context)) + " B", m.cuda_context,
+    if (ex.on) ex.term("cuda_context", "named figure (--cuda-context)", num(double(m.cuda_context)) + " B", m.cuda_context,
             "public reports: 0.4-0.6 GB per process");
-    ex.term("fragmentation", "fraction · allocated peak (--fragmentation)",
+    if (ex.on) ex.term("fragmentation", "fraction · allocated peak (--fragmentation)",
             num(in.residual.fragmentation_fraction) + " · " + num(double(peak)), m.fragmentation,
             "PyTorch caching allocator reserve; a few percent of capacity");
 
@@ -413,7 +414,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         }
         host_rank += states_host + pinned;
         if (pin_o) pinned_rank += pinned;
-        ex.term("host: offloaded optimizer (per rank)",
+        if (ex.on) ex.term("host: offloaded optimizer (per rank)",
                 s <= 2 ? "(4 + optimizer bytes) · Ψ/N_d + pinned (4 + b_m) · Ψ/N_d + L · b_m [+ b_m · Ψ/N_d with GAS > 1]"
                        : "(4 + optimizer bytes) · Ψ/N_d + pinned (4 + b_a) · Ψ/N_d",
                 "Ψ/N_d=" + num(double(Pn)), states_host + pinned, src);
@@ -424,21 +425,21 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         host_rank += pinned;
         pinned_rank += pinned;
         nvme_rank += (4 + static_cast<uint64_t>(optimizer_state_bytes(t.optimizer)) + 4) * Pn;
-        ex.term("host: optimizer NVMe swap buffers (per rank)", "buffer_count · min(sub_group_size, Ψ/N_d) · 4 + b_a · Ψ/N_d",
+        if (ex.on) ex.term("host: optimizer NVMe swap buffers (per rank)", "buffer_count · min(sub_group_size, Ψ/N_d) · 4 + b_a · Ψ/N_d",
                 "buffer_count=" + num(double(z.offload_optimizer_buffer_count)) + ", sub=" + num(double(sub)), pinned,
                 "DeepSpeed runtime/swap_tensor/optimizer_utils.py, utils.py");
     }
     if (z.offload_param == OffloadDevice::cpu) {
         host_rank += bm * Pn;
         if (pin_p) pinned_rank += bm * Pn;
-        ex.term("host: offloaded 16-bit parameters (per rank)", "b_m · Ψ/N_d", "Ψ/N_d=" + num(double(Pn)), bm * Pn, srcZ3);
+        if (ex.on) ex.term("host: offloaded 16-bit parameters (per rank)", "b_m · Ψ/N_d", "Ψ/N_d=" + num(double(Pn)), bm * Pn, srcZ3);
     } else if (z.offload_param == OffloadDevice::nvme) {
         const uint64_t pool = static_cast<uint64_t>(z.offload_param_buffer_count * z.offload_param_buffer_size) * bm +
                               std::min<uint64_t>(static_cast<uint64_t>(z.offload_param_max_in_cpu), Pn) * bm;
         host_rank += pool;
         pinned_rank += pool;
         nvme_rank += bm * Pn;
-        ex.term("host: parameter NVMe swap pool (per rank)", "buffer_count · buffer_size · b_m + min(max_in_cpu, Ψ/N_d) · b_m",
+        if (ex.on) ex.term("host: parameter NVMe swap pool (per rank)", "buffer_count · buffer_size · b_m + min(max_in_cpu, Ψ/N_d) · b_m",
                 "buffer_count=" + num(double(z.offload_param_buffer_count)) + ", buffer_size=" +
                     num(double(z.offload_param_buffer_size)) + ", max_in_cpu=" + num(double(z.offload_param_max_in_cpu)),
                 pool, "DeepSpeed runtime/swap_tensor/partitioned_param_swapper.py");
@@ -450,7 +451,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     const uint64_t lb = static_cast<uint64_t>(dtype_bytes(in.residual.load_dtype));
     const bool zero_init = s == 3 && z.zero_init;
     node.host_load = g * (zero_init ? L : P) * lb;
-    ex.term("host: model load (per node)",
+    if (ex.on) ex.term("host: model load (per node)",
             zero_init ? "g · L · load bytes (zero.Init: one module at a time per rank)"
                       : "g · Ψ · load bytes (every rank materialises the whole model)",
             "g=" + num(double(g)) + ", " + (zero_init ? "L=" + num(double(L)) : "Ψ=" + sP) + ", load dtype " +

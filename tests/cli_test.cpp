@@ -1,0 +1,219 @@
+// End-to-end tests: run the built `zeromem` binary and check its output,
+// exit code and error messages. Expected numbers are independent arithmetic
+// written here or published figures, cited inline.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+struct Run {
+    int exit_code = -1;
+    std::string out;  // stdout
+    std::string err;  // stderr
+};
+
+std::string temp_path(const std::string& name) {
+    const char* dir = std::getenv("TMPDIR");
+    return std::string(dir && *dir ? dir : "/tmp") + "/zeromem_cli_test_" + name;
+}
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Runs `zeromem <args>` through the shell, capturing stdout and stderr.
+Run zeromem(const std::string& args) {
+    const std::string out = temp_path("out.txt"), err = temp_path("err.txt");
+    const std::string cmd = std::string("'") + ZEROMEM_BINARY + "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
+    const int status = std::system(cmd.c_str());
+    Run r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+}
+
+nlohmann::json json_of(const std::string& args) {
+    const Run r = zeromem(args + " --format json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+}
+
+std::string data(const std::string& rel) { return std::string("'") + ZEROMEM_SOURCE_DATA_DIR + "/" + rel + "'"; }
+std::string testdata(const std::string& rel) { return std::string("'") + ZEROMEM_TEST_DATA_DIR + "/" + rel + "'"; }
+
+void expect_error(const std::string& args, const std::string& must_contain) {
+    const Run r = zeromem(args);
+    EXPECT_NE(r.exit_code, 0) << "args: " << args << "\nstdout: " << r.out;
+    EXPECT_NE(r.err.find(must_contain), std::string::npos)
+        << "args: " << args << "\nstderr: " << r.err << "\nexpected to contain: " << must_contain;
+    // One clear line, not a crash dump.
+    EXPECT_LE(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;
+    EXPECT_NE(r.exit_code, 134) << "abort";
+    EXPECT_NE(r.exit_code, 139) << "segfault";
+}
+
+}  // namespace
+
+TEST(Cli, VersionAndHelp) {
+    Run r = zeromem("--version");
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_NE(r.out.find("zeromem 0."), std::string::npos) << r.out;
+    r = zeromem("--help");
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_NE(r.out.find("zeromem estimate --params 7e9 --gpus 8 --stage 3"), std::string::npos) << r.out;
+    r = zeromem("estimate --help");
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_NE(r.out.find("Examples:"), std::string::npos);
+    EXPECT_NE(r.out.find("--ds-config"), std::string::npos);
+}
+
+// The README's main example. Stage 3, bf16, Ψ = 7e9, N_d = 8: 16-bit
+// parameter partition 2Ψ/8 = 1.75e9 B, gradient partition 2Ψ/8 = 1.75e9 B,
+// fp32 master + Adam m + v = 12Ψ/8 = 10.5e9 B (deepspeed_memory.md 4.2).
+TEST(Cli, MainExampleTableAndJson) {
+    Run r = zeromem("estimate --params 7e9 --gpus 8 --stage 3");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("GiB"), std::string::npos);
+    EXPECT_NE(r.out.find("ZeRO-3"), std::string::npos);
+    EXPECT_NE(r.err.find("largest layer unknown"), std::string::npos) << r.err;
+}
+
+TEST(Cli, JsonContract) {
+    const auto j = json_of("estimate --params 7e9 --gpus 8 --stage 3");
+    for (const char* k : {"parameters", "gradients", "optimizer_states", "activations", "temporary_buffers",
+                          "cuda_context", "fragmentation", "total"}) {
+        ASSERT_TRUE(j.at("per_gpu").contains(k)) << k;
+        EXPECT_TRUE(j.at("per_gpu").at(k).is_number_unsigned()) << k;
+    }
+    EXPECT_TRUE(j.at("per_node").at("host_memory").is_number_unsigned());
+    EXPECT_TRUE(j.at("per_node").at("nvme").is_number_unsigned());
+    EXPECT_TRUE(j.at("fits_gpu").is_null());   // no --gpu given
+    EXPECT_TRUE(j.at("fits_host").is_null());  // no --host-memory given
+    EXPECT_EQ(j.at("per_gpu").at("parameters").get<uint64_t>(), 1750000000u);
+    EXPECT_EQ(j.at("per_gpu").at("gradients").get<uint64_t>(), 1750000000u);
+    EXPECT_EQ(j.at("per_gpu").at("optimizer_states").get<uint64_t>(), 10500000000u);
+
+    const auto fit = json_of("estimate --params 7e9 --gpus 8 --stage 3 --gpu A100-80GB --host-memory 1TB");
+    EXPECT_TRUE(fit.at("fits_gpu").get<bool>());
+    EXPECT_TRUE(fit.at("fits_host").get<bool>());
+    // 7e9 params, ZeRO-0, 16 B/param = 112e9 B > 80 GiB.
+    const auto nofit = json_of("estimate --params 7e9 --gpus 8 --stage 0 --gpu A100-80GB");
+    EXPECT_FALSE(nofit.at("fits_gpu").get<bool>());
+}
+
+// --convention deepspeed reproduces DeepSpeed's printed figures: 7e9 params,
+// L = 131072000 (LLaMA-7B embedding), 1 node x 8 GPUs, ZeRO-3 without
+// offload, zero_init=1: per GPU 16274288000 B, per CPU 6291456000 B
+// (deepspeed_memory.md section 3 spot check).
+TEST(Cli, DeepSpeedConventionSpotCheck) {
+    const auto j = json_of("estimate --params 7e9 --largest-layer-params 131072000 --gpus 8 --stage 3 "
+                           "--convention deepspeed");
+    EXPECT_EQ(j.at("per_gpu").at("total").get<uint64_t>(), 16274288000u);
+    EXPECT_EQ(j.at("per_node").at("host_memory").get<uint64_t>(), 6291456000u);
+    // ZeRO-2 legacy formula 4P + 16P/N = 28e9 + 14e9 = 42e9 B.
+    const auto legacy = json_of("estimate --params 7e9 --gpus 8 --stage 2 --convention deepspeed --legacy-zero2");
+    EXPECT_EQ(legacy.at("per_gpu").at("total").get<uint64_t>(), 42000000000u);
+}
+
+// ZeRO paper Figure 1: 7.5B on 64 GPUs, stage 1 = 31.4 GB (decimal).
+TEST(Cli, PaperConvention) {
+    const auto j = json_of("estimate --params 7.5B --gpus 64 --stage 1 --convention paper");
+    EXPECT_EQ(j.at("per_gpu").at("total").get<uint64_t>(), 31406250000u);
+}
+
+TEST(Cli, PresetAndHfConfig) {
+    // llama-2-7b: 6,738,415,616 parameters (published count; see model tests).
+    auto j = json_of("estimate --model llama-2-7b --gpus 8 --stage 2 --micro-batch 1 --seq-len 4096");
+    EXPECT_EQ(j.at("model").at("params").get<uint64_t>(), 6738415616u);
+    EXPECT_GT(j.at("per_gpu").at("activations").get<uint64_t>(), 0u);
+    j = json_of("estimate --hf-config " + testdata("hf_configs/gpt2.json") + " --gpus 1 --stage 0");
+    EXPECT_EQ(j.at("model").at("params").get<uint64_t>(), 124439808u);  // GPT-2 small, published
+}
+
+TEST(Cli, OtherFormatsAndExplain) {
+    Run r = zeromem("estimate --params 7e9 --gpus 8 --stage 2 --format csv");
+    ASSERT_EQ(r.exit_code, 0);
+    EXPECT_EQ(r.out.rfind("scope,component,bytes,GiB\n", 0), 0u);
+    EXPECT_NE(r.out.find("per_gpu,parameters,14000000000,"), std::string::npos) << r.out;  // 2 B x 7e9
+    r = zeromem("estimate --params 7e9 --gpus 8 --stage 2 --format md");
+    ASSERT_EQ(r.exit_code, 0);
+    EXPECT_NE(r.out.find("| per GPU | GiB |"), std::string::npos);
+    r = zeromem("estimate --model llama-2-7b --gpus 8 --stage 3 --explain");
+    ASSERT_EQ(r.exit_code, 0);
+    EXPECT_NE(r.out.find("Where each setting came from"), std::string::npos);
+    EXPECT_NE(r.out.find("Korthikanti"), std::string::npos);
+    EXPECT_NE(r.out.find("stage3.py"), std::string::npos);
+}
+
+TEST(Cli, SeedDeepSpeedConfigs) {
+    // Seed ZeRO-3 config: stage 3, both offloads to cpu, fp16; "auto" buckets
+    // need the hidden size, which the preset gives.
+    auto j = json_of("estimate --model llama-2-7b --gpus 8 --ds-config " + data("ds_configs/ds_zero3_config.json"));
+    EXPECT_EQ(j.at("zero_optimization").at("stage").get<int>(), 3);
+    EXPECT_EQ(j.at("zero_optimization").at("offload_param").get<std::string>(), "cpu");
+    EXPECT_EQ(j.at("training").at("dtype").get<std::string>(), "fp16");
+    // HF rule: reduce_bucket_size = h*h = 4096^2 (deepspeed_memory.md section 8).
+    EXPECT_EQ(j.at("zero_optimization").at("reduce_bucket_size").get<int64_t>(), 16777216);
+    // Flags override the file.
+    j = json_of("estimate --model llama-2-7b --gpus 8 --ds-config " + data("ds_configs/ds_zero2_config.json") +
+                " --stage 1 --dtype bf16");
+    EXPECT_EQ(j.at("zero_optimization").at("stage").get<int>(), 1);
+    EXPECT_EQ(j.at("training").at("dtype").get<std::string>(), "bf16");
+    // "auto" needing a hidden size, with --params only: error naming the key.
+    expect_error("estimate --params 7e9 --gpus 8 --ds-config " + data("ds_configs/ds_zero3_config.json"),
+                 "reduce_bucket_size");
+}
+
+TEST(Cli, BadInputGetsOneClearLineAndNonzeroExit) {
+    expect_error("estimate --params -7e9 --gpus 8", "--params");
+    expect_error("estimate --params 0 --gpus 8", "--params");
+    expect_error("estimate --params 7e9 --gpus 8 --stage 4", "--stage");
+    expect_error("estimate --params 7e9 --gpus 8 --nodes 3", "--nodes");
+    expect_error("estimate --params 7e9 --gpus 0", "--gpus");
+    expect_error("estimate --model llama-2-7 --gpus 8", "llama-2-7b");  // suggests the close preset
+    expect_error("estimate --params 7e9 --gpu A100-80 --gpus 8", "A100-80GB");
+    expect_error("estimate --params 7e9 --gpu-memory 80XB", "--gpu-memory");
+    expect_error("estimate --hf-config /nonexistent/config.json", "/nonexistent/config.json");
+    expect_error("estimate --hf-config " + testdata("hf_configs/malformed.json"), "line");
+    expect_error("estimate --params 7e9 --ds-config /nonexistent/ds.json", "/nonexistent/ds.json");
+    expect_error("estimate --params 7e9 --stage 2 --offload-param cpu", "offload_param");
+    expect_error("estimate --params 7e9 --dtype fp8", "--dtype");
+    expect_error("estimate --params 7e9 --format yaml", "--format");
+    expect_error("estimate", "--params");
+    expect_error("estimate --params 7e9 --model llama-2-7b", "only one");
+}
+
+namespace {
+std::string write_config(const std::string& name, const std::string& body) {
+    const std::string path = temp_path(name);
+    std::ofstream(path) << body;
+    return path;
+}
+}  // namespace
+
+TEST(Cli, BadDeepSpeedConfigs) {
+    expect_error("estimate --params 7e9 --gpus 8 --ds-config " +
+                     write_config("typo.json", R"({"zero_optimization": {"stage": 3, "stage3_param_persitance_threshold": 10}})"),
+                 "stage3_param_persistence_threshold");
+    expect_error("estimate --params 7e9 --gpus 8 --ds-config " +
+                     write_config("frac.json", R"({"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 15099494.4}})"),
+                 "stage3_prefetch_bucket_size");
+    expect_error("estimate --params 7e9 --gpus 8 --ds-config " +
+                     write_config("type.json", R"({"zero_optimization": {"stage": "three"}})"),
+                 "stage");
+    expect_error("estimate --params 7e9 --gpus 1 --ds-config " +
+                     write_config("batch.json", R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2,
+                                                    "gradient_accumulation_steps": 1})"),
+                 "train_batch_size");
+    expect_error("estimate --params 7e9 --gpus 8 --ds-config " + write_config("bad.json", "{\"zero_optimization\": {\n  \"stage\": 3,\n}"),
+                 "line");
+}
