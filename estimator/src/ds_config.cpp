@@ -16,6 +16,7 @@
 
 #include "zeromem/util.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -356,7 +357,15 @@ void unknown_key(const Spec& spec, const std::string& key, const std::string& so
                                                      : "under " + this_ptr));
         }
     }
-    const auto near = closest_names(key, here, 3);
+    // closest_names ranks a substring match like a one-letter typo; keep only
+    // the candidates nearly as close as the best one by edit distance.
+    std::vector<std::pair<std::size_t, std::string>> ranked;
+    for (const auto& c : closest_names(key, here, 5)) ranked.emplace_back(edit_distance(key, c), c);
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+    std::vector<std::string> near;
+    for (const auto& r : ranked)
+        if (near.size() < 3 && r.first <= ranked.front().first + 2) near.push_back(r.second);
     std::string msg = "unknown key";
     if (!near.empty()) msg += " (did you mean " + join_quoted(near, " or ") + "?)";
     else msg += " (not a DeepSpeed v0.19.6 config key)";
@@ -988,15 +997,26 @@ json load_ds_config_file(const std::string& path) {
         doc = json::parse(text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
         (void)ok;
     } catch (const json::parse_error& e) {
+        // e.byte: 1-based index of the last character read. nlohmann's own
+        // "line L, column C" counts a lookahead newline (column 0), so the
+        // position is recomputed here, stepping back over that newline.
+        std::size_t end = std::min<std::size_t>(e.byte, text.size());
+        if (end > 1 && text[end - 1] == '\n') --end;
+        std::size_t line = 1;
+        std::size_t line_start = 0;
+        for (std::size_t i = 0; i + 1 < end; ++i)
+            if (text[i] == '\n') {
+                ++line;
+                line_start = i + 1;
+            }
+        const std::string where_s = "line " + std::to_string(line) + ", column " +
+                                    std::to_string(end > line_start ? end - line_start : 1);
         // e.what(): "[json.exception.parse_error.101] parse error at line L, column C: detail"
         const std::string what = e.what();
-        std::string where_s = "byte " + std::to_string(e.byte);
         std::string detail = what;
-        const auto at = what.find("at line ");
-        if (at != std::string::npos) {
-            const auto colon = what.find(": ", at);
-            where_s = what.substr(at + 3, colon == std::string::npos ? std::string::npos : colon - at - 3);
-            if (colon != std::string::npos) detail = what.substr(colon + 2);
+        if (const auto at = what.find("at line "); at != std::string::npos) {
+            if (const auto colon = what.find(": ", at); colon != std::string::npos)
+                detail = what.substr(colon + 2);
         }
         throw InputError(path + ": malformed JSON at " + where_s + ": " + detail);
     }
