@@ -10,7 +10,17 @@
 
 #include "zeromem/types.h"
 
+// GCC 12 reports a false -Warray-bounds inside nlohmann/json's parsers when
+// JSON_DIAGNOSTICS=1 is on (basic_json::set_parents, at -O2/-O3). Silence it
+// for this header's templates only; the state is taken where they are defined.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Warray-bounds"
+#endif
 #include <nlohmann/json.hpp>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 #include <optional>
 #include <string>
@@ -54,5 +64,20 @@ void apply_ds_config(const nlohmann::json& config, const std::string& source,
 /// disagree and what train_batch_size should be. No-op when
 /// train.train_batch_size is unset.
 void check_batch_arithmetic(const TrainingSettings& train, int64_t data_parallel_size);
+
+/// DeepSpeed's batch completion (runtime/config.py
+/// _set_batch_related_parameters), then check_batch_arithmetic. A value
+/// counts as given when `prov` has an entry for its DeepSpeed key
+/// ("train_batch_size", "train_micro_batch_size_per_gpu",
+/// "gradient_accumulation_steps"), as apply_ds_config records them; the
+/// caller records command-line values the same way. Missing values are filled
+/// from the given ones the way DeepSpeed does (train_batch_size alone: accum
+/// 1 and micro = train_batch_size / N_d; micro alone: accum 1) and recorded
+/// in `prov`. Throws InputError when neither train_batch_size nor the micro
+/// batch is given (DeepSpeed asserts the same), when train_batch_size is not
+/// divisible by what it must be split into (DeepSpeed would floor-divide and
+/// then fail its batch assertion), and when the three disagree.
+void complete_batch_settings(TrainingSettings& train, int64_t data_parallel_size,
+                             Provenance& prov);
 
 }  // namespace zeromem

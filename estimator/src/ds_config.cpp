@@ -1,0 +1,1115 @@
+// DeepSpeed config files: strict loading, schema check, "auto" resolution,
+// application onto ZeroSettings / TrainingSettings.
+//
+// The schema below lists the keys DeepSpeed v0.19.6 reads, as it spells them:
+// deepspeed/runtime/config.py (DeepSpeedConfig._initialize_params) and
+// constants.py for the top level; runtime/zero/config.py
+// (DeepSpeedZeroConfig) and offload_config.py for zero_optimization;
+// runtime/precision_config.py for fp16/bf16; swap_tensor/constants.py for
+// aio; activation_checkpointing/config.py. Blocks zeromem does not size
+// (monitoring, profiling, compression, ...) are accepted as opaque objects.
+//
+// DeepSpeed itself is strict only inside its pydantic models (extra="forbid")
+// and ignores unknown top-level keys; zeromem is strict everywhere, so that a
+// misspelled key is reported before launch instead of silently ignored.
+#include "zeromem/ds_config.h"
+
+#include "zeromem/util.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+namespace zeromem {
+
+using nlohmann::json;
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Messages
+
+/// "/a/b" JSON pointer of a key path (RFC 6901 escaping).
+std::string pointer_of(const std::vector<std::string>& path) {
+    std::string out;
+    for (const auto& k : path) {
+        out += '/';
+        for (char c : k) {
+            if (c == '~') out += "~0";
+            else if (c == '/') out += "~1";
+            else out += c;
+        }
+    }
+    return out.empty() ? "/" : out;
+}
+
+/// "a.b" dotted key (the Provenance key and the HF spelling).
+std::string dotted_of(const std::vector<std::string>& path) {
+    std::string out;
+    for (const auto& k : path) {
+        if (!out.empty()) out += '.';
+        out += k;
+    }
+    return out;
+}
+
+[[noreturn]] void fail(const std::string& source, const std::vector<std::string>& path,
+                       const std::string& what) {
+    throw InputError(source + ": " + pointer_of(path) + ": " + what);
+}
+
+/// A JSON value as it appears in the file, on one line.
+std::string show(const json& v) {
+    if (v.is_number_float()) {
+        // Shortest text that round-trips, without the ".0" nlohmann adds.
+        char buf[64];
+        const double d = v.get<double>();
+        for (int prec = 1; prec <= 17; ++prec) {
+            std::snprintf(buf, sizeof buf, "%.*g", prec, d);
+            if (std::strtod(buf, nullptr) == d) break;
+        }
+        return buf;
+    }
+    std::string s = v.dump();
+    if (s.size() > 60) s = s.substr(0, 57) + "...";
+    return s;
+}
+
+std::string join_quoted(const std::vector<std::string>& names, const char* last_sep) {
+    std::string out;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        if (i > 0) out += (i + 1 == names.size()) ? last_sep : ", ";
+        out += "'" + names[i] + "'";
+    }
+    return out;
+}
+
+bool is_auto(const json& v) { return v.is_string() && v.get<std::string>() == "auto"; }
+
+std::string lower(std::string s) {
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+// ---------------------------------------------------------------------------
+// Schema
+
+enum class Kind {
+    Bool,       ///< JSON true/false
+    Int,        ///< JSON number without a fractional part, within [imin, imax]
+    Number,     ///< any JSON number (not a bool), within [fmin, fmax]
+    String,     ///< JSON string
+    Dtype,      ///< "fp32"/"fp16"/"bf16" and DeepSpeed's DtypeEnum spellings
+    CommDtype,  ///< "fp32"/"fp16"/"bf16" only (config.py get_communication_data_type)
+    Device,     ///< "none"/"cpu"/"nvme" (offload_config.py OffloadDeviceEnum)
+    StringList, ///< array of strings
+    Object,     ///< object with exactly the listed children
+    Open,       ///< object; listed children are checked, others accepted
+    Opaque,     ///< any object; not looked into
+    Any,        ///< any value
+};
+
+struct Spec {
+    std::string name;
+    Kind kind = Kind::Any;
+    bool nullable = false;  ///< null accepted (Optional[...] in DeepSpeed)
+    int64_t imin = std::numeric_limits<int64_t>::min();
+    int64_t imax = std::numeric_limits<int64_t>::max();
+    double fmin = -HUGE_VAL;
+    double fmax = HUGE_VAL;
+    std::vector<Spec> children;
+
+    Spec& null() { nullable = true; return *this; }
+};
+
+Spec make(std::string name, Kind kind) {
+    Spec s;
+    s.name = std::move(name);
+    s.kind = kind;
+    return s;
+}
+Spec B(std::string n) { return make(std::move(n), Kind::Bool); }
+Spec S(std::string n) { return make(std::move(n), Kind::String); }
+Spec A(std::string n) { return make(std::move(n), Kind::Any); }
+Spec O(std::string n) { return make(std::move(n), Kind::Opaque); }
+Spec I(std::string n, int64_t lo = std::numeric_limits<int64_t>::min(),
+       int64_t hi = std::numeric_limits<int64_t>::max()) {
+    Spec s = make(std::move(n), Kind::Int);
+    s.imin = lo;
+    s.imax = hi;
+    return s;
+}
+Spec N(std::string n, double lo = -HUGE_VAL, double hi = HUGE_VAL) {
+    Spec s = make(std::move(n), Kind::Number);
+    s.fmin = lo;
+    s.fmax = hi;
+    return s;
+}
+Spec Obj(std::string n, std::vector<Spec> children, Kind kind = Kind::Object) {
+    Spec s = make(std::move(n), kind);
+    s.children = std::move(children);
+    return s;
+}
+
+/// The whole config schema (DeepSpeed v0.19.6; see the file comment).
+const Spec& schema() {
+    static const Spec root = [] {
+        const Spec offload_param = Obj("offload_param", {
+            make("device", Kind::Device), S("nvme_path").null(), I("buffer_count", 0),
+            I("buffer_size", 0), I("max_in_cpu", 0), B("pin_memory")});
+        const Spec offload_optimizer = Obj("offload_optimizer", {
+            make("device", Kind::Device), S("nvme_path").null(), I("buffer_count", 0),
+            B("pin_memory"), B("pipeline_read"), B("pipeline_write"), B("fast_init"),
+            N("ratio", 0.0, 1.0), B("super_offload"), N("cpuadam_cores_perc", 0.0, 1.0)});
+        Spec op = offload_param;
+        op.nullable = true;
+        Spec oo = offload_optimizer;
+        oo.nullable = true;
+        Spec leaf = Obj("leaf_module", {make("classes", Kind::StringList),
+                                        make("names", Kind::StringList),
+                                        make("name_suffixes", Kind::StringList)});
+        const Spec zero = Obj("zero_optimization", {
+            I("stage"),  // range checked with its own message
+            B("contiguous_gradients"), B("reduce_scatter"), I("reduce_bucket_size", 0),
+            B("use_multi_rank_bucket_allreduce"), B("allgather_partitions"),
+            I("allgather_bucket_size", 0), B("overlap_comm").null(),
+            B("load_from_fp32_weights"), B("elastic_checkpoint"), op, oo,
+            O("zenflow").null(), I("sub_group_size", 0),
+            B("cpu_offload_param").null(), B("cpu_offload_use_pin_memory").null(),
+            B("cpu_offload").null(),
+            // pydantic aliases (populate_by_name=True: both spellings work)
+            I("stage3_prefetch_bucket_size", 0), I("prefetch_bucket_size", 0),
+            I("stage3_param_persistence_threshold", 0), I("param_persistence_threshold", 0),
+            I("stage3_model_persistence_threshold", 0), I("model_persistence_threshold", 0),
+            I("stage3_max_live_parameters", 0), I("max_live_parameters", 0),
+            I("stage3_max_reuse_distance", 0), I("max_reuse_distance", 0),
+            B("stage3_gather_16bit_weights_on_model_save"),
+            B("gather_16bit_weights_on_model_save"),
+            I("stage3_module_granularity_threshold"), I("module_granularity_threshold"),
+            B("stage3_use_all_reduce_for_fetch_params"), B("use_all_reduce_for_fetch_params"),
+            B("stage3_allgather_sequential"), B("allgather_sequential"),
+            B("stage3_gather_fp16_weights_on_model_save"),  // deprecated name
+            B("ignore_unused_parameters"), B("legacy_stage1"), B("round_robin_gradients"),
+            I("zero_hpz_partition_size", 0), B("zero_quantized_weights"),
+            B("zero_quantized_nontrainable_weights"), B("zero_quantized_gradients"),
+            O("zeropp_loco_param").null(), I("mics_shard_size"),
+            B("mics_hierarchical_params_gather"), B("memory_efficient_linear"),
+            B("pipeline_loading_checkpoint"), B("override_module_apply"),
+            B("log_trace_cache_warnings"), B("enable_sanity_checks"),
+            B("save_muon_momentum_buffer_in_memory"), leaf});
+        const Spec fp16 = Obj("fp16", {
+            B("enabled"), B("auto_cast"), N("loss_scale", 0.0), I("initial_scale_power"),
+            I("loss_scale_window"), I("hysteresis"), B("consecutive_hysteresis"),
+            I("min_loss_scale"), B("fp16_master_weights_and_grads")});
+        const std::vector<Spec> bf16_keys = {
+            B("enabled"), B("immediate_grad_update"), B("check_grad_overflow"),
+            B("bf16_master_weights_and_grads"), B("bf16_optimizer_states")};
+        // optimizer.params / scheduler.params depend on the optimizer class:
+        // open objects, with the HF-filled keys type-checked.
+        const Spec opt = Obj("optimizer", {
+            S("type"),
+            Obj("params", {N("lr"), A("betas"), N("eps"), N("weight_decay")}, Kind::Open),
+            B("legacy_fusion")});
+        const Spec sched = Obj("scheduler", {
+            S("type"),
+            Obj("params", {N("warmup_min_lr"), N("warmup_max_lr"), I("total_num_steps"),
+                           I("warmup_num_steps")}, Kind::Open)});
+        Spec aio = Obj("aio", {I("block_size", 0), I("queue_depth", 0),
+                               I("intra_op_parallelism", 0), B("single_submit"),
+                               B("overlap_events"), B("use_gds")});
+        aio.nullable = true;
+        const Spec act = Obj("activation_checkpointing", {
+            B("partition_activations"), B("cpu_checkpointing"),
+            B("contiguous_memory_optimization"), I("number_checkpoints", 0).null(),
+            B("synchronize_checkpoint_boundary"), B("profile")});
+        const Spec dtypes = Obj("data_types", {make("grad_accum_dtype", Kind::Dtype).null(),
+                                               make("param_dtype", Kind::Dtype).null(),
+                                               make("buffer_dtype", Kind::Dtype).null()});
+        const Spec autocast = Obj("torch_autocast", {B("enabled"), S("dtype"),
+                                                     make("lower_precision_safe_modules",
+                                                          Kind::StringList)});
+        std::vector<Spec> top = {
+            I("train_batch_size", 1), I("train_micro_batch_size_per_gpu", 1),
+            I("gradient_accumulation_steps", 1), B("managed_gradient_accumulation"),
+            I("steps_per_print").null(), B("dump_state"), B("disable_allgather"),
+            make("communication_data_type", Kind::CommDtype).null(),
+            make("seq_parallel_communication_data_type", Kind::CommDtype).null(),
+            B("prescale_gradients"), N("gradient_predivide_factor"),
+            S("gradient_allreduce_op"), B("sparse_gradients"), N("gradient_clipping", 0.0),
+            B("graph_harvesting"), B("zero_allow_untested_optimizer"),
+            B("zero_force_ds_cpu_optimizer"), B("wall_clock_breakdown"), B("memory_breakdown"),
+            B("use_data_before_expert_parallelism"), B("dataloader_drop_last"),
+            A("log_level"), I("vocabulary_size", 0).null(), I("sequence_parallel_size", 1),
+            I("allgather_size", 0),  // only read with the deprecated boolean zero_optimization
+            zero, fp16, Obj("bf16", bf16_keys), Obj("bfloat16", bf16_keys),
+            Obj("amp", {B("enabled"), S("opt_level")}, Kind::Open), autocast, opt, sched,
+            act, aio, dtypes,
+            // Sub-systems that do not size training memory here: opaque.
+            O("checkpoint"), O("comms_logger"), O("tensorboard"), O("wandb"),
+            O("csv_monitor"), O("comet"), O("flops_profiler"), O("autotuning"),
+            O("compression_training"), O("quantize_training"), O("eigenvalue"),
+            O("progressive_layer_drop"), O("sparse_attention"), O("pipeline"),
+            O("curriculum_learning"), O("data_efficiency"), O("elasticity"), O("nebula"),
+            A("datastates_ckpt"), O("weight_quantization"), O("compile"), O("timers"),
+            O("tensor_parallel"), O("expert_parallel"), O("hybrid_engine")};
+        return Obj("", std::move(top));
+    }();
+    return root;
+}
+
+/// For misplaced-key hints: every key name the strict schema knows, with the
+/// pointers of the objects it belongs to ("" = top level).
+const std::map<std::string, std::vector<std::string>>& key_homes() {
+    static const auto homes = [] {
+        std::map<std::string, std::vector<std::string>> out;
+        struct Walk {
+            std::map<std::string, std::vector<std::string>>& out;
+            void operator()(const Spec& s, const std::string& ptr) const {
+                for (const auto& c : s.children) {
+                    out[c.name].push_back(ptr);
+                    if (c.kind == Kind::Object) (*this)(c, ptr + "/" + c.name);
+                }
+            }
+        };
+        Walk{out}(schema(), "");
+        return out;
+    }();
+    return homes;
+}
+
+/// Keys the HF Trainer fills when they hold "auto" (transformers
+/// integrations/deepspeed.py, trainer_config_process / _finalize).
+const std::set<std::string>& hf_auto_keys() {
+    static const std::set<std::string> keys = {
+        "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+        "gradient_clipping", "fp16.enabled", "bf16.enabled", "amp.enabled", "amp.opt_level",
+        "zero_optimization.reduce_bucket_size", "zero_optimization.stage3_prefetch_bucket_size",
+        "zero_optimization.stage3_param_persistence_threshold", "optimizer.params.lr",
+        "optimizer.params.betas", "optimizer.params.eps", "optimizer.params.weight_decay",
+        "scheduler.params.warmup_min_lr", "scheduler.params.warmup_max_lr",
+        "scheduler.params.total_num_steps", "scheduler.params.warmup_num_steps"};
+    return keys;
+}
+
+// ---------------------------------------------------------------------------
+// Typed readers (the value's JSON type has been checked by validate()).
+
+/// Integer value of a JSON number with no fractional part; throws otherwise.
+int64_t to_int(const json& v, const std::string& source, const std::vector<std::string>& path) {
+    if (v.is_number_integer()) {
+        if (v.is_number_unsigned() &&
+            v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+            fail(source, path, "value " + show(v) + " is too large");
+        return v.get<int64_t>();
+    }
+    if (v.is_number_float()) {
+        const double d = v.get<double>();
+        if (!std::isfinite(d) || std::floor(d) != d)
+            fail(source, path, "must be an integer, got " + show(v) +
+                                   " (DeepSpeed >= 0.15 rejects fractional values)");
+        if (std::fabs(d) >= 9.2e18) fail(source, path, "value " + show(v) + " is too large");
+        return static_cast<int64_t>(d);
+    }
+    fail(source, path, "must be an integer, got " + show(v));
+}
+
+Dtype to_dtype(const json& v, const std::string& source, const std::vector<std::string>& path) {
+    // DeepSpeed's DtypeEnum (inference/config.py) spellings.
+    std::string t = lower(v.get<std::string>());
+    if (t.rfind("torch.", 0) == 0) t = t.substr(6);
+    if (t == "bfloat") t = "bf16";
+    if (t == "fp32" || t == "float32" || t == "float" || t == "fp16" || t == "float16" ||
+        t == "half" || t == "bf16" || t == "bfloat16")
+        return parse_dtype(t, pointer_of(path));
+    fail(source, path, "must be \"fp32\", \"fp16\" or \"bf16\", got " + show(v));
+}
+
+// ---------------------------------------------------------------------------
+// Validation
+
+void unknown_key(const Spec& spec, const std::string& key, const std::string& source,
+                 const std::vector<std::string>& path) {
+    std::vector<std::string> here;
+    for (const auto& c : spec.children) here.push_back(c.name);
+    const auto& homes = key_homes();
+    const std::string this_ptr = path.size() > 1
+        ? pointer_of(std::vector<std::string>(path.begin(), path.end() - 1)) : "";
+    if (auto it = homes.find(key); it != homes.end()) {
+        std::vector<std::string> where;
+        for (const auto& h : it->second)
+            if (h != this_ptr) where.push_back(h);
+        if (!where.empty()) {
+            std::string list;
+            for (std::size_t i = 0; i < where.size(); ++i) {
+                if (i > 0) list += (i + 1 == where.size()) ? " or " : ", ";
+                list += where[i].empty() ? std::string("at the top level") : "under " + where[i];
+            }
+            fail(source, path, "unknown key here; '" + key + "' belongs " + list + ", not " +
+                                   (this_ptr.empty() ? std::string("at the top level")
+                                                     : "under " + this_ptr));
+        }
+    }
+    // closest_names ranks a substring match like a one-letter typo; keep only
+    // the candidates nearly as close as the best one by edit distance.
+    std::vector<std::pair<std::size_t, std::string>> ranked;
+    for (const auto& c : closest_names(key, here, 5)) ranked.emplace_back(edit_distance(key, c), c);
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+    std::vector<std::string> near;
+    for (const auto& r : ranked)
+        if (near.size() < 3 && r.first <= ranked.front().first + 2) near.push_back(r.second);
+    std::string msg = "unknown key";
+    if (!near.empty()) msg += " (did you mean " + join_quoted(near, " or ") + "?)";
+    else msg += " (not a DeepSpeed v0.19.6 config key)";
+    fail(source, path, msg);
+}
+
+void validate(const json& v, const Spec& spec, const std::string& source,
+              std::vector<std::string>& path) {
+    if (v.is_null()) {
+        if (spec.nullable || spec.kind == Kind::Any) return;
+        fail(source, path, "must not be null");
+    }
+    if (is_auto(v) && spec.kind != Kind::Any) {
+        if (hf_auto_keys().count(dotted_of(path)) != 0) return;
+        fail(source, path, "\"auto\" is not a value the Hugging Face Trainer fills for this key;"
+                           " set a value");
+    }
+    switch (spec.kind) {
+        case Kind::Bool:
+            if (!v.is_boolean()) fail(source, path, "must be a JSON boolean (true or false), got " + show(v));
+            return;
+        case Kind::Int: {
+            if (!v.is_number() || v.is_boolean()) fail(source, path, "must be an integer, got " + show(v));
+            const int64_t i = to_int(v, source, path);
+            if (i < spec.imin)
+                fail(source, path, "must be >= " + std::to_string(spec.imin) + ", got " + show(v));
+            if (i > spec.imax)
+                fail(source, path, "must be <= " + std::to_string(spec.imax) + ", got " + show(v));
+            return;
+        }
+        case Kind::Number: {
+            if (!v.is_number()) fail(source, path, "must be a number, got " + show(v));
+            const double d = v.get<double>();
+            if (d < spec.fmin) fail(source, path, "must be >= " + show(json(spec.fmin)) + ", got " + show(v));
+            if (d > spec.fmax) fail(source, path, "must be <= " + show(json(spec.fmax)) + ", got " + show(v));
+            return;
+        }
+        case Kind::String:
+            if (!v.is_string()) fail(source, path, "must be a string, got " + show(v));
+            return;
+        case Kind::Dtype:
+            if (!v.is_string()) fail(source, path, "must be \"fp32\", \"fp16\" or \"bf16\", got " + show(v));
+            (void)to_dtype(v, source, path);
+            return;
+        case Kind::CommDtype: {
+            const std::string t = v.is_string() ? lower(v.get<std::string>()) : std::string();
+            if (t != "fp32" && t != "fp16" && t != "bf16")
+                fail(source, path, "must be \"fp32\", \"fp16\" or \"bf16\", got " + show(v));
+            return;
+        }
+        case Kind::Device: {
+            const std::string t = v.is_string() ? v.get<std::string>() : std::string();
+            if (t != "none" && t != "cpu" && t != "nvme")
+                fail(source, path, "must be \"none\", \"cpu\" or \"nvme\", got " + show(v));
+            return;
+        }
+        case Kind::StringList:
+            if (!v.is_array()) fail(source, path, "must be a list of strings, got " + show(v));
+            for (const auto& e : v)
+                if (!e.is_string()) fail(source, path, "must be a list of strings, got " + show(v));
+            return;
+        case Kind::Opaque:
+            if (!v.is_object()) fail(source, path, "must be an object, got " + show(v));
+            return;
+        case Kind::Any:
+            return;
+        case Kind::Object:
+        case Kind::Open: {
+            if (!v.is_object()) fail(source, path, "must be an object, got " + show(v));
+            for (auto it = v.begin(); it != v.end(); ++it) {
+                path.push_back(it.key());
+                const Spec* child = nullptr;
+                for (const auto& c : spec.children)
+                    if (c.name == it.key()) child = &c;
+                if (child) {
+                    validate(it.value(), *child, source, path);
+                } else if (spec.kind == Kind::Object) {
+                    unknown_key(spec, it.key(), source, path);
+                } else if (is_auto(it.value()) && hf_auto_keys().count(dotted_of(path)) == 0) {
+                    fail(source, path, "\"auto\" is not a value the Hugging Face Trainer fills for "
+                                       "this key; set a value");
+                }
+                path.pop_back();
+            }
+            return;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Application
+
+class Applier {
+public:
+    Applier(const json& config, const std::string& source, const AutoSources& autos,
+            ZeroSettings& zero, TrainingSettings& train, Provenance& prov)
+        : config_(config), source_(source), autos_(autos), zero_(zero), train_(train),
+          prov_(prov) {}
+
+    void run() {
+        apply_precision();
+        apply_batch();
+        apply_zero();
+        apply_optimizer();
+        apply_scheduler();
+    }
+
+private:
+    const json& config_;
+    const std::string& source_;
+    const AutoSources& autos_;
+    ZeroSettings& zero_;
+    TrainingSettings& train_;
+    Provenance& prov_;
+
+    const json* find(const std::vector<std::string>& path) const {
+        const json* cur = &config_;
+        for (const auto& k : path) {
+            if (!cur->is_object()) return nullptr;
+            auto it = cur->find(k);
+            if (it == cur->end()) return nullptr;
+            cur = &*it;
+        }
+        return cur->is_null() ? nullptr : cur;
+    }
+
+    std::string where(const std::vector<std::string>& path) const {
+        return source_ + ":" + pointer_of(path);
+    }
+    void record(const std::vector<std::string>& path, const std::string& sentence = "") {
+        prov_[dotted_of(path)] = sentence.empty() ? where(path) : sentence;
+    }
+    std::string auto_note(const std::vector<std::string>& path, const std::string& rest) const {
+        return where(path) + " = \"auto\" -> " + rest;
+    }
+
+    /// Sets `out` from an explicit integer at `path`; true if present.
+    bool read_int(const std::vector<std::string>& path, int64_t& out) {
+        const json* v = find(path);
+        if (!v || is_auto(*v)) return false;
+        out = to_int(*v, source_, path);
+        record(path);
+        return true;
+    }
+    bool read_bool(const std::vector<std::string>& path, bool& out) {
+        const json* v = find(path);
+        if (!v) return false;
+        out = v->get<bool>();
+        record(path);
+        return true;
+    }
+
+    void check_match(const std::vector<std::string>& path, int64_t ds, const std::optional<int64_t>& hf,
+                     const char* flag) {
+        if (hf && *hf != ds)
+            fail(source_, path, "is " + std::to_string(ds) + " but " + flag + " is " +
+                                    std::to_string(*hf) +
+                                    " (the HF Trainer rejects such mismatches); set it to \"auto\" "
+                                    "or make them equal");
+    }
+
+    // fp16 / bf16 / data_types / communication_data_type.
+    void apply_precision() {
+        bool fp16 = false;
+        bool bf16 = false;
+        const std::string dtype_flag = autos_.dtype ? std::string("--dtype ") + to_string(*autos_.dtype)
+                                                    : std::string("--dtype not given: HF default false");
+        auto enabled = [&](const std::vector<std::string>& path, Dtype which, bool& flag) {
+            const json* v = find(path);
+            if (!v) return;
+            if (is_auto(*v)) {
+                flag = autos_.dtype && *autos_.dtype == which;
+                record(path, auto_note(path, std::string(flag ? "true" : "false") + " (" +
+                                                  dtype_flag + "; HF Trainer rule)"));
+                return;
+            }
+            flag = v->get<bool>();
+            record(path);
+            if (autos_.dtype && (*autos_.dtype == which) != flag)
+                fail(source_, path, std::string("is ") + (flag ? "true" : "false") + " but --dtype is " +
+                                        to_string(*autos_.dtype) +
+                                        " (the HF Trainer rejects such mismatches); set it to \"auto\" "
+                                        "or make them agree");
+        };
+        enabled({"fp16", "enabled"}, Dtype::fp16, fp16);
+        // DeepSpeed reads "bf16", and the old name "bfloat16" only when "bf16"
+        // is absent (precision_config.py get_bfloat16_config).
+        if (config_.contains("bf16")) enabled({"bf16", "enabled"}, Dtype::bf16, bf16);
+        else if (const json* v = find({"bfloat16", "enabled"})) {
+            bf16 = v->get<bool>();
+            record({"bfloat16", "enabled"});
+        }
+        if (fp16 && bf16)
+            fail(source_, {"bf16", "enabled"},
+                 "fp16 and bf16 are both enabled; DeepSpeed asserts they cannot be (runtime/config.py)");
+        train_.dtype = fp16 ? Dtype::fp16 : bf16 ? Dtype::bf16 : Dtype::fp32;
+        prov_["dtype"] = std::string(to_string(train_.dtype)) + " (" +
+                         (fp16 ? "fp16.enabled" : bf16 ? "bf16.enabled" : "neither fp16 nor bf16 enabled") +
+                         " in " + source_ + "; DeepSpeed engine.get_data_types)";
+
+        if (const json* v = find({"amp", "enabled"})) {
+            if (is_auto(*v))
+                record({"amp", "enabled"},
+                       auto_note({"amp", "enabled"}, "false (HF fills it only for the apex backend)"));
+            else if (v->get<bool>())
+                record({"amp", "enabled"}, where({"amp", "enabled"}) +
+                                               " = true: apex AMP, which zeromem does not model");
+        }
+        if (const json* v = find({"amp", "opt_level"}); v && is_auto(*v))
+            record({"amp", "opt_level"}, auto_note({"amp", "opt_level"},
+                                                   "\"O1\" (HF fp16_opt_level default; no memory effect)"));
+
+        if (const json* v = find({"data_types", "grad_accum_dtype"})) {
+            train_.grad_accum_dtype = to_dtype(*v, source_, {"data_types", "grad_accum_dtype"});
+            record({"data_types", "grad_accum_dtype"});
+        }
+        if (const json* v = find({"communication_data_type"})) {
+            train_.communication_dtype = parse_dtype(lower(v->get<std::string>()), "communication_data_type");
+            record({"communication_data_type"});
+        }
+    }
+
+    void apply_batch() {
+        const std::vector<std::string> mb_path = {"train_micro_batch_size_per_gpu"};
+        const std::vector<std::string> ga_path = {"gradient_accumulation_steps"};
+        const std::vector<std::string> tb_path = {"train_batch_size"};
+        const std::vector<std::string> gc_path = {"gradient_clipping"};
+
+        // What HF would use for per_device_train_batch_size / accumulation.
+        int64_t micro = autos_.micro_batch.value_or(1);
+        int64_t accum = autos_.grad_accum.value_or(1);
+
+        if (const json* v = find(mb_path)) {
+            if (is_auto(*v)) {
+                train_.micro_batch = micro;
+                record(mb_path, auto_note(mb_path, autos_.micro_batch
+                    ? std::to_string(micro) + " (--micro-batch; HF per_device_train_batch_size)"
+                    : std::string("1 (zeromem default, pass --micro-batch)")));
+            } else {
+                read_int(mb_path, train_.micro_batch);
+                check_match(mb_path, train_.micro_batch, autos_.micro_batch, "--micro-batch");
+                micro = train_.micro_batch;
+            }
+        }
+        if (const json* v = find(ga_path)) {
+            if (is_auto(*v)) {
+                train_.grad_accum = accum;
+                record(ga_path, auto_note(ga_path, autos_.grad_accum
+                    ? std::to_string(accum) + " (--grad-accum; HF gradient_accumulation_steps)"
+                    : std::string("1 (HF default, pass --grad-accum)")));
+            } else {
+                read_int(ga_path, train_.grad_accum);
+                check_match(ga_path, train_.grad_accum, autos_.grad_accum, "--grad-accum");
+                accum = train_.grad_accum;
+            }
+        }
+        if (const json* v = find(tb_path)) {
+            if (is_auto(*v)) {
+                const int64_t tb = autos_.world_size * micro * accum;
+                train_.train_batch_size = tb;
+                record(tb_path, auto_note(tb_path, "data-parallel GPUs (" + std::to_string(autos_.world_size) +
+                                                       ") x micro batch (" + std::to_string(micro) +
+                                                       ") x accumulation (" + std::to_string(accum) +
+                                                       ") = " + std::to_string(tb) + " (HF Trainer rule)"));
+            } else {
+                int64_t tb = 0;
+                read_int(tb_path, tb);
+                train_.train_batch_size = tb;
+            }
+        }
+        if (const json* v = find(gc_path)) {
+            if (is_auto(*v)) {
+                train_.gradient_clipping = autos_.max_grad_norm;
+                record(gc_path, auto_note(gc_path, show(json(autos_.max_grad_norm)) +
+                                                       " (HF max_grad_norm)"));
+            } else {
+                train_.gradient_clipping = v->get<double>();
+                record(gc_path);
+            }
+        }
+    }
+
+    /// Reads an alias pair (stage3_x / x); throws if both are given.
+    const std::vector<std::string>* alias(const std::vector<std::string>& long_path,
+                                          const std::vector<std::string>& short_path) const {
+        const bool l = find(long_path) != nullptr;
+        const bool s = find(short_path) != nullptr;
+        if (l && s)
+            fail(source_, short_path, "given twice, also as " + pointer_of(long_path) +
+                                          " (DeepSpeed aliases); keep one");
+        return l ? &long_path : s ? &short_path : nullptr;
+    }
+
+    void aliased_int(const char* long_name, const char* short_name, int64_t& out) {
+        const std::vector<std::string> lp = {"zero_optimization", long_name};
+        const std::vector<std::string> sp = {"zero_optimization", short_name};
+        if (const auto* p = alias(lp, sp)) {
+            read_int(*p, out);
+            if (p == &sp) prov_[dotted_of(lp)] = where(sp) + " (alias of " + long_name + ")";
+        }
+    }
+
+    int64_t hidden(const std::vector<std::string>& path) const {
+        if (!autos_.hidden_size)
+            fail(source_, path, "is \"auto\" but the hidden size is unknown: give --model or "
+                                "--hf-config, or set a number");
+        return *autos_.hidden_size;
+    }
+
+    void apply_zero() {
+        const json* z = find({"zero_optimization"});
+        if (!z) return;
+        using P = std::vector<std::string>;
+        if (z->is_boolean()) {
+            // Deprecated form (runtime/zero/config.py read_zero_config_deprecated).
+            zero_.stage = z->get<bool>() ? 1 : 0;
+            record({"zero_optimization"}, where({"zero_optimization"}) +
+                                              " (deprecated boolean form: stage " +
+                                              std::to_string(zero_.stage) + ")");
+            if (zero_.stage > 0 && read_int({"allgather_size"}, zero_.allgather_bucket_size))
+                prov_["zero_optimization.allgather_bucket_size"] = where({"allgather_size"});
+            return;
+        }
+        if (!z->is_object()) fail(source_, {"zero_optimization"}, "must be an object, got " + show(*z));
+
+        int64_t stage = zero_.stage;
+        if (read_int({"zero_optimization", "stage"}, stage)) {
+            if (stage < 0 || stage > 3)
+                fail(source_, {"zero_optimization", "stage"},
+                     "must be 0, 1, 2 or 3, got " + std::to_string(stage));
+            zero_.stage = static_cast<int>(stage);
+        }
+
+        read_bool({"zero_optimization", "contiguous_gradients"}, zero_.contiguous_gradients);
+        read_bool({"zero_optimization", "reduce_scatter"}, zero_.reduce_scatter);
+        read_int({"zero_optimization", "allgather_bucket_size"}, zero_.allgather_bucket_size);
+        if (const json* v = find({"zero_optimization", "overlap_comm"})) {
+            zero_.overlap_comm = v->get<bool>();
+            record({"zero_optimization", "overlap_comm"});
+        }
+        read_int({"zero_optimization", "sub_group_size"}, zero_.sub_group_size);
+
+        // reduce_bucket_size: HF fills "auto" with h*h for every stage.
+        const P rb = {"zero_optimization", "reduce_bucket_size"};
+        const P pf = {"zero_optimization", "stage3_prefetch_bucket_size"};
+        const P pt = {"zero_optimization", "stage3_param_persistence_threshold"};
+        // HF checks the hidden size for all three before filling any.
+        for (const P* p : {&rb, &pf, &pt})
+            if (const json* v = find(*p); v && is_auto(*v)) (void)hidden(*p);
+        if (const json* v = find(rb)) {
+            if (is_auto(*v)) {
+                const int64_t h = hidden(rb);
+                zero_.reduce_bucket_size = h * h;
+                record(rb, auto_note(rb, "hidden_size^2 = " + std::to_string(h) + "^2 = " +
+                                             std::to_string(h * h) + " (HF Trainer rule)"));
+            } else {
+                read_int(rb, zero_.reduce_bucket_size);
+            }
+            if (zero_.reduce_bucket_size <= 0)
+                fail(source_, rb, "must be > 0, got " + std::to_string(zero_.reduce_bucket_size) +
+                                      " (DeepSpeed divides by it: ZeroDivisionError in backward, "
+                                      "deepspeedai/DeepSpeed#8260)");
+        }
+
+        // Stage-3 knobs, with their pydantic aliases.
+        auto stage3_auto = [&](const P& path, int64_t& out, const std::string& rule,
+                               int64_t value) {
+            if (zero_.stage == 3) {
+                out = value;
+                record(path, auto_note(path, rule));
+            } else {
+                record(path, where(path) + " = \"auto\": not filled (the HF Trainer fills it only for "
+                                           "ZeRO-3 and DeepSpeed drops \"auto\"), default " +
+                                 std::to_string(out));
+            }
+        };
+        if (const json* v = find(pf); v && is_auto(*v)) {
+            if (find({"zero_optimization", "prefetch_bucket_size"}))
+                (void)alias(pf, {"zero_optimization", "prefetch_bucket_size"});
+            const int64_t h = hidden(pf);
+            // transformers computes 0.9 * h * h in Python floats, then int().
+            const double f = 0.9 * static_cast<double>(h) * static_cast<double>(h);
+            stage3_auto(pf, zero_.stage3_prefetch_bucket_size,
+                        "int(0.9 x hidden_size^2) = " + std::to_string(static_cast<int64_t>(f)) +
+                            " (HF Trainer rule; older transformers passed the float " +
+                            show(json(f)) + ", which DeepSpeed >= 0.15 rejects)",
+                        static_cast<int64_t>(f));
+        } else {
+            aliased_int("stage3_prefetch_bucket_size", "prefetch_bucket_size",
+                        zero_.stage3_prefetch_bucket_size);
+        }
+        if (const json* v = find(pt); v && is_auto(*v)) {
+            if (find({"zero_optimization", "param_persistence_threshold"}))
+                (void)alias(pt, {"zero_optimization", "param_persistence_threshold"});
+            const int64_t h = hidden(pt);
+            stage3_auto(pt, zero_.stage3_param_persistence_threshold,
+                        "10 x hidden_size = " + std::to_string(10 * h) + " (HF Trainer rule)", 10 * h);
+        } else {
+            aliased_int("stage3_param_persistence_threshold", "param_persistence_threshold",
+                        zero_.stage3_param_persistence_threshold);
+        }
+        aliased_int("stage3_model_persistence_threshold", "model_persistence_threshold",
+                    zero_.stage3_model_persistence_threshold);
+        aliased_int("stage3_max_live_parameters", "max_live_parameters", zero_.stage3_max_live_parameters);
+        aliased_int("stage3_max_reuse_distance", "max_reuse_distance", zero_.stage3_max_reuse_distance);
+
+        {
+            const P lp = {"zero_optimization", "stage3_gather_16bit_weights_on_model_save"};
+            const P sp = {"zero_optimization", "gather_16bit_weights_on_model_save"};
+            const P old = {"zero_optimization", "stage3_gather_fp16_weights_on_model_save"};
+            const P* p = alias(lp, sp);
+            if (p && find(old))
+                fail(source_, old, "deprecated name given together with " + pointer_of(*p) + "; keep one");
+            if (!p && find(old)) p = &old;
+            if (p) {
+                zero_.stage3_gather_16bit_weights_on_model_save = find(*p)->get<bool>();
+                prov_[dotted_of(lp)] = where(*p) + (p == &lp ? "" : p == &sp ? " (alias)"
+                                                                 : " (deprecated name)");
+            }
+        }
+
+        apply_offload();
+    }
+
+    void apply_offload() {
+        using P = std::vector<std::string>;
+        const P oo = {"zero_optimization", "offload_optimizer"};
+        const P op = {"zero_optimization", "offload_param"};
+        // Deprecated booleans (DeepSpeedZeroConfig cpu_offload / cpu_offload_param).
+        const P dep_o = {"zero_optimization", "cpu_offload"};
+        const P dep_p = {"zero_optimization", "cpu_offload_param"};
+        if (find(dep_o) && find(oo)) fail(source_, dep_o, "deprecated; remove it (offload_optimizer is given)");
+        if (find(dep_p) && find(op)) fail(source_, dep_p, "deprecated; remove it (offload_param is given)");
+        if (const json* v = find(dep_o); v && v->get<bool>()) {
+            zero_.offload_optimizer = OffloadDevice::cpu;
+            prov_["zero_optimization.offload_optimizer.device"] =
+                where(dep_o) + " (deprecated; means offload_optimizer.device = cpu)";
+        }
+        if (const json* v = find(dep_p); v && v->get<bool>()) {
+            zero_.offload_param = OffloadDevice::cpu;
+            prov_["zero_optimization.offload_param.device"] =
+                where(dep_p) + " (deprecated; means offload_param.device = cpu)";
+        }
+        if (find({"zero_optimization", "cpu_offload_use_pin_memory"}))
+            record({"zero_optimization", "cpu_offload_use_pin_memory"},
+                   where({"zero_optimization", "cpu_offload_use_pin_memory"}) +
+                       " (deprecated and ignored by DeepSpeed; use offload_*.pin_memory)");
+
+        if (find(oo)) {
+            const P dev = {"zero_optimization", "offload_optimizer", "device"};
+            if (const json* v = find(dev)) {
+                zero_.offload_optimizer = parse_offload_device(v->get<std::string>(), pointer_of(dev));
+                record(dev);
+            } else {
+                zero_.offload_optimizer = OffloadDevice::none;
+            }
+            read_bool({"zero_optimization", "offload_optimizer", "pin_memory"},
+                      zero_.offload_optimizer_pin_memory);
+            read_int({"zero_optimization", "offload_optimizer", "buffer_count"},
+                     zero_.offload_optimizer_buffer_count);
+            const P ratio = {"zero_optimization", "offload_optimizer", "ratio"};
+            if (const json* v = find(ratio)) {
+                zero_.offload_optimizer_ratio = v->get<double>();
+                record(ratio);
+                if (zero_.offload_optimizer_ratio < 1.0 && zero_.stage != 3)
+                    fail(source_, ratio, "is " + show(*v) + " but partial offload needs ZeRO stage 3 "
+                                         "(DeepSpeed offload_ratio_check), stage is " +
+                                         std::to_string(zero_.stage));
+            }
+        }
+        if (find(op)) {
+            const P dev = {"zero_optimization", "offload_param", "device"};
+            if (const json* v = find(dev)) {
+                zero_.offload_param = parse_offload_device(v->get<std::string>(), pointer_of(dev));
+                record(dev);
+            } else {
+                zero_.offload_param = OffloadDevice::none;
+            }
+            read_bool({"zero_optimization", "offload_param", "pin_memory"}, zero_.offload_param_pin_memory);
+            read_int({"zero_optimization", "offload_param", "buffer_count"}, zero_.offload_param_buffer_count);
+            read_int({"zero_optimization", "offload_param", "buffer_size"}, zero_.offload_param_buffer_size);
+            read_int({"zero_optimization", "offload_param", "max_in_cpu"}, zero_.offload_param_max_in_cpu);
+        }
+        if (zero_.offload_param != OffloadDevice::none && zero_.stage != 3) {
+            const P where_p = find(op) ? P{"zero_optimization", "offload_param", "device"} : dep_p;
+            fail(source_, where_p, std::string("is ") + to_string(zero_.offload_param) +
+                                       " but DeepSpeed offloads parameters only in ZeRO stage 3 "
+                                       "(stage is " + std::to_string(zero_.stage) + ")");
+        }
+        // ZeRO-1/2 with CPU offload forces contiguous gradients
+        // (runtime/zero/stage_1_and_2.py: contiguous_gradients or cpu_offload).
+        if ((zero_.stage == 1 || zero_.stage == 2) && zero_.offload_optimizer == OffloadDevice::cpu &&
+            !zero_.contiguous_gradients) {
+            zero_.contiguous_gradients = true;
+            prov_["zero_optimization.contiguous_gradients"] =
+                "true: forced by DeepSpeed with ZeRO-1/2 CPU offload (stage_1_and_2.py), although " +
+                where({"zero_optimization", "contiguous_gradients"}) + " says false";
+        }
+    }
+
+    void apply_optimizer() {
+        const json* type = find({"optimizer", "type"});
+        if (type) {
+            const std::string name = type->get<std::string>();
+            const std::string t = lower(name);
+            const std::vector<std::string> path = {"optimizer", "type"};
+            if (t == "adam") {
+                train_.optimizer = Optimizer::adam;
+                record(path);
+            } else if (t == "adamw") {
+                train_.optimizer = Optimizer::adamw;
+                record(path);
+            } else if (t == "sgd") {
+                train_.optimizer = Optimizer::sgd;
+                const json* m = find({"optimizer", "params", "momentum"});
+                const bool momentum = m && m->is_number() && m->get<double>() != 0.0;
+                record(path, where(path) + (momentum ? std::string()
+                    : std::string(" (no momentum given: torch SGD then keeps no state; zeromem still "
+                                  "counts a 4 B/param momentum buffer)")));
+            } else {
+                train_.optimizer = Optimizer::adam;
+                record(path, where(path) + " = \"" + name +
+                                 "\": counted like Adam (two fp32 states, 8 B/param); its real "
+                                 "state may differ");
+            }
+        }
+        // HF fills these from TrainingArguments defaults; no memory effect.
+        auto fill = [&](const std::vector<std::string>& path, const std::string& value) {
+            if (const json* v = find(path); v && is_auto(*v)) record(path, auto_note(path, value));
+        };
+        fill({"optimizer", "params", "lr"}, "5e-05 (HF learning_rate default; no memory effect)");
+        fill({"optimizer", "params", "betas"}, "[0.9, 0.999] (HF adam_beta1/adam_beta2 defaults; no memory effect)");
+        fill({"optimizer", "params", "eps"}, "1e-08 (HF adam_epsilon default; no memory effect)");
+        fill({"optimizer", "params", "weight_decay"}, "0.0 (HF weight_decay default; no memory effect)");
+    }
+
+    void apply_scheduler() {
+        auto fill = [&](const std::vector<std::string>& path, const std::string& value) {
+            if (const json* v = find(path); v && is_auto(*v)) record(path, auto_note(path, value));
+        };
+        fill({"scheduler", "params", "warmup_min_lr"}, "0 (HF Trainer rule; no memory effect)");
+        fill({"scheduler", "params", "warmup_max_lr"}, "5e-05 (HF learning_rate default; no memory effect)");
+        const std::string later = "left as is: the HF Trainer fills it at train time from the number of "
+                                  "training steps; no memory effect";
+        fill({"scheduler", "params", "total_num_steps"}, later);
+        fill({"scheduler", "params", "warmup_num_steps"}, later);
+    }
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+namespace {
+
+/// SAX pass over the text that rejects duplicate keys, keeping one set of
+/// seen keys per open object and the key path for the message. DeepSpeed
+/// rejects them too (runtime/config.py loads with
+/// dict_raise_error_on_duplicate_keys). Syntax errors are left to the DOM
+/// parse that follows.
+class DuplicateKeyCheck : public nlohmann::json_sax<json> {
+public:
+    explicit DuplicateKeyCheck(const std::string& source) : source_(source) {}
+
+    bool null() override { return value(); }
+    bool boolean(bool) override { return value(); }
+    bool number_integer(number_integer_t) override { return value(); }
+    bool number_unsigned(number_unsigned_t) override { return value(); }
+    bool number_float(number_float_t, const string_t&) override { return value(); }
+    bool string(string_t&) override { return value(); }
+    bool binary(binary_t&) override { return value(); }
+    bool start_object(std::size_t) override {
+        stack_.push_back(Frame{});
+        return true;
+    }
+    bool key(string_t& k) override {
+        Frame& f = stack_.back();
+        f.current = k;
+        if (!f.keys.insert(k).second) {
+            std::vector<std::string> p;
+            for (const auto& fr : stack_) p.push_back(fr.is_array ? std::to_string(fr.index) : fr.current);
+            throw InputError(source_ + ": " + pointer_of(p) +
+                             ": duplicate key (DeepSpeed rejects duplicate keys)");
+        }
+        return true;
+    }
+    bool end_object() override { return end(); }
+    bool start_array(std::size_t) override {
+        Frame f;
+        f.is_array = true;
+        stack_.push_back(f);
+        return true;
+    }
+    bool end_array() override { return end(); }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+        return false;  // reported by the DOM parse
+    }
+
+private:
+    struct Frame {
+        bool is_array = false;
+        std::set<std::string> keys;
+        std::string current;    ///< key being read (objects)
+        std::size_t index = 0;  ///< element being read (arrays)
+    };
+    const std::string& source_;
+    std::vector<Frame> stack_;
+
+    bool value() {
+        if (!stack_.empty() && stack_.back().is_array) ++stack_.back().index;
+        return true;
+    }
+    bool end() {
+        stack_.pop_back();
+        return value();
+    }
+};
+
+}  // namespace
+
+json load_ds_config_file(const std::string& path) {
+    const std::string text = read_text_file(path);
+    json doc;
+    try {
+        DuplicateKeyCheck dup(path);
+        const bool ok = json::sax_parse(text, &dup, json::input_format_t::json, /*strict=*/true,
+                                        /*ignore_comments=*/true);
+        // DeepSpeed's hjson loader accepts // comments; so do we.
+        doc = json::parse(text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+        (void)ok;
+    } catch (const json::parse_error& e) {
+        // e.byte: 1-based index of the last character read. nlohmann's own
+        // "line L, column C" counts a lookahead newline (column 0), so the
+        // position is recomputed here, stepping back over that newline.
+        std::size_t end = std::min<std::size_t>(e.byte, text.size());
+        if (end > 1 && text[end - 1] == '\n') --end;
+        std::size_t line = 1;
+        std::size_t line_start = 0;
+        for (std::size_t i = 0; i + 1 < end; ++i)
+            if (text[i] == '\n') {
+                ++line;
+                line_start = i + 1;
+            }
+        const std::string where_s = "line " + std::to_string(line) + ", column " +
+                                    std::to_string(end > line_start ? end - line_start : 1);
+        // e.what(): "[json.exception.parse_error.101] parse error at line L, column C: detail"
+        const std::string what = e.what();
+        std::string detail = what;
+        if (const auto at = what.find("at line "); at != std::string::npos) {
+            if (const auto colon = what.find(": ", at); colon != std::string::npos)
+                detail = what.substr(colon + 2);
+        }
+        throw InputError(path + ": malformed JSON at " + where_s + ": " + detail);
+    }
+    if (!doc.is_object())
+        throw InputError(path + ": /: a DeepSpeed config must be a JSON object, got " + show(doc));
+    return doc;
+}
+
+void apply_ds_config(const json& config, const std::string& source, const AutoSources& autos,
+                     ZeroSettings& zero, TrainingSettings& train, Provenance& prov) {
+    if (!config.is_object())
+        throw InputError(source + ": /: a DeepSpeed config must be a JSON object, got " + show(config));
+    if (autos.world_size < 1)
+        throw InputError(source + ": data-parallel GPU count must be >= 1, got " +
+                         std::to_string(autos.world_size));
+    std::vector<std::string> path;
+    // The deprecated boolean zero_optimization is the one non-object form.
+    if (const auto it = config.find("zero_optimization"); it != config.end() && it->is_boolean()) {
+        json copy = config;
+        copy.erase("zero_optimization");
+        validate(copy, schema(), source, path);
+    } else {
+        validate(config, schema(), source, path);
+    }
+    Applier(config, source, autos, zero, train, prov).run();
+}
+
+void check_batch_arithmetic(const TrainingSettings& train, int64_t data_parallel_size) {
+    if (!train.train_batch_size) return;
+    const int64_t tb = *train.train_batch_size;
+    const int64_t product = train.micro_batch * train.grad_accum * data_parallel_size;
+    if (tb == product) return;
+    std::ostringstream msg;
+    msg << "train_batch_size (" << tb << ") != train_micro_batch_size_per_gpu (" << train.micro_batch
+        << ") x gradient_accumulation_steps (" << train.grad_accum << ") x data-parallel GPUs ("
+        << data_parallel_size << ") = " << product << "; set train_batch_size to " << product
+        << " (or \"auto\" under the HF Trainer) or change the micro batch, the accumulation steps"
+        << " or the GPU count (DeepSpeed runtime/config.py _batch_assertion)";
+    throw InputError(msg.str());
+}
+
+void complete_batch_settings(TrainingSettings& train, int64_t data_parallel_size, Provenance& prov) {
+    if (data_parallel_size < 1)
+        throw InputError("data-parallel GPU count must be >= 1, got " + std::to_string(data_parallel_size));
+    const bool has_tb = train.train_batch_size.has_value();
+    const bool has_mb = prov.count("train_micro_batch_size_per_gpu") != 0;
+    const bool has_ga = prov.count("gradient_accumulation_steps") != 0;
+    const std::string n = std::to_string(data_parallel_size);
+    const char* rule = " (DeepSpeed runtime/config.py _set_batch_related_parameters)";
+
+    auto split = [&](int64_t total, int64_t by, const std::string& what) {
+        if (by <= 0 || total % by != 0 || total / by == 0)
+            throw InputError("train_batch_size (" + std::to_string(total) + ") is not divisible by " + what +
+                             " = " + std::to_string(by) + "; change train_batch_size or the GPU count");
+        return total / by;
+    };
+
+    if (has_tb && has_mb && has_ga) {
+        // all given
+    } else if (has_tb && has_mb) {
+        train.grad_accum = split(*train.train_batch_size, train.micro_batch * data_parallel_size,
+                                 "train_micro_batch_size_per_gpu (" + std::to_string(train.micro_batch) +
+                                     ") x data-parallel GPUs (" + n + ")");
+        prov["gradient_accumulation_steps"] =
+            std::to_string(train.grad_accum) + " = train_batch_size / (micro batch x GPUs)" + rule;
+    } else if (has_tb && has_ga) {
+        train.micro_batch = split(*train.train_batch_size, train.grad_accum * data_parallel_size,
+                                  "gradient_accumulation_steps (" + std::to_string(train.grad_accum) +
+                                      ") x data-parallel GPUs (" + n + ")");
+        prov["train_micro_batch_size_per_gpu"] =
+            std::to_string(train.micro_batch) + " = train_batch_size / (accumulation x GPUs)" + rule;
+    } else if (has_mb && has_ga) {
+        train.train_batch_size = train.micro_batch * train.grad_accum * data_parallel_size;
+        prov["train_batch_size"] = std::to_string(*train.train_batch_size) +
+                                   " = micro batch x accumulation x GPUs" + rule;
+    } else if (has_tb) {
+        train.grad_accum = 1;
+        train.micro_batch = split(*train.train_batch_size, data_parallel_size,
+                                  "the data-parallel GPUs (" + n + ")");
+        prov["gradient_accumulation_steps"] = std::string("1 (train_batch_size alone given)") + rule;
+        prov["train_micro_batch_size_per_gpu"] =
+            std::to_string(train.micro_batch) + " = train_batch_size / GPUs" + rule;
+    } else if (has_mb) {
+        train.grad_accum = 1;
+        train.train_batch_size = train.micro_batch * data_parallel_size;
+        prov["gradient_accumulation_steps"] =
+            std::string("1 (train_micro_batch_size_per_gpu alone given)") + rule;
+        prov["train_batch_size"] = std::to_string(*train.train_batch_size) + " = micro batch x GPUs" + rule;
+    } else {
+        throw InputError("train_batch_size and train_micro_batch_size_per_gpu are both missing; "
+                         "DeepSpeed needs one of them (set one, or pass --micro-batch)");
+    }
+    check_batch_arithmetic(train, data_parallel_size);
+}
+
+}  // namespace zeromem
