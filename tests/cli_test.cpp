@@ -13,7 +13,7 @@
 
 namespace {
 
-struct Run {
+struct Outcome {
     int exit_code = -1;
     std::string out;  // stdout
     std::string err;  // stderr
@@ -30,11 +30,11 @@ std::string slurp(const std::string& path) {
 }
 
 // Runs `zeromem <args>` through the shell, capturing stdout and stderr.
-Run zeromem(const std::string& args) {
+Outcome zeromem(const std::string& args) {
     const std::string out = temp_path("out.txt"), err = temp_path("err.txt");
     const std::string cmd = std::string("'") + ZEROMEM_BINARY + "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
     const int status = std::system(cmd.c_str());
-    Run r;
+    Outcome r;
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     r.out = slurp(out);
     r.err = slurp(err);
@@ -42,7 +42,7 @@ Run zeromem(const std::string& args) {
 }
 
 nlohmann::json json_of(const std::string& args) {
-    const Run r = zeromem(args + " --format json");
+    const Outcome r = zeromem(args + " --format json");
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return nlohmann::json::parse(r.out);
 }
@@ -51,7 +51,7 @@ std::string data(const std::string& rel) { return std::string("'") + ZEROMEM_SOU
 std::string testdata(const std::string& rel) { return std::string("'") + ZEROMEM_TEST_DATA_DIR + "/" + rel + "'"; }
 
 void expect_error(const std::string& args, const std::string& must_contain) {
-    const Run r = zeromem(args);
+    const Outcome r = zeromem(args);
     EXPECT_NE(r.exit_code, 0) << "args: " << args << "\nstdout: " << r.out;
     EXPECT_NE(r.err.find(must_contain), std::string::npos)
         << "args: " << args << "\nstderr: " << r.err << "\nexpected to contain: " << must_contain;
@@ -64,7 +64,7 @@ void expect_error(const std::string& args, const std::string& must_contain) {
 }  // namespace
 
 TEST(Cli, VersionAndHelp) {
-    Run r = zeromem("--version");
+    Outcome r = zeromem("--version");
     EXPECT_EQ(r.exit_code, 0);
     EXPECT_NE(r.out.find("zeromem 0."), std::string::npos) << r.out;
     r = zeromem("--help");
@@ -80,7 +80,7 @@ TEST(Cli, VersionAndHelp) {
 // parameter partition 2Ψ/8 = 1.75e9 B, gradient partition 2Ψ/8 = 1.75e9 B,
 // fp32 master + Adam m + v = 12Ψ/8 = 10.5e9 B (deepspeed_memory.md 4.2).
 TEST(Cli, MainExampleTableAndJson) {
-    Run r = zeromem("estimate --params 7e9 --gpus 8 --stage 3");
+    Outcome r = zeromem("estimate --params 7e9 --gpus 8 --stage 3");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("GiB"), std::string::npos);
     EXPECT_NE(r.out.find("ZeRO-3"), std::string::npos);
@@ -140,7 +140,7 @@ TEST(Cli, PresetAndHfConfig) {
 }
 
 TEST(Cli, OtherFormatsAndExplain) {
-    Run r = zeromem("estimate --params 7e9 --gpus 8 --stage 2 --format csv");
+    Outcome r = zeromem("estimate --params 7e9 --gpus 8 --stage 2 --format csv");
     ASSERT_EQ(r.exit_code, 0);
     EXPECT_EQ(r.out.rfind("scope,component,bytes,GiB\n", 0), 0u);
     EXPECT_NE(r.out.find("per_gpu,parameters,14000000000,"), std::string::npos) << r.out;  // 2 B x 7e9

@@ -224,12 +224,17 @@ TEST(DsConfigValues, CommentsAllowed) {
     std::remove(p.c_str());
 }
 
-TEST(DsConfigValues, HfMismatchRejected) {
+// zeromem rule: command-line flags override the file's explicit values, and
+// the override is recorded for --explain.
+TEST(DsConfigValues, FlagOverridesFileValue) {
     AutoSources autos;
     autos.micro_batch = 8;
-    const std::string msg = apply_error(json{{"train_micro_batch_size_per_gpu", 1}}, autos);
-    EXPECT_HAS(msg, "/train_micro_batch_size_per_gpu");
-    EXPECT_HAS(msg, "--micro-batch is 8");
+    ZeroSettings zero;
+    TrainingSettings train;
+    Provenance prov;
+    apply_ds_config(json{{"train_micro_batch_size_per_gpu", 1}}, "cfg.json", autos, zero, train, prov);
+    EXPECT_EQ(train.micro_batch, 8);
+    EXPECT_HAS(prov.at("train_micro_batch_size_per_gpu"), "overrides the file's 1");
 }
 
 // ---------------------------------------------------------------------------

@@ -518,13 +518,15 @@ private:
         return true;
     }
 
-    void check_match(const std::vector<std::string>& path, int64_t ds, const std::optional<int64_t>& hf,
-                     const char* flag) {
-        if (hf && *hf != ds)
-            fail(source_, path, "is " + std::to_string(ds) + " but " + flag + " is " +
-                                    std::to_string(*hf) +
-                                    " (the HF Trainer rejects such mismatches); set it to \"auto\" "
-                                    "or make them equal");
+    // Command-line flags override the file (zeromem's rule; the HF Trainer
+    // would reject the mismatch instead). The override is recorded.
+    void flag_overrides(const std::vector<std::string>& path, int64_t& value, const std::optional<int64_t>& flag_value,
+                        const char* flag) {
+        if (flag_value && *flag_value != value) {
+            record(path, std::string(flag) + " " + std::to_string(*flag_value) + " (overrides the file's " +
+                             std::to_string(value) + ")");
+            value = *flag_value;
+        }
     }
 
     // fp16 / bf16 / data_types / communication_data_type.
@@ -544,11 +546,6 @@ private:
             }
             flag = v->get<bool>();
             record(path);
-            if (autos_.dtype && (*autos_.dtype == which) != flag)
-                fail(source_, path, std::string("is ") + (flag ? "true" : "false") + " but --dtype is " +
-                                        to_string(*autos_.dtype) +
-                                        " (the HF Trainer rejects such mismatches); set it to \"auto\" "
-                                        "or make them agree");
         };
         enabled({"fp16", "enabled"}, Dtype::fp16, fp16);
         // DeepSpeed reads "bf16", and the old name "bfloat16" only when "bf16"
@@ -606,7 +603,7 @@ private:
                     : std::string("1 (zeromem default, pass --micro-batch)")));
             } else {
                 read_int(mb_path, train_.micro_batch);
-                check_match(mb_path, train_.micro_batch, autos_.micro_batch, "--micro-batch");
+                flag_overrides(mb_path, train_.micro_batch, autos_.micro_batch, "--micro-batch");
                 micro = train_.micro_batch;
             }
         }
@@ -618,7 +615,7 @@ private:
                     : std::string("1 (HF default, pass --grad-accum)")));
             } else {
                 read_int(ga_path, train_.grad_accum);
-                check_match(ga_path, train_.grad_accum, autos_.grad_accum, "--grad-accum");
+                flag_overrides(ga_path, train_.grad_accum, autos_.grad_accum, "--grad-accum");
                 accum = train_.grad_accum;
             }
         }

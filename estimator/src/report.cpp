@@ -206,8 +206,11 @@ std::string render(const Estimate& e, const Resolved& res, Format format, bool e
       << verdict("GPU", e.fits_gpu, e.per_gpu.total, in.cluster.gpu_memory, "pass --gpu or --gpu-memory") << "\n"
       << verdict("Host", e.fits_host, e.per_node.host_memory, in.cluster.host_memory, "pass --host-memory") << "\n";
     for (const auto& n : e.notes) o << "note: " << n << "\n";
-    o << "GiB = 2^30 bytes. Components are each at their own peak; the total is the peak of the forward/backward and "
-         "optimizer-step moments.\n";
+    o << "GiB = 2^30 bytes.";
+    if (e.convention == Convention::full)
+        o << " Components are each at their own peak; the total is the peak of the forward/backward and "
+             "optimizer-step moments, plus CUDA context and fragmentation.";
+    o << "\n";
     if (explain) explain_text(o, e, res);
     return o.str();
 }

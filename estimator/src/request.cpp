@@ -166,7 +166,10 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         in.residual.load_dtype = parse_dtype(*req.load_dtype, "--load-dtype");
         prov["load_dtype"] = "--load-dtype";
     }
-    check_batch_arithmetic(in.train, in.cluster.gpus);
+    if (req.ds_config)
+        complete_batch_settings(in.train, in.cluster.gpus, prov);  // DeepSpeed fills a missing one of the three
+    else
+        check_batch_arithmetic(in.train, in.cluster.gpus);
     return r;
 }
 

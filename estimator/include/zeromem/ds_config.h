@@ -10,17 +10,7 @@
 
 #include "zeromem/types.h"
 
-// GCC 12 reports a false -Warray-bounds inside nlohmann/json's parsers when
-// JSON_DIAGNOSTICS=1 is on (basic_json::set_parents, at -O2/-O3). Silence it
-// for this header's templates only; the state is taken where they are defined.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Warray-bounds"
-#endif
 #include <nlohmann/json.hpp>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 #include <optional>
 #include <string>
