@@ -19,6 +19,8 @@ Examples:
   zeromem estimate --model llama-3-8b --gpus 8 --ds-config data/ds_configs/ds_zero3_config.json --micro-batch 2 --explain
   zeromem estimate --hf-config path/to/config.json --gpus 16 --nodes 2 --stage 3 --offload-optimizer cpu --format json
   zeromem estimate --params 7e9 --largest-layer-params 131072000 --gpus 8 --stage 3 --convention deepspeed
+  zeromem estimate --model llama-2-13b --gpus 8 --gpu V100-32GB --stage 3 --lora-rank 16 --gradient-checkpointing full
+  zeromem estimate --model llama-2-70b --gpus 64 --nodes 8 --tp 8 --pp 2 --stage 1 --sequence-parallel
 
 Sizes accept GB/MB/TB (powers of 1000) and GiB/MiB/TiB (powers of 1024); counts accept 7e9, 7B, 1.3b.
 Output is in GiB (2^30 bytes); --format json gives integer bytes.
@@ -61,6 +63,8 @@ int main(int argc, char** argv) {
             "Largest single module's own parameters (DeepSpeed's largest_layer_params)", gM)->type_name("COUNT");
     opt_int("--gpus", req.gpus, "Total GPUs N (= data-parallel degree N_d); default 1", gC)->type_name("N");
     opt_int("--nodes", req.nodes, "Nodes M (must divide --gpus); default 1", gC)->type_name("M");
+    opt_int("--tp", req.tp, "Tensor-parallel size (default 1); N_d = gpus / (tp x pp)", gC)->type_name("T");
+    opt_int("--pp", req.pp, "Pipeline-parallel size (default 1; ZeRO stage 0 or 1 only)", gC)->type_name("P");
     opt_str("--gpu", req.gpu, "GPU preset in data/gpus (see `zeromem gpus`)", gC)->type_name("NAME");
     opt_str("--gpu-memory", req.gpu_memory, "Memory per GPU, e.g. 80GiB (overrides --gpu)", gC)->type_name("SIZE");
     opt_str("--host-memory", req.host_memory, "Host RAM per node, e.g. 1TB", gC)->type_name("SIZE");
@@ -71,6 +75,14 @@ int main(int argc, char** argv) {
     opt_str("--gradient-checkpointing", req.checkpointing, "none (default), full or selective", gT)->type_name("MODE");
     opt_str("--optimizer", req.optimizer, "adamw (default), adam or sgd", gT)->type_name("NAME");
     opt_str("--attention", req.attention, "flash (default: no s^2 scores kept) or eager", gT)->type_name("KIND");
+    est->add_flag("--sequence-parallel", req.sequence_parallel, "Megatron sequence parallelism (with --tp > 1)")->group(gT);
+    opt_str("--trainable-params", req.trainable_params, "Parameters that are trained; the rest are frozen (no grads, no optimizer state)", gT)->type_name("COUNT");
+    opt_int("--lora-rank", req.lora_rank, "Train LoRA adapters of rank R on a frozen base", gT)->type_name("R");
+    opt_str("--lora-target", req.lora_targets, "Projections with adapters (default q,k,v,o; also gate,up,down)", gT)->type_name("LIST");
+    opt_str("--load-in", req.load_in, "Frozen base weights quantized: 4bit (QLoRA NF4) or 8bit", gT)->type_name("BITS");
+    opt_str("--optimizer-impl", req.optimizer_impl, "torch (default without a DeepSpeed \"optimizer\" block) or fused", gT)->type_name("KIND");
+    est->add_flag("--ds-checkpointing", req.ds_checkpointing,
+                  "The model uses deepspeed.checkpointing, so the config's activation_checkpointing keys apply")->group(gT);
     opt_int("--stage", req.stage, "ZeRO stage 0..3; default 0 (or the DeepSpeed config's)", gZ)->type_name("0..3");
     opt_str("--offload-optimizer", req.offload_optimizer, "none, cpu or nvme", gZ)->type_name("DEVICE");
     opt_str("--offload-param", req.offload_param, "none, cpu or nvme (stage 3)", gZ)->type_name("DEVICE");
@@ -86,6 +98,7 @@ int main(int argc, char** argv) {
                                       "Allocator fragmentation allowance, fraction of the peak (default 0.05)")
         ->group(gO)->type_name("FRACTION");
     opt_str("--load-dtype", req.load_dtype, "dtype of the host copy at load time (default fp32)", gO)->type_name("DTYPE");
+    opt_str("--host-overhead", req.host_overhead, "Host RAM of one training process before the model (default 1GiB)", gO)->type_name("SIZE");
     est->add_option("--format", format, "table (default), json, csv or md")->group(gO)->type_name("FORMAT");
     est->add_flag("--explain", explain, "Print each formula with numbers and its source, and where each setting came from")->group(gO);
 

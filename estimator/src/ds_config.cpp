@@ -471,6 +471,7 @@ public:
         apply_zero();
         apply_optimizer();
         apply_scheduler();
+        apply_activation_checkpointing();
     }
 
 private:
@@ -866,6 +867,10 @@ private:
     void apply_optimizer() {
         const json* type = find({"optimizer", "type"});
         if (type) {
+            // DeepSpeed builds its own optimizer (FusedAdam, or DeepSpeedCPUAdam
+            // under offload) from this block: updates in place, no temporaries.
+            train_.fused_optimizer = true;
+            prov_["optimizer.implementation"] = "DeepSpeed's fused optimizer (" + where({"optimizer"}) + ")";
             const std::string name = type->get<std::string>();
             const std::string t = lower(name);
             const std::vector<std::string> path = {"optimizer", "type"};
@@ -897,6 +902,15 @@ private:
         fill({"optimizer", "params", "betas"}, "[0.9, 0.999] (HF adam_beta1/adam_beta2 defaults; no memory effect)");
         fill({"optimizer", "params", "eps"}, "1e-08 (HF adam_epsilon default; no memory effect)");
         fill({"optimizer", "params", "weight_decay"}, "0.0 (HF weight_decay default; no memory effect)");
+    }
+
+    // activation_checkpointing (runtime/activation_checkpointing/config.py):
+    // recorded; they size memory only with DeepSpeed's checkpoint API.
+    void apply_activation_checkpointing() {
+        read_bool({"activation_checkpointing", "partition_activations"}, train_.partition_activations);
+        read_bool({"activation_checkpointing", "cpu_checkpointing"}, train_.cpu_checkpointing);
+        int64_t n = 0;
+        if (read_int({"activation_checkpointing", "number_checkpoints"}, n)) train_.number_checkpoints = n;
     }
 
     void apply_scheduler() {

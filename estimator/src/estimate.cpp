@@ -28,6 +28,14 @@ uint64_t to_bytes(double v) { return v <= 0 ? 0 : static_cast<uint64_t>(std::llr
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+// Rounds an element count up so the buffer is a multiple of the aio block
+// alignment: 1024 B x intra_op_parallelism (1) / element size
+// (DeepSpeed swap_tensor/utils.py).
+uint64_t align_aio(uint64_t numel, uint64_t elem_bytes) {
+    const uint64_t unit = 1024 / elem_bytes;
+    return ceil_div(numel, unit) * unit;
+}
+
 void validate(const EstimateInput& in) {
     if (in.model.params == 0) throw InputError("--params: the model has zero parameters");
     if (in.cluster.gpus <= 0) throw InputError("--gpus: must be a positive number of GPUs");
@@ -35,6 +43,15 @@ void validate(const EstimateInput& in) {
     if (in.cluster.gpus % in.cluster.nodes != 0)
         throw InputError("--nodes: " + std::to_string(in.cluster.nodes) + " nodes do not divide " +
                          std::to_string(in.cluster.gpus) + " GPUs evenly");
+    if (in.cluster.tp <= 0 || in.cluster.pp <= 0) throw InputError("--tp/--pp: must be positive");
+    if (in.cluster.gpus % (in.cluster.tp * in.cluster.pp) != 0)
+        throw InputError("--tp/--pp: tp x pp = " + std::to_string(in.cluster.tp * in.cluster.pp) +
+                         " does not divide " + std::to_string(in.cluster.gpus) + " GPUs");
+    if (in.cluster.pp > 1 && in.zero.stage >= 2)
+        throw InputError("--pp: DeepSpeed's pipeline engine supports ZeRO stage 0 or 1 only; stage " +
+                         std::to_string(in.zero.stage) + " with pipeline parallelism is rejected (runtime/pipe/engine.py)");
+    if (in.train.load_in_bits != 16 && in.train.load_in_bits != 8 && in.train.load_in_bits != 4)
+        throw InputError("--load-in: must be 4bit or 8bit");
     const auto& z = in.zero;
     if (z.stage < 0 || z.stage > 3)
         throw InputError("zero_optimization.stage: " + std::to_string(z.stage) + " is outside 0..3");
@@ -235,119 +252,192 @@ uint64_t persistent_numel(const ModelArch& a, int64_t threshold, int64_t model_t
     return std::min<uint64_t>(total, static_cast<uint64_t>(model_threshold));
 }
 
+// Parameters held by one tensor/pipeline rank (Megatron-DeepSpeed layout):
+// the first pipeline stage, the most loaded one, holds ceil(L/pp) layers and
+// the input embedding; with pp = 1 it also holds the LM head. Everything
+// inside the layers is split over tp; embeddings are vocabulary-parallel.
+uint64_t rank_params(const EstimateInput& in, uint64_t total) {
+    const int64_t tp = in.cluster.tp, pp = in.cluster.pp;
+    if (tp == 1 && pp == 1) return total;
+    if (!in.model.arch) return ceil_div(total, static_cast<uint64_t>(tp * pp));
+    const ParamCount pc = count_params(*in.model.arch);
+    const uint64_t layers = ceil_div(static_cast<uint64_t>(in.model.arch->num_layers), static_cast<uint64_t>(pp));
+    uint64_t r = layers * ceil_div(pc.per_layer, static_cast<uint64_t>(tp)) + ceil_div(pc.embedding, static_cast<uint64_t>(tp));
+    if (pp == 1) r += ceil_div(pc.lm_head, static_cast<uint64_t>(tp));
+    return std::min(r, total);
+}
+
+// Weights of the transformer blocks' linear layers: what bitsandbytes
+// quantizes under load_in_4bit / load_in_8bit (embeddings, norms and the LM
+// head stay in 16 bits).
+uint64_t linear_weight_params(const ModelArch& a) {
+    const int64_t hd = a.head_dim > 0 ? a.head_dim : a.hidden_size / a.num_heads;
+    const int64_t attn = a.hidden_size * hd * (2 * a.num_heads + 2 * a.num_kv_heads);
+    const int64_t mlp = a.hidden_size * a.ffn_size * (a.gated_mlp ? 3 : 2);
+    return static_cast<uint64_t>((attn + mlp) * a.num_layers);
+}
+
 void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) {
     const auto& z = in.zero;
     const auto& t = in.train;
     const int s = z.stage;
-    const uint64_t P = in.model.params;
-    const uint64_t N = static_cast<uint64_t>(in.cluster.gpus);
+    const uint64_t N = static_cast<uint64_t>(in.cluster.data_parallel());
     const uint64_t g = static_cast<uint64_t>(in.cluster.gpus_per_node());
+    const uint64_t tp = static_cast<uint64_t>(in.cluster.tp), pp = static_cast<uint64_t>(in.cluster.pp);
     const uint64_t L = in.model.largest_layer_params;
     const uint64_t bm = static_cast<uint64_t>(dtype_bytes(t.dtype));
     const uint64_t ba = static_cast<uint64_t>(dtype_bytes(t.grad_accum_dtype.value_or(t.dtype)));
     const uint64_t bc = static_cast<uint64_t>(dtype_bytes(t.communication_dtype.value_or(t.dtype)));
     const bool half = t.dtype != Dtype::fp32;
-    const uint64_t Pn = ceil_div(P, N);  // this rank's partition, elements
     const bool off_opt = z.offload_optimizer != OffloadDevice::none;
     const bool off_par = z.offload_param != OffloadDevice::none;
     const bool overlap = z.overlap_comm_effective();
     const uint64_t bucket = static_cast<uint64_t>(z.reduce_bucket_size);
     const bool sgd = t.optimizer == Optimizer::sgd;
-    const std::string sP = ex.on ? num(static_cast<double>(P)) : std::string();
-    const std::string sN = ex.on ? num(static_cast<double>(N)) : std::string();
-    auto& m = out.per_gpu;
+    const uint64_t osb = static_cast<uint64_t>(optimizer_state_bytes(t.optimizer));
     const char* srcZ12 = "DeepSpeed v0.19.6 runtime/zero/stage_1_and_2.py (DeepSpeedZeroOptimizer)";
     const char* srcZ3 = "DeepSpeed v0.19.6 runtime/zero/stage3.py, partition_parameters.py";
     const char* srcZ0 = "DeepSpeed v0.19.6 runtime/fp16/fused_optimizer.py (FP16_Optimizer)";
     const char* src = s == 0 ? srcZ0 : (s == 3 ? srcZ3 : srcZ12);
+    auto n2s = [&](uint64_t v) { return ex.on ? num(double(v)) : std::string(); };
 
-    // --- parameters -------------------------------------------------------
+    // --- trainable and frozen parameters per rank --------------------------
+    const uint64_t P = in.model.params;  // includes LoRA adapters
+    uint64_t T = t.trainable_params.value_or(P);
+    if (t.lora_rank > 0) {
+        if (!in.model.arch) throw InputError("--lora-rank: needs an architecture (--model or --hf-config)");
+        T = lora_params(*in.model.arch, t.lora_rank, t.lora_targets);
+    }
+    if (T > P) throw InputError("--trainable-params: more than the model's " + std::to_string(P) + " parameters");
+    const uint64_t F = P - T;
+    const uint64_t Pr = rank_params(in, P);
+    const uint64_t Tr = P == 0 ? 0 : static_cast<uint64_t>(std::llround(double(T) * double(Pr) / double(P)));
+    const uint64_t Fr = Pr - std::min(Pr, Tr);
+    out.trainable_params = T;
+    out.frozen_params = F;
+    out.params_per_rank = Pr;
+    // Frozen storage: quantized linear weights under 8/4-bit loading.
+    double frozen_bytes = double(Fr) * double(bm);
+    if (t.load_in_bits != 16 && F > 0) {
+        const double qb = t.load_in_bits == 8 ? 1.0 : 0.5625;  // int8; NF4 + fp32 absmax per 64
+        const uint64_t qn = in.model.arch
+            ? std::min<uint64_t>(Fr, ceil_div(linear_weight_params(*in.model.arch), tp * pp))
+            : Fr;
+        frozen_bytes = double(qn) * qb + double(Fr - qn) * double(bm);
+    }
+    const uint64_t Tn = ceil_div(Tr, N);  // this rank's partition of the trainable params, elements
+
+    // --- steady GPU model states ---------------------------------------------
+    GpuMemory st;  // steady state (after the first optimizer step)
     uint64_t persist = 0;
     if (s == 3) {
         if (in.model.arch)
-            persist = persistent_numel(*in.model.arch, z.stage3_param_persistence_threshold,
-                                       z.stage3_model_persistence_threshold);
-        m.parameters = bm * persist + (off_par ? 0 : bm * Pn);
-        if (ex.on) ex.term("parameters", off_par ? "b_m · persistent" : "b_m · (ceil(Ψ/N_d) + persistent)",
-                "b_m=" + num(double(bm)) + ", Ψ=" + sP + ", N_d=" + sN + ", persistent=" + num(double(persist)) +
-                    " elements (params <= stage3_param_persistence_threshold)",
-                m.parameters, srcZ3);
+            persist = ceil_div(persistent_numel(*in.model.arch, z.stage3_param_persistence_threshold,
+                                                z.stage3_model_persistence_threshold), tp * pp);
+        const uint64_t part = off_par ? 0 : bm * Tn + to_bytes(frozen_bytes / double(N));
+        st.parameters = bm * persist + part;
+        if (ex.on) ex.term("parameters", off_par ? "b_m · persistent (partitions offloaded)"
+                                       : "b_m · (ceil(Ψ_t/N_d) + persistent) + frozen bytes / N_d",
+                "b_m=" + n2s(bm) + ", Ψ_t=" + n2s(Tr) + ", N_d=" + n2s(N) + ", persistent=" + n2s(persist) +
+                    " elements (<= stage3_param_persistence_threshold), frozen=" + n2s(Fr),
+                st.parameters, srcZ3);
     } else {
-        m.parameters = bm * P;
-        if (ex.on) ex.term("parameters", "b_m · Ψ (full 16-bit copy on every rank)", "b_m=" + num(double(bm)) + ", Ψ=" + sP,
-                m.parameters, src);
+        st.parameters = bm * Tr + to_bytes(frozen_bytes);
+        if (ex.on) ex.term("parameters", "b_m · Ψ_t + frozen bytes (full copy on every data-parallel rank)",
+                "b_m=" + n2s(bm) + ", Ψ_t=" + n2s(Tr) + ", frozen=" + n2s(Fr) + " params", st.parameters, src);
     }
-
-    // --- gradients --------------------------------------------------------
     if (s <= 1) {
-        m.gradients = bm * P + (ba != bm ? ba * P : 0);
-        if (ex.on) ex.term("gradients",
-                ba != bm ? "b_m · Ψ + b_a · Ψ (full grads + grad_accum buffer in data_types.grad_accum_dtype)"
-                         : "b_m · Ψ (full, unpartitioned gradients)",
-                "b_m=" + num(double(bm)) + ", b_a=" + num(double(ba)) + ", Ψ=" + sP, m.gradients, src);
+        st.gradients = bm * Tr + (ba != bm ? ba * Tr : 0);
+        if (ex.on) ex.term("gradients", ba != bm ? "b_m · Ψ_t + b_a · Ψ_t (full grads + grad_accum buffer)"
+                                       : "b_m · Ψ_t (full, unpartitioned gradients)",
+                "b_m=" + n2s(bm) + ", b_a=" + n2s(ba) + ", Ψ_t=" + n2s(Tr), st.gradients, src);
     } else if (s == 2) {
-        m.gradients = off_opt ? 0 : bm * Pn;
-        if (ex.on) ex.term("gradients", off_opt ? "0 (gradient partitions live in pinned host memory)" : "b_m · ceil(Ψ/N_d) (grads_in_partition)",
-                "b_m=" + num(double(bm)) + ", Ψ=" + sP + ", N_d=" + sN, m.gradients, srcZ12);
+        st.gradients = off_opt ? 0 : bm * Tn;
+        if (ex.on) ex.term("gradients", off_opt ? "0 (gradient partitions in pinned host memory)"
+                                       : "b_m · ceil(Ψ_t/N_d) (grads_in_partition)",
+                "b_m=" + n2s(bm) + ", Ψ_t=" + n2s(Tr) + ", N_d=" + n2s(N), st.gradients, srcZ12);
     } else {
-        m.gradients = off_opt ? 0 : ba * Pn;
-        if (ex.on) ex.term("gradients", off_opt ? "0 (grad_partitions_flat_buffer on the host)" : "b_a · ceil(Ψ/N_d) (grad_partitions_flat_buffer)",
-                "b_a=" + num(double(ba)) + ", Ψ=" + sP + ", N_d=" + sN, m.gradients, srcZ3);
+        st.gradients = off_opt ? 0 : ba * Tn;
+        if (ex.on) ex.term("gradients", off_opt ? "0 (grad_partitions_flat_buffer on the host)"
+                                       : "b_a · ceil(Ψ_t/N_d) (grad_partitions_flat_buffer)",
+                "b_a=" + n2s(ba) + ", Ψ_t=" + n2s(Tr) + ", N_d=" + n2s(N), st.gradients, srcZ3);
     }
-
-    // --- optimizer states -------------------------------------------------
-    const uint64_t opt_numel = s == 0 ? P : Pn;
-    const uint64_t master = (s == 0 && !half) ? 0 : 4 * opt_numel;
-    const uint64_t mom = 4 * opt_numel;
-    const uint64_t var = sgd ? 0 : 4 * opt_numel;
+    const uint64_t opt_numel = s == 0 ? Tr : Tn;
     if (!off_opt) {
-        m.master_weights = master;
-        m.momentum = mom;
-        m.variance = var;
+        st.master_weights = (s == 0 && !half) ? 0 : 4 * opt_numel;
+        st.momentum = 4 * opt_numel;
+        st.variance = sgd ? 0 : 4 * opt_numel;
     }
-    m.optimizer_states = m.master_weights + m.momentum + m.variance;
+    st.optimizer_states = st.master_weights + st.momentum + st.variance;
     if (ex.on) ex.term("optimizer_states",
             off_opt ? "0 (fp32 master and optimizer states offloaded)"
-                    : (s == 0 ? "4Ψ master + optimizer bytes · Ψ" : "(4 + optimizer bytes) · ceil(Ψ/N_d)"),
-            "Ψ=" + sP + ", N_d=" + sN + ", optimizer " + to_string(t.optimizer) + " = " +
-                std::to_string(optimizer_state_bytes(t.optimizer)) + " B/param (m" + (sgd ? "" : ", v") + ")",
-            m.optimizer_states, src);
+                    : (s == 0 ? "4Ψ_t master + optimizer bytes · Ψ_t" : "(4 + optimizer bytes) · ceil(Ψ_t/N_d)"),
+            "Ψ_t=" + n2s(Tr) + ", N_d=" + n2s(N) + ", " + to_string(t.optimizer) + " = " + n2s(osb) +
+                " B/param; Adam m and v are allocated at the first step",
+            st.optimizer_states, src);
 
-    // --- activations (Korthikanti et al.) ---------------------------------
-    uint64_t act = 0;
+    // --- activations -----------------------------------------------------------
+    uint64_t act_fwd = 0, act_bwd = 0, act_host = 0;
     if (in.model.arch) {
         const auto& a = *in.model.arch;
         const int64_t sq = t.seq_len, b = t.micro_batch, h = a.hidden_size;
-        const uint64_t per_layer = activation_bytes_per_layer(sq, b, h, a.num_heads, 1, t.checkpointing, t.flash_attention);
-        const uint64_t one_full = activation_bytes_per_layer(sq, b, h, a.num_heads, 1, Checkpointing::none, t.flash_attention);
-        const uint64_t recompute = t.checkpointing == Checkpointing::full ? one_full : 0;
-        // Embedding dropout mask sbh and the output layer / cross entropy
-        // 4sbh(1 + V/h) (Korthikanti Sec. 4.3, p = 1).
+        const int64_t ti = in.cluster.tp;
+        const bool sp = t.sequence_parallel && ti > 1;
+        const double scale = t.dtype == Dtype::fp32 ? 2.0 : 1.0;  // fp32 activations: twice the 16-bit bytes
+        const uint64_t layers = ceil_div(static_cast<uint64_t>(a.num_layers), pp);
+        // 1F1B: the first pipeline stage holds up to pp micro batches in flight
+        // (Korthikanti Sec. 4.2.3, Eq. 5).
+        const uint64_t in_flight = pp > 1 ? std::min<uint64_t>(pp, static_cast<uint64_t>(t.grad_accum)) : 1;
+        const uint64_t full_layer = layer_activation_bytes(a, sq, b, ti, Checkpointing::none, t.flash_attention, sp);
+        uint64_t per_layer = layer_activation_bytes(a, sq, b, ti, t.checkpointing, t.flash_attention, sp);
         const double sbh = double(sq) * double(b) * double(h);
-        const uint64_t io = to_bytes(sbh + 4.0 * sbh * (1.0 + double(a.vocab_size) / double(h)));
-        double scale = t.dtype == Dtype::fp32 ? 2.0 : 1.0;  // fp32 activations: twice the 16-bit bytes
-        act = to_bytes(scale * double(per_layer * static_cast<uint64_t>(a.num_layers) + recompute + io));
+        if (t.checkpointing == Checkpointing::full && t.ds_checkpointing_api && t.partition_activations && ti > 1 && !sp)
+            per_layer = ceil_div(per_layer, static_cast<uint64_t>(ti));
+        uint64_t stored = layers * in_flight * per_layer;
+        const uint64_t recompute = t.checkpointing == Checkpointing::full ? full_layer : 0;
+        if (t.checkpointing == Checkpointing::full && t.ds_checkpointing_api && t.cpu_checkpointing) {
+            act_host = to_bytes(scale * double(stored));
+            stored = 0;
+        }
+        // Embedding output and the loss: sbh (embedding dropout mask) on
+        // every first stage; with pp = 1 also the output layer's input and the
+        // logits: 16-bit logits, their fp32 upcast and the fp32 log-softmax
+        // kept for the cross-entropy backward (HF models upcast logits).
+        double io = sbh;
+        if (pp == 1) io += 4.0 * sbh + double(sq) * double(b) * double(a.vocab_size) * double(bm + 8) / double(ti);
+        act_fwd = to_bytes(scale * (double(stored) + io));
+        act_bwd = to_bytes(scale * (double(stored + recompute) + io));
         if (ex.on) ex.term("activations",
-                std::string("L · per_layer + recompute + sbh + 4sbh(1 + V/h); per_layer = ") +
-                    (t.checkpointing == Checkpointing::full ? "2sbh"
-                     : t.checkpointing == Checkpointing::selective ? "34sbh"
-                     : (t.flash_attention ? "34sbh (flash attention: no 5as/h term)" : "sbh(34 + 5as/h)")),
-                "s=" + num(double(sq)) + ", b=" + num(double(b)) + ", h=" + num(double(h)) + ", a=" +
-                    num(double(a.num_heads)) + ", L=" + num(double(a.num_layers)) + ", V=" + num(double(a.vocab_size)) +
+                "layers · in-flight micro batches · per_layer + recompute + sbh + 4sbh + sbV(b_m + 8)/t; per_layer by "
+                "Korthikanti with GQA and the real MLP width",
+                "s=" + n2s(uint64_t(sq)) + ", b=" + n2s(uint64_t(b)) + ", h=" + n2s(uint64_t(h)) + ", a=" +
+                    n2s(uint64_t(a.num_heads)) + ", kv=" + n2s(uint64_t(a.num_kv_heads)) + ", f=" +
+                    n2s(uint64_t(a.ffn_size)) + ", layers=" + n2s(layers) + ", in flight=" + n2s(in_flight) +
+                    ", per_layer=" + n2s(per_layer) + " B, V=" + n2s(uint64_t(a.vocab_size)) + ", t=" + n2s(tp) +
+                    ", checkpointing " + to_string(t.checkpointing) + (t.flash_attention ? ", flash attention" : ", eager attention") +
                     (scale != 1.0 ? ", x2 for fp32" : ""),
-                act, kSrcKorthikanti);
+                act_bwd, kSrcKorthikanti);
     } else {
         ex.note("activations not estimated: only --params was given; give --model or --hf-config for "
                 "the Korthikanti et al. activation formula.");
     }
-    m.activations = act;
+    if (t.ds_checkpointing_api && t.partition_activations && in.cluster.tp == 1)
+        ex.note("activation_checkpointing.partition_activations splits checkpoints across tensor-parallel ranks only; "
+                "with tp = 1 it saves nothing.");
+    if ((t.partition_activations || t.cpu_checkpointing) && !t.ds_checkpointing_api)
+        ex.note("the DeepSpeed config's activation_checkpointing keys take effect only when the model uses "
+                "deepspeed.checkpointing (Megatron-DeepSpeed); Hugging Face models use torch checkpointing, so they "
+                "are ignored here (--ds-checkpointing to apply them).");
 
-    // --- temporary buffers -------------------------------------------------
-    uint64_t tmp_bwd = 0, tmp_step = 0;
+    // --- temporary buffers per phase -------------------------------------------
+    uint64_t tmp_fwd = 0, tmp_bwd = 0, tmp_step = 0, tmp_load = 0;
+    const bool full_ft = T == P;  // gradients of whole modules exist only when they are trainable
+    const uint64_t torch_opt_tmp = (!t.fused_optimizer && !off_opt) ? 4 * opt_numel : 0;
     if (s == 0) {
-        tmp_step = half ? 4 * P : 0;
-        if (ex.on) ex.term("temporary_buffers (step)", "4Ψ (flattened fp32 gradient copy in FP16_Optimizer.step)",
-                "Ψ=" + sP, tmp_step, srcZ0);
+        tmp_step = (half ? 4 * Tr : 0) + torch_opt_tmp;
+        if (ex.on) ex.term("temporary_buffers (optimizer_step)",
+                "4Ψ_t (FP16_Optimizer's flattened fp32 gradients) + 4Ψ_t if torch Adam (multi-tensor temporary)",
+                "Ψ_t=" + n2s(Tr), tmp_step, srcZ0);
     } else if (s <= 2) {
         const uint64_t ipg = bucket * bm * (overlap ? 2 : 1);
         const uint64_t offload_buf = off_opt ? L * bm : 0;
@@ -355,132 +445,262 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         if (ex.on) ex.term("temporary_buffers (backward)",
                 std::string("reduce_bucket_size · b_m") + (overlap ? " · 2 (overlap_comm double buffer)" : "") +
                     (off_opt ? " + L · b_m (temp_grad_buffer_for_gpu_offload)" : ""),
-                "reduce_bucket_size=" + num(double(bucket)) + ", b_m=" + num(double(bm)) + ", L=" + num(double(L)),
-                tmp_bwd, srcZ12);
-        tmp_step = off_opt ? 0 : (4 + ba) * Pn;
-        if (ex.on) ex.term("temporary_buffers (step)", off_opt ? "0 (optimizer step on the CPU)" : "(4 + b_a) · ceil(Ψ/N_d) (fp32 gradient copy of the partition + its source)",
-                "b_a=" + num(double(ba)) + ", Ψ=" + sP + ", N_d=" + sN, tmp_step, srcZ12);
+                "reduce_bucket_size=" + n2s(bucket) + ", b_m=" + n2s(bm) + ", L=" + n2s(L), tmp_bwd, srcZ12);
+        tmp_step = off_opt ? 0 : (4 + ba) * Tn + torch_opt_tmp;
+        if (ex.on) ex.term("temporary_buffers (optimizer_step)",
+                off_opt ? "0 (optimizer step on the CPU)"
+                        : "(4 + b_a) · ceil(Ψ_t/N_d) (fp32 copy of the gradient partition and its source)"
+                          " + 4 · ceil(Ψ_t/N_d) if torch Adam (multi-tensor temporary)",
+                "b_a=" + n2s(ba) + ", Ψ_t=" + n2s(Tr) + ", N_d=" + n2s(N) +
+                    (t.fused_optimizer ? ", fused optimizer" : ", torch optimizer"),
+                tmp_step, srcZ12);
+        // Flattening a param group needs the module's params in the load
+        // dtype plus the flat 16-bit copy (stage_1_and_2.py __init__).
+        tmp_load = 0;
     } else {
         const uint64_t ipg = z.contiguous_gradients ? bucket * bc : 0;
         const uint64_t prefetch = static_cast<uint64_t>(
             std::min(z.stage3_prefetch_bucket_size, z.stage3_max_live_parameters));
-        tmp_bwd = ipg + 2 * L * bm + prefetch * bm;
+        const uint64_t gathered = L * bm + prefetch * bm;
+        tmp_fwd = ipg + gathered;
+        tmp_bwd = ipg + gathered + (full_ft ? L * bm : 0);
         if (ex.on) ex.term("temporary_buffers (backward)",
-                "reduce_bucket_size · b_c (IPG bucket, allocated at init) + 2 · L · b_m (largest module gathered "
-                "+ its full gradient) + min(stage3_prefetch_bucket_size, stage3_max_live_parameters) · b_m",
-                "reduce_bucket_size=" + num(double(bucket)) + ", b_c=" + num(double(bc)) + ", L=" + num(double(L)) +
-                    ", prefetch=" + num(double(prefetch)) + ", b_m=" + num(double(bm)),
+                "reduce_bucket_size · b_c (IPG bucket, allocated at init) + L · b_m (current module gathered whole) "
+                "+ min(stage3_prefetch_bucket_size, stage3_max_live_parameters) · b_m (prefetch) + L · b_m (its gradient)",
+                "reduce_bucket_size=" + n2s(bucket) + ", b_c=" + n2s(bc) + ", L=" + n2s(L) + ", prefetch=" +
+                    n2s(prefetch) + ", b_m=" + n2s(bm),
                 tmp_bwd, srcZ3);
-        const uint64_t sub = std::min<uint64_t>(static_cast<uint64_t>(z.sub_group_size), Pn);
-        tmp_step = off_opt ? 0 : sub * (4 + ba);
-        if (ex.on) ex.term("temporary_buffers (step)", off_opt ? "0 (optimizer step on the CPU)" : "min(sub_group_size, ceil(Ψ/N_d)) · (4 + b_a) (fp32 gradient of one sub-group)",
-                "sub_group_size=" + num(double(z.sub_group_size)) + ", b_a=" + num(double(ba)), tmp_step, srcZ3);
+        const uint64_t sub = std::min<uint64_t>(static_cast<uint64_t>(z.sub_group_size), Tn);
+        tmp_step = off_opt ? 0 : sub * (4 + ba) + torch_opt_tmp;
+        if (ex.on) ex.term("temporary_buffers (optimizer_step)",
+                off_opt ? "0 (optimizer step on the CPU)"
+                        : "min(sub_group_size, ceil(Ψ_t/N_d)) · (4 + b_a) (fp32 gradient of one sub-group)"
+                          " + 4 · ceil(Ψ_t/N_d) if torch Adam",
+                "sub_group_size=" + n2s(uint64_t(z.sub_group_size)) + ", b_a=" + n2s(ba), tmp_step, srcZ3);
+        tmp_load = ipg + (off_opt ? 0 : 4 * sub);  // IPG at init + the fp32 gradient_buffer allocated and freed
     }
-    m.temporary_buffers = std::max(tmp_bwd, tmp_step);
 
-    // --- phases, context, fragmentation ------------------------------------
-    const uint64_t states = m.parameters + m.gradients + m.optimizer_states;
-    const uint64_t fb = states + act + tmp_bwd;
-    const uint64_t st = states + tmp_step;
-    const uint64_t peak = std::max(fb, st);
-    m.cuda_context = in.residual.cuda_context;
-    m.fragmentation = to_bytes(in.residual.fragmentation_fraction * double(peak));
-    m.total = peak + m.cuda_context + m.fragmentation;
-    auto phase = [&](const char* name, uint64_t a, uint64_t tmp, uint64_t sum) {
-        const uint64_t frag = to_bytes(in.residual.fragmentation_fraction * double(sum));
-        out.phases.push_back({name, a, tmp, sum + m.cuda_context + frag});
-    };
-    phase("forward_backward", act, tmp_bwd, fb);
-    phase("optimizer_step", 0, tmp_step, st);
-    out.peak_phase = fb >= st ? "forward_backward" : "optimizer_step";
-    if (ex.on) ex.term("cuda_context", "named figure (--cuda-context)", num(double(m.cuda_context)) + " B", m.cuda_context,
-            "public reports: 0.4-0.6 GB per process");
-    if (ex.on) ex.term("fragmentation", "fraction · allocated peak (--fragmentation)",
-            num(in.residual.fragmentation_fraction) + " · " + num(double(peak)), m.fragmentation,
-            "PyTorch caching allocator reserve; a few percent of capacity");
-
-    // --- host memory and NVMe ------------------------------------------------
+    // --- host memory and NVMe (per rank, then per node) --------------------------
     uint64_t host_rank = 0, pinned_rank = 0, nvme_rank = 0;
     const bool pin_o = z.offload_optimizer_pin_memory;
     const bool pin_p = z.offload_param_pin_memory;
     if (z.offload_optimizer == OffloadDevice::cpu) {
-        const uint64_t states_host = (4 + static_cast<uint64_t>(optimizer_state_bytes(t.optimizer))) * Pn;  // master + m (+ v), unpinned
+        const uint64_t states_host = (4 + osb) * Tn;  // master + m (+ v), pageable
         uint64_t pinned = 0;
         if (s <= 2) {
-            pinned = 4 * Pn + bm * Pn + L * bm;  // fp32 grad partition, 16-bit staging, temp grad buffer
-            if (t.grad_accum > 1) pinned += bm * Pn;  // async_accumulate_grad_in_cpu_via_gpu buffers
+            pinned = 4 * Tn + bm * Tn + L * bm;  // fp32 grads, 16-bit staging, temp grad buffer
+            if (t.grad_accum > 1) pinned += bm * Tn;  // async_accumulate_grad_in_cpu_via_gpu buffers
         } else {
-            pinned = 4 * Pn + ba * Pn;  // fp32 grad buffers per sub-group + grad_partitions_flat_buffer
+            pinned = 4 * Tn + ba * Tn;  // fp32 grad buffers per sub-group + grad_partitions_flat_buffer
         }
         host_rank += states_host + pinned;
         if (pin_o) pinned_rank += pinned;
         if (ex.on) ex.term("host: offloaded optimizer (per rank)",
-                s <= 2 ? "(4 + optimizer bytes) · Ψ/N_d + pinned (4 + b_m) · Ψ/N_d + L · b_m [+ b_m · Ψ/N_d with GAS > 1]"
-                       : "(4 + optimizer bytes) · Ψ/N_d + pinned (4 + b_a) · Ψ/N_d",
-                "Ψ/N_d=" + num(double(Pn)), states_host + pinned, src);
+                s <= 2 ? "(4 + optimizer bytes) · Ψ_t/N_d pageable + (4 + b_m) · Ψ_t/N_d + L · b_m pinned [+ b_m · Ψ_t/N_d with GAS > 1]"
+                       : "(4 + optimizer bytes) · Ψ_t/N_d pageable + (4 + b_a) · Ψ_t/N_d pinned",
+                "Ψ_t/N_d=" + n2s(Tn) + (pin_o ? "" : ", pin_memory false"), states_host + pinned, src);
     } else if (z.offload_optimizer == OffloadDevice::nvme) {
-        const uint64_t sub = std::min<uint64_t>(static_cast<uint64_t>(z.sub_group_size), Pn);
-        const uint64_t pool = static_cast<uint64_t>(z.offload_optimizer_buffer_count) * sub * 4;
-        const uint64_t pinned = pool + ba * Pn;
+        const uint64_t sub = std::min<uint64_t>(static_cast<uint64_t>(z.sub_group_size), Tn);
+        const uint64_t pool = static_cast<uint64_t>(z.offload_optimizer_buffer_count) * align_aio(sub, 4) * 4;
+        const uint64_t pinned = pool + ba * Tn;
         host_rank += pinned;
         pinned_rank += pinned;
-        nvme_rank += (4 + static_cast<uint64_t>(optimizer_state_bytes(t.optimizer)) + 4) * Pn;
-        if (ex.on) ex.term("host: optimizer NVMe swap buffers (per rank)", "buffer_count · min(sub_group_size, Ψ/N_d) · 4 + b_a · Ψ/N_d",
-                "buffer_count=" + num(double(z.offload_optimizer_buffer_count)) + ", sub=" + num(double(sub)), pinned,
+        nvme_rank += (4 + osb + 4) * Tn;
+        if (ex.on) ex.term("host: optimizer NVMe swap buffers (per rank, pinned)",
+                "buffer_count · align(min(sub_group_size, Ψ_t/N_d)) · 4 + b_a · Ψ_t/N_d",
+                "buffer_count=" + n2s(uint64_t(z.offload_optimizer_buffer_count)) + ", sub=" + n2s(sub), pinned,
                 "DeepSpeed runtime/swap_tensor/optimizer_utils.py, utils.py");
     }
     if (z.offload_param == OffloadDevice::cpu) {
-        host_rank += bm * Pn;
-        if (pin_p) pinned_rank += bm * Pn;
-        if (ex.on) ex.term("host: offloaded 16-bit parameters (per rank)", "b_m · Ψ/N_d", "Ψ/N_d=" + num(double(Pn)), bm * Pn, srcZ3);
+        const uint64_t b = bm * Tn + to_bytes(frozen_bytes / double(N));
+        host_rank += b;
+        if (pin_p) pinned_rank += b;
+        if (ex.on) ex.term("host: offloaded 16-bit parameters (per rank)", "b_m · Ψ/N_d", "Ψ/N_d=" + n2s(ceil_div(Pr, N)), b, srcZ3);
     } else if (z.offload_param == OffloadDevice::nvme) {
-        const uint64_t pool = static_cast<uint64_t>(z.offload_param_buffer_count * z.offload_param_buffer_size) * bm +
-                              std::min<uint64_t>(static_cast<uint64_t>(z.offload_param_max_in_cpu), Pn) * bm;
+        const uint64_t pool =
+            static_cast<uint64_t>(z.offload_param_buffer_count) * align_aio(static_cast<uint64_t>(z.offload_param_buffer_size), bm) * bm +
+            std::min<uint64_t>(static_cast<uint64_t>(z.offload_param_max_in_cpu), ceil_div(Pr, N)) * bm;
         host_rank += pool;
         pinned_rank += pool;
-        nvme_rank += bm * Pn;
-        if (ex.on) ex.term("host: parameter NVMe swap pool (per rank)", "buffer_count · buffer_size · b_m + min(max_in_cpu, Ψ/N_d) · b_m",
-                "buffer_count=" + num(double(z.offload_param_buffer_count)) + ", buffer_size=" +
-                    num(double(z.offload_param_buffer_size)) + ", max_in_cpu=" + num(double(z.offload_param_max_in_cpu)),
+        nvme_rank += bm * ceil_div(Pr, N);
+        if (ex.on) ex.term("host: parameter NVMe swap pool (per rank, pinned)",
+                "buffer_count · align(buffer_size) · b_m + min(max_in_cpu, Ψ/N_d) · b_m",
+                "buffer_count=" + n2s(uint64_t(z.offload_param_buffer_count)) + ", buffer_size=" +
+                    n2s(uint64_t(z.offload_param_buffer_size)) + ", max_in_cpu=" + n2s(uint64_t(z.offload_param_max_in_cpu)),
                 pool, "DeepSpeed runtime/swap_tensor/partitioned_param_swapper.py");
     }
-    auto& node = out.per_node;
-    node.host_steady = host_rank * g;
-    node.host_pinned = pinned_rank * g;
-    node.nvme = nvme_rank * g;
+    const uint64_t overhead = in.residual.host_process_overhead * g;  // every rank's process baseline
+    const uint64_t host_steady = host_rank * g + overhead;
+    const uint64_t pinned_steady = pinned_rank * g;
+    const uint64_t nvme = nvme_rank * g;
     const uint64_t lb = static_cast<uint64_t>(dtype_bytes(in.residual.load_dtype));
     const bool zero_init = s == 3 && z.zero_init;
-    node.host_load = g * (zero_init ? L : P) * lb;
+    const uint64_t host_load = overhead + g * (zero_init ? L * lb : to_bytes(double(Tr) * double(lb) + frozen_bytes));
     if (ex.on) ex.term("host: model load (per node)",
-            zero_init ? "g · L · load bytes (zero.Init: one module at a time per rank)"
-                      : "g · Ψ · load bytes (every rank materialises the whole model)",
-            "g=" + num(double(g)) + ", " + (zero_init ? "L=" + num(double(L)) : "Ψ=" + sP) + ", load dtype " +
+            zero_init ? "g · (L · load bytes + process overhead) (zero.Init: one module at a time per rank)"
+                      : "g · (Ψ · load bytes + process overhead) (every rank materialises the whole model)",
+            "g=" + n2s(g) + ", " + (zero_init ? "L=" + n2s(L) : "Ψ=" + n2s(Pr)) + ", load dtype " +
                 to_string(in.residual.load_dtype),
-            node.host_load, "DeepSpeed estimate_zero3_model_states_mem_needs (4·g·Ψ without zero.Init)");
-    node.host_memory = std::max(node.host_load, node.host_steady);
+            host_load, "DeepSpeed estimate_zero3_model_states_mem_needs (4·g·Ψ without zero.Init)");
+    const bool gather_save = s == 3 && z.stage3_gather_16bit_weights_on_model_save;
+    const uint64_t save_host = gather_save ? bm * P : 0;  // rank 0 holds the consolidated 16-bit state dict
+
+    // --- load-time GPU ----------------------------------------------------------
+    GpuMemory ld;
+    if (s == 3) {
+        ld.parameters = st.parameters + (zero_init ? 0 : L * lb);  // without zero.Init one module at a time
+        ld.gradients = st.gradients;                                 // grad_partitions_flat_buffer at init
+        ld.master_weights = st.master_weights;                       // fp32 partitions at init; m, v come at step 1
+    } else {
+        // The module's parameters in the load dtype, the flat 16-bit copy
+        // (bit16_groups_flat) and the fp32 master partition coexist while the
+        // ZeRO optimizer is built (calibrated on user case C01).
+        ld.parameters = to_bytes(double(Tr) * double(lb) + frozen_bytes) + bm * Tr;
+        ld.master_weights = st.master_weights;
+    }
+    ld.optimizer_states = ld.master_weights;
+    ld.temporary_buffers = tmp_load;
+
+    // --- phases -------------------------------------------------------------------
+    const double frag = in.residual.fragmentation_fraction;
+    const uint64_t ctx = in.residual.cuda_context;
+    auto finish = [&](GpuMemory& m) {
+        const uint64_t alloc = m.parameters + m.gradients + m.optimizer_states + m.activations + m.temporary_buffers;
+        m.cuda_context = ctx;
+        m.fragmentation = to_bytes(frag * double(alloc));
+        m.total = alloc + ctx + m.fragmentation;
+    };
+    auto steady_with = [&](uint64_t act, uint64_t tmp) {
+        GpuMemory m = st;
+        m.activations = act;
+        m.temporary_buffers = tmp;
+        finish(m);
+        return m;
+    };
+    finish(ld);
+    out.phases.reserve(5);
+    auto add = [&](const char* name, const GpuMemory& m, uint64_t host, uint64_t pinned) {
+        PhaseMemory p;
+        p.name = name;
+        p.per_gpu = m;
+        p.per_node.host_memory = host;
+        p.per_node.host_pinned = pinned;
+        p.per_node.nvme = nvme;
+        if (in.cluster.gpu_memory) p.fits_gpu = m.total <= *in.cluster.gpu_memory;
+        if (in.cluster.host_memory) p.fits_host = host <= *in.cluster.host_memory;
+        out.phases.push_back(std::move(p));
+    };
+    add("load", ld, host_load, 0);
+    add("forward", steady_with(act_fwd, tmp_fwd), host_steady + act_host * g, pinned_steady);
+    add("backward", steady_with(act_bwd, tmp_bwd), host_steady + act_host * g, pinned_steady);
+    add("optimizer_step", steady_with(0, tmp_step), host_steady, pinned_steady);
+    add("checkpoint_save", steady_with(0, gather_save ? L * bm : 0), host_steady + save_host, pinned_steady);
+
+    // --- summary: components at their own peak, totals at the peak phase ---------
+    auto& m = out.per_gpu;
+    m = st;
+    m.activations = act_bwd;
+    m.temporary_buffers = std::max({tmp_fwd, tmp_bwd, tmp_step, tmp_load});
+    const PhaseMemory* gpu_peak = &out.phases[0];
+    const PhaseMemory* host_peak = &out.phases[0];
+    for (const auto& p : out.phases) {
+        if (p.per_gpu.total > gpu_peak->per_gpu.total) gpu_peak = &p;
+        if (p.per_node.host_memory > host_peak->per_node.host_memory) host_peak = &p;
+    }
+    m.cuda_context = ctx;
+    m.fragmentation = gpu_peak->per_gpu.fragmentation;
+    m.total = gpu_peak->per_gpu.total;
+    out.peak_phase = gpu_peak->name;
+    out.host_peak_phase = host_peak->name;
+    auto& node = out.per_node;
+    node.host_memory = host_peak->per_node.host_memory;
+    node.host_pinned = pinned_steady;
+    node.host_load = host_load;
+    node.host_steady = host_steady + act_host * g;
+    node.nvme = nvme;
+    if (ex.on) {
+        ex.term("cuda_context", "named figure (--cuda-context)", n2s(ctx) + " B", ctx,
+                "public reports: 0.4-0.6 GB per process");
+        ex.term("fragmentation", "fraction · allocated bytes of the phase (--fragmentation)",
+                num(frag) + " at the " + gpu_peak->name + " phase", m.fragmentation,
+                "PyTorch caching allocator reserve; a few percent of capacity");
+    }
     if (s == 3 && !z.zero_init)
         ex.note("zero_init is off: every rank on a node builds the whole model in host RAM before partitioning.");
     if (!in.model.arch && s == 3)
         ex.note("no architecture: ZeRO-3 persistent (small) parameters are not counted.");
+    if (pp > 1 && t.grad_accum > 1)
+        ex.note("pipeline parallelism with gradient accumulation: memory can grow with the accumulation steps "
+                "(autograd buffers kept until the boundary, DeepSpeed #5198); not modelled beyond pp micro batches in flight.");
 }
 
 }  // namespace
 
 uint64_t activation_bytes_per_layer(int64_t s, int64_t b, int64_t h, int64_t a, int64_t t,
-                                    Checkpointing mode, bool flash_attention) {
+                                    Checkpointing mode, bool flash_attention, bool sequence_parallel) {
     if (s <= 0 || b <= 0 || h <= 0 || a <= 0 || t <= 0)
         throw InputError("activation formula: sequence, batch, hidden, heads and tensor-parallel size must be positive");
     const double sbh = double(s) * double(b) * double(h);
     const double td = double(t);
+    const double nonpar = sequence_parallel ? 10.0 / td : 10.0;
     double factor = 0;
     switch (mode) {
-        case Checkpointing::full: factor = 2.0; break;
-        case Checkpointing::selective: factor = 10.0 + 24.0 / td; break;
+        case Checkpointing::full: factor = sequence_parallel ? 2.0 / td : 2.0; break;
+        case Checkpointing::selective: factor = nonpar + 24.0 / td; break;
         case Checkpointing::none:
-            factor = 10.0 + 24.0 / td + (flash_attention ? 0.0 : 5.0 * double(a) * double(s) / (double(h) * td));
+            factor = nonpar + 24.0 / td + (flash_attention ? 0.0 : 5.0 * double(a) * double(s) / (double(h) * td));
             break;
     }
     return to_bytes(sbh * factor);
+}
+
+uint64_t layer_activation_bytes(const ModelArch& arch, int64_t s, int64_t b, int64_t t, Checkpointing mode,
+                                bool flash_attention, bool sequence_parallel) {
+    const int64_t h = arch.hidden_size, a = arch.num_heads;
+    if (s <= 0 || b <= 0 || h <= 0 || a <= 0 || t <= 0)
+        throw InputError("activation formula: sequence, batch, hidden, heads and tensor-parallel size must be positive");
+    const double sbh = double(s) * double(b) * double(h);
+    const double td = double(t);
+    if (mode == Checkpointing::full) return to_bytes(sbh * (sequence_parallel ? 2.0 / td : 2.0));
+    // Korthikanti's 10 sbh outside the tensor-parallel region: two LayerNorm
+    // inputs (4), attention and MLP inputs (4), two dropout masks (2).
+    const double nonpar = sequence_parallel ? 10.0 / td : 10.0;
+    // Inside: Q (2) and K, V (2 each, scaled by kv/a for GQA), the output
+    // projection's input (2): 8 for multi-head attention.
+    const int64_t hd = arch.head_dim > 0 ? arch.head_dim : h / a;
+    const double q_width = double(a * hd) / double(h);
+    const double kv_width = double(arch.num_kv_heads * hd) / double(h);
+    const double attn = 2.0 * q_width + 4.0 * kv_width + 2.0 * q_width;
+    // MLP: plain 2sbf (GeLU input) + 2sbf (its output) = 4f/h sbh (16 for f = 4h);
+    // gated: gate, up, act(gate) and the product, 2sbf each = 8f/h sbh.
+    const double f = double(arch.ffn_size) / double(h);
+    const double mlp = (arch.gated_mlp ? 8.0 : 4.0) * f;
+    double factor = nonpar + (attn + mlp) / td;
+    if (mode == Checkpointing::none && !flash_attention)
+        factor += 5.0 * double(a) * double(s) / (double(h) * td);
+    return to_bytes(sbh * factor);
+}
+
+uint64_t lora_params(const ModelArch& arch, int64_t rank, const std::string& targets) {
+    if (rank <= 0) throw InputError("--lora-rank: must be positive");
+    const int64_t h = arch.hidden_size;
+    const int64_t hd = arch.head_dim > 0 ? arch.head_dim : h / arch.num_heads;
+    const int64_t q = arch.num_heads * hd, kv = arch.num_kv_heads * hd, f = arch.ffn_size;
+    int64_t per_layer = 0;
+    std::size_t pos = 0;
+    while (pos <= targets.size()) {
+        const std::size_t comma = targets.find(',', pos);
+        const std::string name = targets.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        if (name == "q") per_layer += rank * (h + q);
+        else if (name == "k" || name == "v") per_layer += rank * (h + kv);
+        else if (name == "o") per_layer += rank * (q + h);
+        else if (name == "gate" || name == "up") per_layer += rank * (h + f);
+        else if (name == "down") per_layer += rank * (f + h);
+        else throw InputError("--lora-target: unknown projection '" + name + "' (use q,k,v,o,gate,up,down)");
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+    }
+    return static_cast<uint64_t>(per_layer * arch.num_layers);
 }
 
 Estimate estimate(const EstimateInput& in, bool explain) {

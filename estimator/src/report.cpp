@@ -1,5 +1,6 @@
 #include "zeromem/report.h"
 
+#include "zeromem/advice.h"
 #include "zeromem/util.h"
 
 #include <nlohmann/json.hpp>
@@ -20,8 +21,8 @@ struct Row {
     int indent;
 };
 
-std::vector<Row> gpu_rows(const Estimate& e, Optimizer opt) {
-    const auto& m = e.per_gpu;
+std::vector<Row> gpu_rows(const PhaseMemory& p, Optimizer opt);
+std::vector<Row> gpu_rows(const GpuMemory& m, Optimizer opt) {
     std::vector<Row> rows{
         {"parameters", "parameters", m.parameters, 1},
         {"gradients", "gradients", m.gradients, 1},
@@ -36,6 +37,9 @@ std::vector<Row> gpu_rows(const Estimate& e, Optimizer opt) {
     rows.push_back({"fragmentation", "fragmentation allowance", m.fragmentation, 1});
     return rows;
 }
+
+std::vector<Row> gpu_rows(const PhaseMemory& p, Optimizer opt) { return gpu_rows(p.per_gpu, opt); }
+std::vector<Row> gpu_rows(const Estimate& e, Optimizer opt) { return gpu_rows(e.per_gpu, opt); }
 
 std::vector<Row> node_rows(const Estimate& e) {
     const auto& n = e.per_node;
@@ -106,13 +110,28 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
     j["fits_gpu"] = e.fits_gpu ? ojson(*e.fits_gpu) : ojson(nullptr);
     j["fits_host"] = e.fits_host ? ojson(*e.fits_host) : ojson(nullptr);
     j["peak_phase"] = e.peak_phase;
+    j["host_peak_phase"] = e.host_peak_phase;
+    j["trainable_params"] = e.trainable_params;
+    j["frozen_params"] = e.frozen_params;
     ojson phases = ojson::array();
-    for (const auto& p : e.phases)
+    for (const auto& p : e.phases) {
+        ojson pg;
+        for (const auto& r : gpu_rows(p, in.train.optimizer)) pg[r.key] = r.bytes;
+        pg["total"] = p.per_gpu.total;
         phases.push_back({{"name", p.name},
-                          {"per_gpu", {{"activations", p.activations},
-                                       {"temporary_buffers", p.temporary_buffers},
-                                       {"total", p.total}}}});
+                          {"per_gpu", pg},
+                          {"per_node", {{"host_memory", p.per_node.host_memory},
+                                        {"host_pinned", p.per_node.host_pinned},
+                                        {"nvme", p.per_node.nvme}}},
+                          {"fits_gpu", p.fits_gpu ? ojson(*p.fits_gpu) : ojson(nullptr)},
+                          {"fits_host", p.fits_host ? ojson(*p.fits_host) : ojson(nullptr)}});
+    }
     j["phases"] = phases;
+    ojson adv = ojson::array();
+    for (const auto& a : advise(in, e))
+        adv.push_back({{"resource", a.resource}, {"phase", a.phase}, {"need", a.need}, {"capacity", a.capacity},
+                       {"found", a.found}, {"change", a.change}, {"why", a.why}, {"need_after", a.need_after}});
+    j["advice"] = adv;
     j["notes"] = e.notes;
     j["warnings"] = res.warnings;
     if (explain) {
@@ -202,9 +221,39 @@ std::string render(const Estimate& e, const Resolved& res, Format format, bool e
                       format_gib(double(r.bytes)).c_str());
         o << line;
     }
+    if (!e.phases.empty()) {
+        o << "\n";
+        std::snprintf(line, sizeof line, "%-18s %14s %18s  %s\n", "Phase", "GPU GiB", "host GiB (node)", "verdict");
+        o << line;
+        for (const auto& p : e.phases) {
+            std::string v;
+            auto one = [&](const char* what, const std::optional<bool>& f, uint64_t need, std::optional<uint64_t> cap) {
+                if (!f) return;
+                if (!v.empty()) v += ", ";
+                const double d = double(*cap) - double(need);
+                v += std::string(what) + (*f ? " fits" : " OOM by " + format_gib(-d) + " GiB");
+            };
+            one("GPU", p.fits_gpu, p.per_gpu.total, in.cluster.gpu_memory);
+            one("host", p.fits_host, p.per_node.host_memory, in.cluster.host_memory);
+            std::snprintf(line, sizeof line, "%-18s %14s %18s  %s\n", p.name.c_str(),
+                          format_gib(double(p.per_gpu.total)).c_str(), format_gib(double(p.per_node.host_memory)).c_str(),
+                          v.c_str());
+            o << line;
+        }
+    }
     o << "\n"
-      << verdict("GPU", e.fits_gpu, e.per_gpu.total, in.cluster.gpu_memory, "pass --gpu or --gpu-memory") << "\n"
-      << verdict("Host", e.fits_host, e.per_node.host_memory, in.cluster.host_memory, "pass --host-memory") << "\n";
+      << verdict("GPU", e.fits_gpu, e.per_gpu.total, in.cluster.gpu_memory, "pass --gpu or --gpu-memory")
+      << (e.phases.empty() ? "" : " at " + e.peak_phase) << "\n"
+      << verdict("Host", e.fits_host, e.per_node.host_memory, in.cluster.host_memory, "pass --host-memory")
+      << (e.phases.empty() ? "" : " at " + e.host_peak_phase) << "\n";
+    for (const auto& a : advise(in, e)) {
+        if (a.found)
+            o << "To fit the " << (a.resource == "gpu" ? "GPU" : "host") << ": " << a.change << " (" << a.why << "; needs "
+              << format_gib(double(a.need_after)) << " GiB)\n";
+        else
+            o << "No single change from the tuning recipe makes the " << (a.resource == "gpu" ? "GPU" : "host")
+              << " fit: use more GPUs or nodes, or a smaller micro batch or sequence.\n";
+    }
     for (const auto& n : e.notes) o << "note: " << n << "\n";
     o << "GiB = 2^30 bytes.";
     if (e.convention == Convention::full)

@@ -64,6 +64,17 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     if (in.cluster.gpus % in.cluster.nodes != 0)
         throw InputError("--nodes: " + std::to_string(in.cluster.nodes) + " nodes do not divide " +
                          std::to_string(in.cluster.gpus) + " GPUs evenly");
+    if (req.tp) {
+        in.cluster.tp = positive(*req.tp, "--tp");
+        prov["cluster.tp"] = "--tp";
+    }
+    if (req.pp) {
+        in.cluster.pp = positive(*req.pp, "--pp");
+        prov["cluster.pp"] = "--pp";
+    }
+    if (in.cluster.gpus % (in.cluster.tp * in.cluster.pp) != 0)
+        throw InputError("--tp/--pp: tp x pp = " + std::to_string(in.cluster.tp * in.cluster.pp) +
+                         " does not divide --gpus " + std::to_string(in.cluster.gpus));
     if (req.gpu) {
         r.gpu = load_gpu_preset(*req.gpu, data_dir);
         in.cluster.gpu_name = r.gpu->name;
@@ -89,7 +100,7 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         autos.micro_batch = req.micro_batch;
         autos.grad_accum = req.grad_accum;
         autos.dtype = dtype_flag;
-        autos.world_size = in.cluster.gpus;
+        autos.world_size = in.cluster.data_parallel();
         if (in.model.arch) autos.hidden_size = in.model.arch->hidden_size;
         const nlohmann::json cfg = load_ds_config_file(*req.ds_config);
         apply_ds_config(cfg, *req.ds_config, autos, in.zero, in.train, prov);
@@ -166,10 +177,61 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         in.residual.load_dtype = parse_dtype(*req.load_dtype, "--load-dtype");
         prov["load_dtype"] = "--load-dtype";
     }
+    if (req.host_overhead) {
+        in.residual.host_process_overhead = parse_bytes(*req.host_overhead, "--host-overhead");
+        prov["host_process_overhead"] = "--host-overhead " + *req.host_overhead;
+    }
+    if (req.sequence_parallel) {
+        in.train.sequence_parallel = true;
+        prov["sequence_parallel"] = "--sequence-parallel";
+    }
+    if (req.trainable_params && req.lora_rank)
+        throw InputError("--trainable-params: give either --trainable-params or --lora-rank, not both");
+    if (req.trainable_params) {
+        in.train.trainable_params = parse_count(*req.trainable_params, "--trainable-params");
+        if (*in.train.trainable_params > in.model.params)
+            throw InputError("--trainable-params: " + *req.trainable_params + " is more than the model's " +
+                             std::to_string(in.model.params) + " parameters");
+        prov["trainable_params"] = "--trainable-params " + *req.trainable_params;
+    }
+    if (req.lora_targets && !req.lora_rank) throw InputError("--lora-target: needs --lora-rank");
+    if (req.lora_rank) {
+        in.train.lora_rank = positive(*req.lora_rank, "--lora-rank");
+        if (req.lora_targets) in.train.lora_targets = *req.lora_targets;
+        if (!in.model.arch) throw InputError("--lora-rank: needs an architecture (--model or --hf-config)");
+        const uint64_t adapters = lora_params(*in.model.arch, in.train.lora_rank, in.train.lora_targets);
+        in.model.params += adapters;  // adapters are new parameters beside the frozen base
+        prov["trainable_params"] = "--lora-rank " + std::to_string(in.train.lora_rank) + " on " +
+                                   in.train.lora_targets + ": " + std::to_string(adapters) + " adapter parameters";
+    }
+    if (req.load_in) {
+        if (*req.load_in == "4bit") in.train.load_in_bits = 4;
+        else if (*req.load_in == "8bit") in.train.load_in_bits = 8;
+        else throw InputError("--load-in: '" + *req.load_in + "' is not 4bit or 8bit");
+        if (!req.lora_rank && !req.trainable_params)
+            throw InputError("--load-in: quantized base weights cannot be trained; add --lora-rank or --trainable-params");
+        prov["load_in"] = "--load-in " + *req.load_in;
+    }
+    if (req.optimizer_impl) {
+        if (*req.optimizer_impl == "fused") in.train.fused_optimizer = true;
+        else if (*req.optimizer_impl == "torch") in.train.fused_optimizer = false;
+        else throw InputError("--optimizer-impl: '" + *req.optimizer_impl + "' is not fused or torch");
+        prov["optimizer.implementation"] = "--optimizer-impl " + *req.optimizer_impl;
+    } else if (!prov.count("optimizer.implementation")) {
+        prov["optimizer.implementation"] = "torch (no DeepSpeed \"optimizer\" block: the HF Trainer's torch AdamW; "
+                                           "--optimizer-impl fused for DeepSpeed's FusedAdam)";
+    }
+    if (req.ds_checkpointing) {
+        in.train.ds_checkpointing_api = true;
+        prov["activation_checkpointing"] = "--ds-checkpointing (model uses deepspeed.checkpointing)";
+    }
+    if (in.cluster.pp > 1 && in.zero.stage >= 2)
+        throw InputError("--pp: DeepSpeed's pipeline engine supports ZeRO stage 0 or 1 only; stage " +
+                         std::to_string(in.zero.stage) + " with pipeline parallelism is rejected");
     if (req.ds_config)
-        complete_batch_settings(in.train, in.cluster.gpus, prov);  // DeepSpeed fills a missing one of the three
+        complete_batch_settings(in.train, in.cluster.data_parallel(), prov);  // DeepSpeed fills a missing one of the three
     else
-        check_batch_arithmetic(in.train, in.cluster.gpus);
+        check_batch_arithmetic(in.train, in.cluster.data_parallel());
     return r;
 }
 

@@ -34,6 +34,13 @@ struct ResidualSettings {
     /// (without zero.Init every rank holds a full copy). fp32 matches
     /// DeepSpeed's estimator (4 B x P per process, stage3.py).
     Dtype load_dtype = Dtype::fp32;
+    /// Host RAM of one training process before any model state: the
+    /// PyTorch and CUDA libraries and the host side of the CUDA context.
+    /// 1 GiB per rank (a PyTorch + CUDA process's resident set before
+    /// loading a model is typically 1-3 GB; user case C15 ran out of host
+    /// RAM with 99% of it taken by model copies). Override with
+    /// --host-overhead.
+    uint64_t host_process_overhead = 1073741824;
 };
 
 /// Everything one estimate needs.
@@ -76,12 +83,19 @@ struct NodeMemory {
     uint64_t nvme = 0;          ///< bytes written to the NVMe drive(s) of one node
 };
 
-/// One moment of the step and what is live on one GPU then.
+/// One moment of a training run and what is live then: on one GPU, and in
+/// the host RAM / on the NVMe of one node.
+///  - load:            model materialised, DeepSpeed engine and ZeRO optimizer built
+///  - forward:         end of forward (activations stored, ZeRO-3 gathers)
+///  - backward:        start of backward (activations, recompute, gradient buckets)
+///  - optimizer_step:  fp32 gradient copy, optimizer temporaries, Adam m and v
+///  - checkpoint_save: stage3_gather_16bit_weights_on_model_save gathers on rank 0
 struct PhaseMemory {
-    std::string name;  ///< "forward_backward" or "optimizer_step"
-    uint64_t activations = 0;
-    uint64_t temporary_buffers = 0;
-    uint64_t total = 0;  ///< model states + these + context + fragmentation
+    std::string name;
+    GpuMemory per_gpu;    ///< components live in this phase; total includes context and fragmentation
+    NodeMemory per_node;  ///< host_memory, host_pinned and nvme of this phase
+    std::optional<bool> fits_gpu;
+    std::optional<bool> fits_host;
 };
 
 /// One line of --explain: a component, its formula, the formula with
@@ -101,6 +115,10 @@ struct Estimate {
     NodeMemory per_node;
     std::vector<PhaseMemory> phases;  ///< full convention only
     std::string peak_phase;           ///< name of the phase that sets per_gpu.total
+    std::string host_peak_phase;      ///< name of the phase that sets per_node.host_memory
+    uint64_t trainable_params = 0;    ///< parameters with gradients and optimizer state
+    uint64_t frozen_params = 0;       ///< parameters stored only (LoRA base, frozen backbone)
+    uint64_t params_per_rank = 0;     ///< parameters held by one tensor/pipeline rank before ZeRO
     std::optional<bool> fits_gpu;     ///< unset when the GPU capacity is unknown
     std::optional<bool> fits_host;    ///< unset when the host capacity is unknown
     std::vector<ExplainTerm> terms;   ///< filled only when asked for
@@ -126,11 +144,27 @@ Estimate estimate(const EstimateInput& in, bool explain = false);
 /// heads a, tensor-parallel size t (16-bit activations, 1-byte dropout
 /// masks):
 ///   none:      sbh(10 + 24/t + 5as/(ht))   (t = 1: sbh(34 + 5as/h), Eq. 1)
-///   selective: sbh(10 + 24/t)
-///   full:      2sbh (the layer input only)
+///   none + SP: sbh(34/t + 5as/(ht))
+///   selective: sbh(10 + 24/t), with SP sbh(34/t)
+///   full:      2sbh (the layer input only), with SP 2sbh/t
 /// With `flash_attention` the 5as/(ht) term (attention scores, softmax and
 /// its dropout mask) is not stored. Returns bytes (rounded to nearest).
+/// Throws InputError for a non-positive size.
 uint64_t activation_bytes_per_layer(int64_t s, int64_t b, int64_t h, int64_t a, int64_t t,
-                                    Checkpointing mode, bool flash_attention);
+                                    Checkpointing mode, bool flash_attention,
+                                    bool sequence_parallel = false);
+
+/// The same per-layer bytes for a real architecture: the Korthikanti
+/// decomposition with grouped-query attention (K and V scale with
+/// num_kv_heads / num_heads) and the MLP's real width (plain: 4·f/h·sbh in
+/// the tensor-parallel part; gated SwiGLU: 8·f/h·sbh). Reduces to
+/// activation_bytes_per_layer for multi-head attention with f = 4h.
+uint64_t layer_activation_bytes(const ModelArch& arch, int64_t s, int64_t b, int64_t t, Checkpointing mode,
+                                bool flash_attention, bool sequence_parallel);
+
+/// LoRA adapter parameters: rank r x (in + out) for each targeted projection
+/// (comma list of q,k,v,o,gate,up,down) in every layer. Throws InputError
+/// naming --lora-target for an unknown projection.
+uint64_t lora_params(const ModelArch& arch, int64_t rank, const std::string& targets);
 
 }  // namespace zeromem

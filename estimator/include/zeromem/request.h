@@ -39,6 +39,16 @@ struct Request {
     std::optional<std::string> cuda_context;     ///< --cuda-context: size
     std::optional<double> fragmentation;         ///< --fragmentation: fraction
     std::optional<std::string> load_dtype;       ///< --load-dtype
+    std::optional<std::string> host_overhead;    ///< --host-overhead: size per process
+    std::optional<int64_t> tp;                   ///< --tp
+    std::optional<int64_t> pp;                   ///< --pp
+    bool sequence_parallel = false;              ///< --sequence-parallel
+    std::optional<std::string> trainable_params; ///< --trainable-params (count)
+    std::optional<int64_t> lora_rank;            ///< --lora-rank
+    std::optional<std::string> lora_targets;     ///< --lora-target q,k,v,o
+    std::optional<std::string> load_in;          ///< --load-in 4bit|8bit
+    std::optional<std::string> optimizer_impl;   ///< --optimizer-impl fused|torch
+    bool ds_checkpointing = false;               ///< --ds-checkpointing
 };
 
 /// The resolved input plus what --explain needs.

@@ -113,16 +113,46 @@ struct TrainingSettings {
     Optimizer optimizer = Optimizer::adamw;
     double gradient_clipping = 1.0;             ///< DeepSpeed default since v0.19.3
     bool flash_attention = true;                ///< no s^2 attention-score term when true
+    bool sequence_parallel = false;             ///< Megatron sequence parallelism (with tp > 1)
+
+    /// Optimizer implementation. true: DeepSpeed's FusedAdam / DeepSpeedCPUAdam
+    /// (built when the DeepSpeed config has an "optimizer" block; updates in
+    /// place). false: the client's torch.optim Adam(W) (HF Trainer without an
+    /// "optimizer" block), whose multi-tensor step allocates an fp32
+    /// temporary the size of the rank's partition (e.g. sqrt(exp_avg_sq)).
+    bool fused_optimizer = false;
+
+    /// Parameters that require gradients. Unset: all of them. Frozen
+    /// parameters cost only their storage: no gradient, no optimizer state.
+    std::optional<uint64_t> trainable_params;
+    int64_t lora_rank = 0;                      ///< LoRA rank r; 0 = no LoRA
+    std::string lora_targets = "q,k,v,o";       ///< projections with adapters: q,k,v,o,gate,up,down
+    /// Storage of the frozen base weights: 16 = the model dtype, 8 = int8
+    /// (LLM.int8, 1 B/param), 4 = NF4 (QLoRA, 0.5 B/param + fp32 absmax per
+    /// 64-element block = 0.5625 B/param).
+    int load_in_bits = 16;
+
+    // DeepSpeed's activation_checkpointing block. Effective only when the
+    // model calls deepspeed.checkpointing (Megatron-DeepSpeed); HF models use
+    // torch checkpointing (ds_checkpointing_api = false).
+    bool ds_checkpointing_api = false;
+    bool partition_activations = false;  ///< split checkpoints across tensor-parallel ranks
+    bool cpu_checkpointing = false;      ///< keep checkpoints in host RAM
+    std::optional<int64_t> number_checkpoints;
 };
 
-/// The cluster. N_d (data-parallel degree) = gpus in this issue (no TP/PP yet).
+/// The cluster. N_d (data-parallel degree) = gpus / (tp x pp).
 struct ClusterSettings {
     int64_t gpus = 1;                          ///< total GPUs (N)
     int64_t nodes = 1;                         ///< must divide gpus
     std::string gpu_name;                      ///< preset name, empty if unknown
     std::optional<uint64_t> gpu_memory;        ///< bytes per GPU
     std::optional<uint64_t> host_memory;       ///< bytes per node
+    int64_t tp = 1;                            ///< tensor-parallel size
+    int64_t pp = 1;                            ///< pipeline-parallel size
     int64_t gpus_per_node() const { return gpus / nodes; }
+    /// N_d = gpus / (tp x pp).
+    int64_t data_parallel() const { return gpus / (tp * pp); }
 };
 
 /// Where each resolved setting came from, for --explain. Key: the DeepSpeed
