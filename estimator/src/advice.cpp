@@ -138,7 +138,7 @@ bool fits(const std::optional<bool>& f) { return !f.has_value() || *f; }
 Advice search(const EstimateInput& in, const Estimate& est, bool gpu) {
     Advice a;
     a.resource = gpu ? "gpu" : "host";
-    a.phase = gpu ? est.peak_phase : est.host_peak_phase;
+    a.phase = gpu ? est.first_oom_phase : est.first_host_oom_phase;
     a.need = gpu ? est.per_gpu.total : est.per_node.host_memory;
     a.capacity = gpu ? *in.cluster.gpu_memory : *in.cluster.host_memory;
     const auto candidates = gpu ? gpu_candidates(in) : host_candidates();

@@ -552,10 +552,12 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         ld.gradients = st.gradients;                                 // grad_partitions_flat_buffer at init
         ld.master_weights = st.master_weights;                       // fp32 partitions at init; m, v come at step 1
     } else {
-        // The module's parameters in the load dtype, the flat 16-bit copy
-        // (bit16_groups_flat) and the fp32 master partition coexist while the
-        // ZeRO optimizer is built (calibrated on user case C01).
-        ld.parameters = to_bytes(double(Tr) * double(lb) + frozen_bytes) + bm * Tr;
+        // The engine casts the module to 16 bits on the host, then moves it
+        // to the GPU (engine._configure_distributed_model); while the ZeRO
+        // optimizer is built, the module's 16-bit params, their flat copy
+        // (bit16_groups_flat) and the fp32 master partition coexist
+        // (stage_1_and_2.py __init__, flatten_on_accelerator).
+        ld.parameters = st.parameters + bm * Tr;
         ld.master_weights = st.master_weights;
     }
     ld.optimizer_states = ld.master_weights;
@@ -578,7 +580,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         return m;
     };
     finish(ld);
-    out.phases.reserve(5);
+    out.phases.reserve(6);
     auto add = [&](const char* name, const GpuMemory& m, uint64_t host, uint64_t pinned) {
         PhaseMemory p;
         p.name = name;
@@ -590,10 +592,21 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         if (in.cluster.host_memory) p.fits_host = host <= *in.cluster.host_memory;
         out.phases.push_back(std::move(p));
     };
+    // The first forward and backward run before Adam's m and v exist (the
+    // optimizer allocates them lazily at its first step); from the second
+    // step on they are live throughout.
+    auto first_with = [&](uint64_t act, uint64_t tmp) {
+        GpuMemory m = steady_with(act, tmp);
+        m.momentum = m.variance = 0;
+        m.optimizer_states = m.master_weights;
+        finish(m);
+        return m;
+    };
     add("load", ld, host_load, 0);
-    add("forward", steady_with(act_fwd, tmp_fwd), host_steady + act_host * g, pinned_steady);
-    add("backward", steady_with(act_bwd, tmp_bwd), host_steady + act_host * g, pinned_steady);
+    add("forward", first_with(act_fwd, tmp_fwd), host_steady + act_host * g, pinned_steady);
+    add("backward", first_with(act_bwd, tmp_bwd), host_steady + act_host * g, pinned_steady);
     add("optimizer_step", steady_with(0, tmp_step), host_steady, pinned_steady);
+    add("steady_backward", steady_with(act_bwd, tmp_bwd), host_steady + act_host * g, pinned_steady);
     add("checkpoint_save", steady_with(0, gather_save ? L * bm : 0), host_steady + save_host, pinned_steady);
 
     // --- summary: components at their own peak, totals at the peak phase ---------
@@ -612,6 +625,11 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     m.total = gpu_peak->per_gpu.total;
     out.peak_phase = gpu_peak->name;
     out.host_peak_phase = host_peak->name;
+    for (const auto& p : out.phases) {  // chronological: the first phase that overflows
+        if (out.first_oom_phase.empty() && p.fits_gpu.has_value() && !*p.fits_gpu) out.first_oom_phase = p.name;
+        if (out.first_host_oom_phase.empty() && p.fits_host.has_value() && !*p.fits_host)
+            out.first_host_oom_phase = p.name;
+    }
     auto& node = out.per_node;
     node.host_memory = host_peak->per_node.host_memory;
     node.host_pinned = pinned_steady;

@@ -111,6 +111,8 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
     j["fits_host"] = e.fits_host ? ojson(*e.fits_host) : ojson(nullptr);
     j["peak_phase"] = e.peak_phase;
     j["host_peak_phase"] = e.host_peak_phase;
+    j["first_oom_phase"] = e.first_oom_phase.empty() ? ojson(nullptr) : ojson(e.first_oom_phase);
+    j["first_host_oom_phase"] = e.first_host_oom_phase.empty() ? ojson(nullptr) : ojson(e.first_host_oom_phase);
     j["trainable_params"] = e.trainable_params;
     j["frozen_params"] = e.frozen_params;
     ojson phases = ojson::array();
@@ -243,9 +245,11 @@ std::string render(const Estimate& e, const Resolved& res, Format format, bool e
     }
     o << "\n"
       << verdict("GPU", e.fits_gpu, e.per_gpu.total, in.cluster.gpu_memory, "pass --gpu or --gpu-memory")
-      << (e.phases.empty() ? "" : " at " + e.peak_phase) << "\n"
+      << (e.phases.empty() ? "" : (e.first_oom_phase.empty() ? " (peak at " + e.peak_phase + ")"
+                                                           : " (first OOM at " + e.first_oom_phase + ")")) << "\n"
       << verdict("Host", e.fits_host, e.per_node.host_memory, in.cluster.host_memory, "pass --host-memory")
-      << (e.phases.empty() ? "" : " at " + e.host_peak_phase) << "\n";
+      << (e.phases.empty() ? "" : (e.first_host_oom_phase.empty() ? " (peak at " + e.host_peak_phase + ")"
+                                                                : " (first OOM at " + e.first_host_oom_phase + ")")) << "\n";
     for (const auto& a : advise(in, e)) {
         if (a.found)
             o << "To fit the " << (a.resource == "gpu" ? "GPU" : "host") << ": " << a.change << " (" << a.why << "; needs "
@@ -257,8 +261,8 @@ std::string render(const Estimate& e, const Resolved& res, Format format, bool e
     for (const auto& n : e.notes) o << "note: " << n << "\n";
     o << "GiB = 2^30 bytes.";
     if (e.convention == Convention::full)
-        o << " Components are each at their own peak; the total is the peak of the forward/backward and "
-             "optimizer-step moments, plus CUDA context and fragmentation.";
+        o << " Components are each at their own peak; the total is the largest phase total (see the phase "
+             "table), CUDA context and fragmentation included.";
     o << "\n";
     if (explain) explain_text(o, e, res);
     return o.str();

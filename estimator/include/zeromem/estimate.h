@@ -88,7 +88,10 @@ struct NodeMemory {
 ///  - load:            model materialised, DeepSpeed engine and ZeRO optimizer built
 ///  - forward:         end of forward (activations stored, ZeRO-3 gathers)
 ///  - backward:        start of backward (activations, recompute, gradient buckets)
+///  - forward, backward of the first step: before Adam's m and v exist
 ///  - optimizer_step:  fp32 gradient copy, optimizer temporaries, Adam m and v
+///                     allocated at the first step
+///  - steady_backward: backward of later steps, with m and v live
 ///  - checkpoint_save: stage3_gather_16bit_weights_on_model_save gathers on rank 0
 struct PhaseMemory {
     std::string name;
@@ -116,6 +119,8 @@ struct Estimate {
     std::vector<PhaseMemory> phases;  ///< full convention only
     std::string peak_phase;           ///< name of the phase that sets per_gpu.total
     std::string host_peak_phase;      ///< name of the phase that sets per_node.host_memory
+    std::string first_oom_phase;      ///< first phase, in time order, whose GPU total exceeds the capacity
+    std::string first_host_oom_phase; ///< first phase, in time order, whose host RAM exceeds the capacity
     uint64_t trainable_params = 0;    ///< parameters with gradients and optimizer state
     uint64_t frozen_params = 0;       ///< parameters stored only (LoRA base, frozen backbone)
     uint64_t params_per_rank = 0;     ///< parameters held by one tensor/pipeline rank before ZeRO
