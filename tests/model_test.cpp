@@ -156,7 +156,7 @@ TEST(Presets, ListAndUnknownName) {
     const std::string msg = error_of([] { load_model_preset("llama2-7b", kData); });
     EXPECT_TRUE(contains(msg, "unknown model 'llama2-7b'")) << msg;
     EXPECT_TRUE(contains(msg, "did you mean: llama-2-7b")) << msg;
-    EXPECT_TRUE(contains(msg, "presets:")) << msg;
+    EXPECT_TRUE(contains(msg, "known:")) << msg;
 }
 
 // Real Hugging Face config.json files, with the counts published for them:

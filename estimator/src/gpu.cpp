@@ -20,33 +20,15 @@ std::string lower(std::string s) {
 }
 }  // namespace
 
-std::vector<std::string> list_gpu_presets(const std::string& data_dir) {
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(fs::path(data_dir) / "gpus", ec))
-        if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
-    std::sort(names.begin(), names.end());
-    return names;
-}
+std::vector<std::string> list_gpu_presets(const std::string& data_dir) { return list_presets(data_dir, "gpus"); }
 
 GpuSpec load_gpu_preset(const std::string& name, const std::string& data_dir) {
     const auto names = list_gpu_presets(data_dir);
     std::string found;
     for (const auto& n : names)
         if (lower(n) == lower(name)) found = n;
-    if (found.empty()) {
-        std::string msg = "--gpu: unknown GPU '" + name + "'";
-        const auto close = closest_names(name, names);
-        if (!close.empty()) {
-            msg += " (did you mean: ";
-            for (std::size_t i = 0; i < close.size(); ++i) msg += (i ? ", " : "") + close[i];
-            msg += "?)";
-        }
-        msg += "; known GPUs:";
-        for (const auto& n : names) msg += " " + n;
-        msg += "; or give --gpu-memory";
-        throw InputError(msg);
-    }
+    if (found.empty())
+        throw InputError(unknown_preset_message("--gpu: unknown GPU", name, names, "or give --gpu-memory"));
     const std::string path = (fs::path(data_dir) / "gpus" / (found + ".json")).string();
     nlohmann::json j;
     try {

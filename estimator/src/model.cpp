@@ -421,32 +421,12 @@ ModelArch load_hf_config(const std::string& path) {
     return a;
 }
 
-std::vector<std::string> list_model_presets(const std::string& data_dir) {
-    std::vector<std::string> names;
-    const std::filesystem::path dir = std::filesystem::path(data_dir) / "models";
-    std::error_code ec;
-    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-        if (it->path().extension() == ".json") names.push_back(it->path().stem().string());
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-}
+std::vector<std::string> list_model_presets(const std::string& data_dir) { return list_presets(data_dir, "models"); }
 
 ModelArch load_model_preset(const std::string& name, const std::string& data_dir) {
     const std::vector<std::string> names = list_model_presets(data_dir);
-    if (std::find(names.begin(), names.end(), name) == names.end()) {
-        std::string msg = "unknown model '" + name + "'";
-        const auto close = closest_names(name, names);
-        if (!close.empty()) {
-            msg += " (did you mean: ";
-            for (std::size_t i = 0; i < close.size(); ++i) msg += (i ? ", " : "") + close[i];
-            msg += "?)";
-        }
-        msg += " — presets: ";
-        if (names.empty()) msg += "(none found in " + data_dir + "/models)";
-        for (std::size_t i = 0; i < names.size(); ++i) msg += (i ? ", " : "") + names[i];
-        throw InputError(msg);
-    }
+    if (std::find(names.begin(), names.end(), name) == names.end())
+        throw InputError(unknown_preset_message("unknown model", name, names, "or give --params or --hf-config"));
     const std::string path = (std::filesystem::path(data_dir) / "models" / (name + ".json")).string();
     const std::string text = read_text_file(path);
     json cfg;

@@ -207,22 +207,19 @@ std::string render(const Estimate& e, const Resolved& res, Format format, bool e
     // table
     char line[160];
     o << head << "\n\n";
-    std::snprintf(line, sizeof line, "%-40s %12s\n", "Per GPU", "GiB");
-    o << line;
-    for (const auto& r : grows) {
-        std::snprintf(line, sizeof line, "%*s%-*s %12s\n", r.indent * 2, "", 40 - r.indent * 2, r.label,
-                      format_gib(double(r.bytes)).c_str());
+    auto section = [&](const char* title, const std::vector<Row>& rows) {
+        std::snprintf(line, sizeof line, "%-40s %12s\n", title, "GiB");
         o << line;
-    }
+        for (const auto& r : rows) {
+            std::snprintf(line, sizeof line, "%*s%-*s %12s\n", r.indent * 2, "", 40 - r.indent * 2, r.label,
+                          format_gib(double(r.bytes)).c_str());
+            o << line;
+        }
+    };
+    section("Per GPU", grows);
     std::snprintf(line, sizeof line, "  %-38s %12s\n", total_label.c_str(), format_gib(double(e.per_gpu.total)).c_str());
     o << line << "\n";
-    std::snprintf(line, sizeof line, "%-40s %12s\n", "Per node", "GiB");
-    o << line;
-    for (const auto& r : nrows) {
-        std::snprintf(line, sizeof line, "%*s%-*s %12s\n", r.indent * 2, "", 40 - r.indent * 2, r.label,
-                      format_gib(double(r.bytes)).c_str());
-        o << line;
-    }
+    section("Per node", nrows);
     if (!e.phases.empty()) {
         o << "\n";
         std::snprintf(line, sizeof line, "%-18s %14s %18s  %s\n", "Phase", "GPU GiB", "host GiB (node)", "verdict");

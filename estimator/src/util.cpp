@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -132,6 +133,32 @@ std::vector<std::string> closest_names(const std::string& name,
         out.push_back(s.second);
     }
     return out;
+}
+
+std::vector<std::string> list_presets(const std::string& data_dir, const std::string& subdir) {
+    std::vector<std::string> names;
+    std::error_code ec;
+    const std::filesystem::path dir = std::filesystem::path(data_dir) / subdir;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+        if (it->path().extension() == ".json") names.push_back(it->path().stem().string());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+std::string unknown_preset_message(const std::string& what, const std::string& name,
+                                   const std::vector<std::string>& known, const std::string& hint) {
+    std::string msg = what + " '" + name + "'";
+    const auto close = closest_names(name, known);
+    if (!close.empty()) {
+        msg += " (did you mean: ";
+        for (std::size_t i = 0; i < close.size(); ++i) msg += (i ? ", " : "") + close[i];
+        msg += "?)";
+    }
+    msg += "; known:";
+    if (known.empty()) msg += " (none found)";
+    for (const auto& n : known) msg += " " + n;
+    if (!hint.empty()) msg += "; " + hint;
+    return msg;
 }
 
 std::string data_dir() {

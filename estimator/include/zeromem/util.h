@@ -34,6 +34,14 @@ std::vector<std::string> closest_names(const std::string& name,
                                        const std::vector<std::string>& candidates,
                                        std::size_t max = 3);
 
+/// Stems of the *.json files in `<data_dir>/<subdir>`, sorted (preset names).
+std::vector<std::string> list_presets(const std::string& data_dir, const std::string& subdir);
+
+/// The one-line message for an unknown preset: "<what> 'name' (did you
+/// mean: a, b?); known: ...", plus `hint` when not empty.
+std::string unknown_preset_message(const std::string& what, const std::string& name,
+                                   const std::vector<std::string>& known, const std::string& hint);
+
 /// The data directory with models/, gpus/, ds_configs/: $ZEROMEM_DATA_DIR if
 /// set, else the source tree's data/ baked in at build time.
 std::string data_dir();
