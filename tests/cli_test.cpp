@@ -1,6 +1,8 @@
 // End-to-end tests: run the built `zeromem` binary and check its output,
 // exit code and error messages. Expected numbers are independent arithmetic
 // written here or published figures, cited inline.
+#include "cli_runner.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -13,53 +15,14 @@
 
 namespace {
 
-struct Outcome {
-    int exit_code = -1;
-    std::string out;  // stdout
-    std::string err;  // stderr
-};
-
-std::string temp_path(const std::string& name) {
-    const char* dir = std::getenv("TMPDIR");
-    return std::string(dir && *dir ? dir : "/tmp") + "/zeromem_cli_test_" + name;
-}
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-// Runs `zeromem <args>` through the shell, capturing stdout and stderr.
-Outcome zeromem(const std::string& args) {
-    const std::string out = temp_path("out.txt"), err = temp_path("err.txt");
-    const std::string cmd = std::string("'") + ZEROMEM_BINARY + "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
-    const int status = std::system(cmd.c_str());
-    Outcome r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-}
-
-nlohmann::json json_of(const std::string& args) {
-    const Outcome r = zeromem(args + " --format json");
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return nlohmann::json::parse(r.out);
-}
-
-std::string data(const std::string& rel) { return std::string("'") + ZEROMEM_SOURCE_DATA_DIR + "/" + rel + "'"; }
-std::string testdata(const std::string& rel) { return std::string("'") + ZEROMEM_TEST_DATA_DIR + "/" + rel + "'"; }
-
-void expect_error(const std::string& args, const std::string& must_contain) {
-    const Outcome r = zeromem(args);
-    EXPECT_NE(r.exit_code, 0) << "args: " << args << "\nstdout: " << r.out;
-    EXPECT_NE(r.err.find(must_contain), std::string::npos)
-        << "args: " << args << "\nstderr: " << r.err << "\nexpected to contain: " << must_contain;
-    // One clear line, not a crash dump.
-    EXPECT_LE(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;
-    EXPECT_NE(r.exit_code, 134) << "abort";
-    EXPECT_NE(r.exit_code, 139) << "segfault";
-}
+using cli::Outcome;
+using cli::expect_error;
+using cli::json_of;
+using cli::temp_path;
+using cli::zeromem;
+using cli::slurp;
+using cli::data;
+using cli::testdata;
 
 }  // namespace
 

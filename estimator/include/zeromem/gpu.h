@@ -16,6 +16,11 @@ struct GpuSpec {
     std::optional<double> fp16_tflops;
     double hbm_bandwidth = 0;         ///< bytes/s
     std::string source;               ///< where the figures come from
+    // Step-time model fields (optional in the JSON; see speed.h).
+    std::optional<double> fp32_tflops;        ///< dense fp32 peak, 1e12 FLOP/s ("fp32_tflops")
+    std::optional<double> compute_efficiency; ///< eta_max, best fraction of peak reached in training ("compute_efficiency")
+    std::string intra_interconnect;           ///< default data/interconnects preset inside a node ("intra_node_interconnect")
+    std::optional<double> pcie_bandwidth;     ///< effective GPU<->host bytes/s per direction ("pcie_bandwidth_bytes_per_s")
 };
 
 /// Loads `<data_dir>/gpus/<name>.json` (name matched case-insensitively).

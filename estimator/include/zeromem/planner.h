@@ -1,0 +1,129 @@
+// Searches over ZeRO options built on estimate() (memory) and step_time()
+// (speed): `zeromem compare`, `zeromem plan` (the seed's 12-step tuning
+// recipe as a search), `zeromem fit`, and DeepSpeed config emission.
+#pragma once
+
+#include "zeromem/estimate.h"
+#include "zeromem/speed.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zeromem {
+
+/// One ZeRO choice: stage, where the optimizer and parameters live, and
+/// activation checkpointing.
+struct ZeroOption {
+    int stage = 0;
+    OffloadDevice offload_optimizer = OffloadDevice::none;
+    OffloadDevice offload_param = OffloadDevice::none;
+    Checkpointing checkpointing = Checkpointing::none;
+    /// "ZeRO-2 + optimizer cpu, checkpointing full" style label.
+    std::string label() const;
+};
+
+/// The stage/offload combinations `compare` and `plan` consider (stages
+/// 0-3; optimizer offload cpu for stage 2, cpu/nvme for stage 3; parameter
+/// offload cpu/nvme for stage 3), without checkpointing. DeepSpeed rejects
+/// NVMe optimizer offload below stage 3 and parameter offload below stage 3.
+std::vector<ZeroOption> stage_offload_options();
+
+/// One evaluated configuration.
+struct Candidate {
+    ZeroOption option;
+    int64_t micro_batch = 1;
+    int64_t grad_accum = 1;
+    Dtype dtype = Dtype::bf16;
+    bool overlap_comm = false;
+    int64_t reduce_bucket_size = 0;   ///< elements
+    Estimate memory;                  ///< full estimate at this configuration
+    StepTime time;
+    bool fits = false;                ///< GPU fits, and host fits when its capacity is known
+};
+
+/// Sets `in` to candidate `c`'s choices (stage, offload, checkpointing,
+/// micro batch, accumulation, dtype, overlap_comm, buckets).
+void apply_candidate(const Candidate& c, EstimateInput& in);
+
+/// The per-GPU batch (global batch / GPUs). Throws InputError naming
+/// --global-batch when it is not positive or not divisible by the GPU count.
+int64_t per_gpu_batch(int64_t global_batch, int64_t gpus);
+
+/// `zeromem compare`: every option of stage_offload_options() with and
+/// without full checkpointing, each at its largest micro batch that fits and
+/// divides the per-GPU batch (accumulation makes up the rest), sorted by
+/// tokens/s (fitting options first). An option that does not fit even at
+/// micro batch 1 is listed at micro batch 1 with fits = false. `base` gives
+/// model, cluster (gpu_memory required), dtype, seq_len, buckets. Throws
+/// InputError if the GPU memory is unknown.
+std::vector<Candidate> compare_options(const EstimateInput& base, const SpeedHardware& hw, int64_t global_batch,
+                                       const SpeedConstants& k = {});
+
+/// Plain sentences on where the compare result agrees with the seed's
+/// ordering stage 0 > 1 > 2 > 2+offload > 3 > 3+offload (fastest first) and
+/// where it does not, and why (micro batch, communication, optimizer,
+/// offload). Ties within 5% count as agreeing (speed_model.md 7).
+std::vector<std::string> ordering_statement(const std::vector<Candidate>& rows);
+
+/// One step of the recipe walk.
+struct PlanStep {
+    int recipe_step = 0;     ///< 1..12, the seed recipe's numbering
+    std::string action;      ///< what was tried
+    std::string outcome;     ///< what happened and why the walk goes on or stops
+    std::optional<Candidate> candidate;
+};
+
+/// The result of `plan`.
+struct PlanResult {
+    std::vector<PlanStep> steps;
+    std::optional<Candidate> first_fit;   ///< the first configuration that fits at micro batch 1, grown (step 11)
+    std::optional<Candidate> winner;      ///< best tokens/s over the whole search (step 12)
+    uint64_t candidates = 0;              ///< configurations evaluated (memory + speed)
+};
+
+/// Search space of plan's step 12.
+struct PlanSpace {
+    /// reduce_bucket_size candidates as multiples of the model-sized bucket
+    /// (h^2 with an architecture, HF Trainer rule; else DeepSpeed's 5e8).
+    std::vector<double> bucket_multipliers = {0.25, 0.5, 1, 2, 4};
+    std::vector<Checkpointing> checkpointing = {Checkpointing::none, Checkpointing::selective, Checkpointing::full};
+    std::vector<bool> overlap_comm = {false, true};
+};
+
+/// `zeromem plan`: walks the seed recipe (../shared/README.md) as a search:
+/// micro batch 1 with accumulation; escalate (checkpointing, stage 2, +CPU
+/// optimizer offload, stage 3, +parameter offload, +optimizer offload, mixed
+/// precision, NVMe) until it fits; grow the micro batch; then search every
+/// option x checkpointing x micro batch x overlap_comm x bucket size for the
+/// best tokens/s. No winner when nothing fits. Throws InputError if the GPU
+/// memory is unknown.
+PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t global_batch, const PlanSpace& space = {},
+                const SpeedConstants& k = {});
+
+/// A DeepSpeed config for `c` on `base`'s model and cluster: integers where
+/// DeepSpeed wants integers, train_batch_size = micro x accum x GPUs,
+/// buckets sized for the model (reduce/allgather = the candidate's bucket;
+/// stage 3 prefetch 0.9 h^2 and persistence threshold 10 h, the HF Trainer
+/// rules, when the architecture is known). With `hf_trainer` the batch
+/// sizes, gradient clipping and optimizer hyper-parameters are "auto".
+nlohmann::json emit_ds_config(const Candidate& c, const EstimateInput& base, bool hf_trainer);
+
+/// Largest model (parameters, no architecture: model states and buffers)
+/// that fits per option on `base`'s cluster at its convention; 0 when not
+/// even 1e6 parameters fit. Binary search on estimate().
+struct FitRow {
+    ZeroOption option;
+    uint64_t value = 0;   ///< parameters (largest model) or GPUs (fewest GPUs); 0 = none found
+    uint64_t per_gpu_total = 0;
+};
+std::vector<FitRow> largest_model(const EstimateInput& base);
+
+/// Fewest GPUs (up to `max_gpus`, whole nodes of `gpus_per_node` beyond one
+/// node) on which `base`'s model fits, per option. value 0 = not within max_gpus.
+std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node, int64_t max_gpus = 65536);
+
+}  // namespace zeromem

@@ -1,0 +1,149 @@
+// Analytic step-time model: how long one optimizer step of one ZeRO
+// configuration takes per GPU, and the throughput that follows.
+//
+// The model is ../shared/reference/speed_model.md section 7 (formulas),
+// section 1.2 (what DeepSpeed issues per stage), 1.3 (ring alpha-beta cost),
+// 2 (compute), 3 (offload); hardware figures come from data/gpus and
+// data/interconnects (sourced from hardware.json). Every constant is a field
+// of SpeedConstants, overridable by the caller.
+#pragma once
+
+#include "zeromem/estimate.h"
+#include "zeromem/gpu.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zeromem {
+
+/// A network preset (data/interconnects/<name>.json). Rates in bytes/s,
+/// times in seconds.
+struct Interconnect {
+    std::string name;           ///< preset name, e.g. "nvlink-gen3"
+    bool inter_node = false;    ///< kind "inter" (NICs between nodes) vs "intra" (inside a node)
+    // intra: achievable nccl-tests bus bandwidth at large size (speed_model.md 1.4)
+    double allreduce_busbw = 0;
+    double allgather_busbw = 0;
+    double reducescatter_busbw = 0;
+    // inter: wire rate of one link, links per node (0 = one per GPU), and
+    // the fraction of the wire rate NCCL reaches (speed_model.md 1.3)
+    double link_bw = 0;
+    int links_per_node = 0;
+    double efficiency = 1.0;
+    double latency = 0;         ///< alpha: fixed cost of one collective, s
+    double half_size = 0;       ///< S_half of busbw(S) = B_max S / (S + S_half), bytes
+    std::string source;
+};
+
+/// Loads `<data_dir>/interconnects/<name>.json` (case-insensitive). Throws
+/// InputError naming `flag` for an unknown name (with close names) or a
+/// malformed file.
+Interconnect load_interconnect_preset(const std::string& name, const std::string& data_dir,
+                                      const std::string& flag = "--interconnect");
+
+/// Names of all interconnect presets, sorted.
+std::vector<std::string> list_interconnect_presets(const std::string& data_dir);
+
+/// The hardware one step runs on. Rates in FLOP/s or bytes/s.
+struct SpeedHardware {
+    std::string gpu_name;
+    double peak_flops = 0;          ///< dense peak of the training dtype, FLOP/s
+    double hbm_bandwidth = 0;       ///< bytes/s
+    double compute_efficiency = 0.5;  ///< eta_max (speed_model.md 7)
+    Interconnect intra;             ///< inside a node
+    std::optional<Interconnect> inter;  ///< between nodes (required when nodes > 1)
+    double pcie_bandwidth = 25e9;   ///< GPU<->host, per direction, bytes/s
+    double nvme_read = 10e9;        ///< per node, bytes/s (DeepNVMe 4x Gen4 RAID-0, speed_model.md 2.3)
+    double nvme_write = 5e9;        ///< per node, bytes/s (same source)
+    double cpu_adam_rate = 1.5e9;   ///< DeepSpeedCPUAdam params/s per node, all ranks share it (speed_model.md 3.1)
+};
+
+/// Builds SpeedHardware from a GPU preset for `dtype` (peak: bf16, fp16 or
+/// fp32 TFLOPs of the preset). `intra_name`/`inter_name` override the
+/// GPU's default intra-node interconnect / pick the inter-node network
+/// (empty: default intra, none inter). Throws InputError when the GPU has no
+/// peak for `dtype` (e.g. bf16 on V100: "--dtype: V100-32GB has no bf16
+/// tensor cores; use fp16") or no interconnect is known.
+SpeedHardware speed_hardware(const GpuSpec& gpu, Dtype dtype, const std::string& intra_name,
+                             const std::string& inter_name, const std::string& data_dir);
+
+/// Every constant of the step-time model, with the value speed_model.md
+/// recommends (section in brackets). "est." = an assumption to calibrate.
+struct SpeedConstants {
+    /// t_half: tokens per micro-batch per GPU at which compute efficiency is
+    /// half of eta_max: eta(tok) = eta_max tok / (tok + t_half) [7, 2.2; est. ~1024].
+    double half_efficiency_tokens = 1024;
+    /// ov: fraction of the z0-z2 gradient reduction hidden behind backward
+    /// when overlap_comm is on [7: 0.8]; 0 when off (DeepSpeed z1/z2 default).
+    double overlap_fraction = 0.8;
+    /// ov3: fraction of backward+forward time that can hide the ZeRO-3
+    /// gathers and reduce-scatter through prefetch [7: 1]; the first fetch is always exposed.
+    double stage3_overlap = 1.0;
+    /// a_call: DeepSpeed/Python cost of one ZeRO-3 fetch/release launch,
+    /// seconds [7: ~100 us (2024+) to ~300 us (2021)]; 100 us keeps G7
+    /// (Llama-3-70B ZeRO-3, 2025) within 25%.
+    double stage3_launch_cost = 100e-6;
+    /// Launches per parameter tensor per micro-step under ZeRO-3 (forward
+    /// gather, backward gather, gradient reduce) [7: N_fetch ~ 3 x tensors].
+    double stage3_launches_per_tensor = 3;
+    /// Parameters per fetched tensor when the architecture is unknown
+    /// (--params alone): N_tensors = Psi / this [est.; one 4096^2 matrix ~ 1.7e7].
+    double params_per_tensor_unknown_arch = 2e7;
+    /// c2: per-micro-step gradient-partition bookkeeping of stages 2 and 3
+    /// (gradient partition copies, IPG buffer) as a fraction of
+    /// forward+backward [7: 0.05-0.2; 4: z2 5-18% behind z1].
+    double stage2_overhead_fraction = 0.1;
+    /// ZeRO-1/2 optimizer wrapper cost per parameter this rank updates, s.
+    /// 0 by default: attributing G9's ~0.48 s fixed cost (8B ZeRO-1, 1e9
+    /// params per rank) to it would be 0.48e-9, but G11/G12 (ZeRO-2 offload,
+    /// 1.5-1.7e9 params per rank) leave no room for it [2.2, 3.1].
+    double zero12_step_overhead_per_param = 0;
+    /// T_fix: fixed framework cost per optimizer step, s, all stages. 0 by
+    /// default; section 2.2 fits 0.48 s to the DeepCompile ZeRO-1 8B runs
+    /// (G9), but G1 (0.40 s steps in total) rules it out as a general value [2.2, 7].
+    double fixed_step_overhead = 0;
+    /// HBM bytes moved per parameter by the GPU Adam step [2.1: ~28 B].
+    double adam_bytes_per_param = 28;
+    /// Fraction of HBM bandwidth the Adam kernel reaches [7: 0.7].
+    double adam_hbm_efficiency = 0.7;
+    /// Bytes per parameter read from / written to NVMe per step under
+    /// optimizer NVMe offload [7: 16 read, 12 write, est.].
+    double nvme_optimizer_read_bytes = 16;
+    double nvme_optimizer_write_bytes = 12;
+    /// Full recompute adds one forward: x(1 + 1/3) [2.1].
+    double full_recompute_factor = 4.0 / 3.0;
+};
+
+/// One step, per GPU. Times in seconds; total = compute + exposed_comm +
+/// optimizer + offload + overhead.
+struct StepTime {
+    double compute = 0;        ///< forward+backward (+recompute) over all micro-steps
+    double comm_total = 0;     ///< all collectives issued, before overlap
+    double exposed_comm = 0;   ///< the part of comm_total not hidden behind compute
+    double optimizer = 0;      ///< GPU Adam, or CPU Adam under optimizer offload, incl. NVMe swapping
+    double offload = 0;        ///< exposed PCIe (and NVMe parameter) transfers
+    double overhead = 0;       ///< ZeRO bookkeeping and per-launch costs
+    double total = 0;
+    double tokens_per_step = 0;   ///< whole cluster: N x GAS x b x s
+    double tokens_per_s = 0;      ///< whole cluster
+    double tokens_per_s_per_gpu = 0;
+    double model_flops_per_token = 0;  ///< 6 Psi_mm + 12 L h s (no recompute)
+    double tflops_per_gpu = 0;    ///< model FLOP/s per GPU / 1e12 (MFU numerator)
+    double mfu = 0;               ///< tflops_per_gpu / peak, 0..1
+    double compute_efficiency = 0;  ///< eta at this micro-batch's tokens
+};
+
+/// Model FLOPs per token of forward+backward: 6 Psi_mm + 12 L h s
+/// (speed_model.md 2.1), Psi_mm = params without an untied input embedding
+/// and learned positions (lookups). Without an architecture: 6 Psi.
+double model_flops_per_token(const ModelInfo& model, int64_t seq_len);
+
+/// The step time of `in` (stage, offload, micro batch, accumulation,
+/// checkpointing, buckets, overlap_comm, cluster) on `hw`, with constants
+/// `k`. Formulas: speed_model.md section 7. Throws InputError when the
+/// cluster spans nodes and hw.inter is unset ("--network: ...").
+StepTime step_time(const EstimateInput& in, const SpeedHardware& hw, const SpeedConstants& k = {});
+
+}  // namespace zeromem

@@ -1,0 +1,498 @@
+// compare / plan / fit: searches over ZeRO options. Memory comes from
+// estimate(), time from step_time(); nothing is re-derived here.
+#include "zeromem/planner.h"
+
+#include "zeromem/util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace zeromem {
+
+namespace {
+
+std::vector<int64_t> divisors(int64_t v) {
+    std::vector<int64_t> d;
+    for (int64_t i = 1; i * i <= v; ++i)
+        if (v % i == 0) {
+            d.push_back(i);
+            if (i != v / i) d.push_back(v / i);
+        }
+    std::sort(d.begin(), d.end());
+    return d;
+}
+
+bool fits_of(const Estimate& e) { return e.fits_gpu.value_or(false) && e.fits_host.value_or(true); }
+
+void require_capacity(const EstimateInput& base, const char* what) {
+    if (!base.cluster.gpu_memory)
+        throw InputError(std::string("--gpu: ") + what + " needs the GPU memory; give --gpu NAME or --gpu-memory SIZE");
+}
+
+int64_t model_bucket(const EstimateInput& base) {
+    if (base.model.arch) return base.model.arch->hidden_size * base.model.arch->hidden_size;
+    return 500000000;  // DeepSpeed default reduce_bucket_size
+}
+
+/// Evaluates `c` in the working input `in` (mutated), filling memory, time, fits.
+void evaluate(Candidate& c, EstimateInput& in, const SpeedHardware& hw, const SpeedConstants& k) {
+    apply_candidate(c, in);
+    c.memory = estimate(in);
+    c.fits = fits_of(c.memory);
+    c.time = step_time(in, hw, k);
+}
+
+/// Largest micro batch among `divs` (ascending) that fits, by binary search
+/// (memory grows with the micro batch); -1 if none.
+int64_t largest_fitting(Candidate c, const std::vector<int64_t>& divs, int64_t per_gpu, EstimateInput& in) {
+    int64_t lo = 0, hi = int64_t(divs.size()) - 1, best = -1;
+    while (lo <= hi) {
+        const int64_t mid = (lo + hi) / 2;
+        c.micro_batch = divs[size_t(mid)];
+        c.grad_accum = per_gpu / c.micro_batch;
+        apply_candidate(c, in);
+        if (fits_of(estimate(in))) {
+            best = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return best < 0 ? -1 : divs[size_t(best)];
+}
+
+Candidate base_candidate(const EstimateInput& base, const ZeroOption& o) {
+    Candidate c;
+    c.option = o;
+    c.dtype = base.train.dtype;
+    c.overlap_comm = base.zero.overlap_comm.value_or(o.stage == 3);
+    c.reduce_bucket_size = base.zero.reduce_bucket_size;
+    return c;
+}
+
+std::string tok_s(double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.0f tokens/s", v);
+    return b;
+}
+
+std::string gib(uint64_t bytes) { return format_gib(double(bytes)) + " GiB"; }
+
+}  // namespace
+
+std::string ZeroOption::label() const {
+    std::string s = "ZeRO-" + std::to_string(stage);
+    if (offload_optimizer != OffloadDevice::none) s += std::string(" + optimizer ") + to_string(offload_optimizer);
+    if (offload_param != OffloadDevice::none) s += std::string(" + params ") + to_string(offload_param);
+    if (checkpointing != Checkpointing::none) s += std::string(", checkpointing ") + to_string(checkpointing);
+    return s;
+}
+
+std::vector<ZeroOption> stage_offload_options() {
+    using D = OffloadDevice;
+    const std::vector<std::pair<int, std::pair<D, D>>> list = {
+        {0, {D::none, D::none}}, {1, {D::none, D::none}}, {2, {D::none, D::none}}, {2, {D::cpu, D::none}},
+        {3, {D::none, D::none}}, {3, {D::cpu, D::none}},  {3, {D::nvme, D::none}}, {3, {D::none, D::cpu}},
+        {3, {D::cpu, D::cpu}},   {3, {D::nvme, D::cpu}},  {3, {D::nvme, D::nvme}}};
+    std::vector<ZeroOption> out;
+    for (const auto& [stage, off] : list) {
+        ZeroOption o;
+        o.stage = stage;
+        o.offload_optimizer = off.first;
+        o.offload_param = off.second;
+        out.push_back(o);
+    }
+    return out;
+}
+
+void apply_candidate(const Candidate& c, EstimateInput& in) {
+    in.zero.stage = c.option.stage;
+    in.zero.offload_optimizer = c.option.offload_optimizer;
+    in.zero.offload_param = c.option.offload_param;
+    in.train.checkpointing = c.option.checkpointing;
+    in.train.micro_batch = c.micro_batch;
+    in.train.grad_accum = c.grad_accum;
+    in.train.train_batch_size.reset();
+    in.train.dtype = c.dtype;
+    in.zero.overlap_comm = c.overlap_comm;
+    in.zero.reduce_bucket_size = c.reduce_bucket_size;
+    in.zero.allgather_bucket_size = c.reduce_bucket_size;
+}
+
+int64_t per_gpu_batch(int64_t global_batch, int64_t gpus) {
+    if (global_batch <= 0)
+        throw InputError("--global-batch: must be a positive integer, got " + std::to_string(global_batch));
+    if (global_batch % gpus != 0)
+        throw InputError("--global-batch: " + std::to_string(global_batch) + " is not divisible by " +
+                         std::to_string(gpus) + " GPUs (train_batch_size = micro x accum x GPUs)");
+    return global_batch / gpus;
+}
+
+std::vector<Candidate> compare_options(const EstimateInput& base, const SpeedHardware& hw, int64_t global_batch,
+                                       const SpeedConstants& k) {
+    require_capacity(base, "compare");
+    const int64_t per_gpu = per_gpu_batch(global_batch, base.cluster.gpus);
+    const auto divs = divisors(per_gpu);
+    EstimateInput in = base;
+    std::vector<Candidate> rows;
+    for (ZeroOption o : stage_offload_options()) {
+        for (Checkpointing ck : {Checkpointing::none, Checkpointing::full}) {
+            o.checkpointing = ck;
+            Candidate c = base_candidate(base, o);
+            const int64_t mb = largest_fitting(c, divs, per_gpu, in);
+            c.micro_batch = mb > 0 ? mb : 1;
+            c.grad_accum = per_gpu / c.micro_batch;
+            evaluate(c, in, hw, k);
+            rows.push_back(c);
+        }
+    }
+    std::stable_sort(rows.begin(), rows.end(), [](const Candidate& a, const Candidate& b) {
+        if (a.fits != b.fits) return a.fits;
+        return a.time.tokens_per_s > b.time.tokens_per_s;
+    });
+    return rows;
+}
+
+std::vector<std::string> ordering_statement(const std::vector<Candidate>& rows) {
+    // The seed's groups, fastest first.
+    struct Group {
+        const char* name;
+        bool (*match)(const ZeroOption&);
+    };
+    const Group groups[] = {
+        {"stage 0", [](const ZeroOption& o) { return o.stage == 0; }},
+        {"stage 1", [](const ZeroOption& o) { return o.stage == 1; }},
+        {"stage 2", [](const ZeroOption& o) { return o.stage == 2 && o.offload_optimizer == OffloadDevice::none; }},
+        {"stage 2 + optimizer offload",
+         [](const ZeroOption& o) { return o.stage == 2 && o.offload_optimizer != OffloadDevice::none; }},
+        {"stage 3",
+         [](const ZeroOption& o) {
+             return o.stage == 3 && o.offload_optimizer == OffloadDevice::none && o.offload_param == OffloadDevice::none;
+         }},
+        {"stage 3 + offload",
+         [](const ZeroOption& o) {
+             return o.stage == 3 && (o.offload_optimizer != OffloadDevice::none || o.offload_param != OffloadDevice::none);
+         }},
+    };
+    std::vector<const Candidate*> best;
+    for (const auto& g : groups) {
+        const Candidate* b = nullptr;
+        for (const auto& r : rows)
+            if (g.match(r.option) && r.fits && (!b || r.time.tokens_per_s > b->time.tokens_per_s)) b = &r;
+        best.push_back(b);
+    }
+    std::vector<std::string> out;
+    out.push_back("The seed's ordering, fastest first: stage 0 > 1 > 2 > 2+offload > 3 > 3+offload. "
+                  "Each group below is its best fitting option; ties within 5% count as agreeing.");
+    int agree = 0, total = 0;
+    for (size_t i = 0; i + 1 < best.size(); ++i) {
+        const char* a = groups[i].name;
+        const char* b = groups[i + 1].name;
+        const Candidate* x = best[i];
+        const Candidate* y = best[i + 1];
+        std::string s = std::string(a) + " > " + b + ": ";
+        if (!x && !y) {
+            s += "neither fits; not comparable.";
+        } else if (!x) {
+            s += "disagrees - " + std::string(a) + " does not fit at micro batch 1, so " + b + " (" +
+                 tok_s(y->time.tokens_per_s) + ") is ahead by default.";
+            ++total;
+        } else if (!y) {
+            s += std::string("agrees - ") + b + " does not fit, " + a + " does.";
+            ++total;
+            ++agree;
+        } else {
+            ++total;
+            const double tx = x->time.tokens_per_s, ty = y->time.tokens_per_s;
+            char buf[256];
+            if (tx >= ty) {
+                std::snprintf(buf, sizeof buf, "agrees (%.0f vs %.0f tokens/s, %+.0f%%).", tx, ty, (tx / ty - 1) * 100);
+                s += buf;
+                ++agree;
+            } else if (tx >= 0.95 * ty) {
+                std::snprintf(buf, sizeof buf, "tie (%.0f vs %.0f tokens/s, within 5%%).", tx, ty);
+                s += buf;
+                ++agree;
+            } else {
+                std::snprintf(buf, sizeof buf, "disagrees - %s is faster (%.0f vs %.0f tokens/s, %+.0f%%) because ", b,
+                              ty, tx, (ty / tx - 1) * 100);
+                s += buf;
+                // Why: the per-token difference of each component.
+                const double nx = x->time.tokens_per_step, ny = y->time.tokens_per_step;
+                const double dc = x->time.compute / nx - y->time.compute / ny;
+                const double dm = x->time.exposed_comm / nx - y->time.exposed_comm / ny;
+                const double dopt = x->time.optimizer / nx - y->time.optimizer / ny;
+                const double doff = (x->time.offload + x->time.overhead) / nx - (y->time.offload + y->time.overhead) / ny;
+                std::vector<std::pair<double, std::string>> why;
+                if (y->micro_batch > x->micro_batch)
+                    why.push_back({dc, "its larger micro batch fits (" + std::to_string(y->micro_batch) + " vs " +
+                                           std::to_string(x->micro_batch) + "), so compute runs more efficiently"});
+                else
+                    why.push_back({dc, "its compute per token is lower (checkpointing / micro batch)"});
+                why.push_back({dm, std::string(a) + " exposes more communication per token"});
+                why.push_back({dopt, x->option.offload_optimizer != OffloadDevice::none
+                                         ? std::string(a) + " runs Adam on the host CPU, shared by the node's GPUs"
+                                         : std::string(a) + "'s optimizer step updates more parameters per GPU"});
+                why.push_back({doff, std::string(a) + " spends more on transfers and bookkeeping per token"});
+                std::sort(why.begin(), why.end(), [](const auto& p, const auto& q) { return p.first > q.first; });
+                s += why.front().second + ".";
+            }
+        }
+        out.push_back(s);
+    }
+    out.push_back("Agreement: " + std::to_string(agree) + " of " + std::to_string(total) + " comparable pairs.");
+    return out;
+}
+
+PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t global_batch, const PlanSpace& space,
+                const SpeedConstants& k) {
+    require_capacity(base, "plan");
+    const int64_t per_gpu = per_gpu_batch(global_batch, base.cluster.gpus);
+    const auto divs = divisors(per_gpu);
+    PlanResult r;
+    EstimateInput in = base;
+    using D = OffloadDevice;
+    using C = Checkpointing;
+
+    // Steps 1-10: escalate at micro batch 1 until it fits.
+    struct Rung {
+        int step;
+        ZeroOption opt;
+        bool mixed_precision;
+        const char* action;
+    };
+    auto zo = [](int s, D o, D p, C c) {
+        ZeroOption z;
+        z.stage = s;
+        z.offload_optimizer = o;
+        z.offload_param = p;
+        z.checkpointing = c;
+        return z;
+    };
+    const Rung ladder[] = {
+        {1, zo(0, D::none, D::none, C::none), false, "micro batch 1, accumulation for the global batch, ZeRO-0"},
+        {2, zo(0, D::none, D::none, C::full), false, "enable gradient checkpointing"},
+        {3, zo(2, D::none, D::none, C::full), false, "ZeRO stage 2"},
+        {4, zo(2, D::cpu, D::none, C::full), false, "ZeRO-2 with offload_optimizer cpu"},
+        {5, zo(3, D::none, D::none, C::full), false, "ZeRO stage 3"},
+        {6, zo(3, D::none, D::cpu, C::full), false, "offload_param cpu"},
+        {7, zo(3, D::cpu, D::cpu, C::full), false, "offload_optimizer cpu"},
+        {9, zo(3, D::cpu, D::cpu, C::full), true, "mixed precision"},
+        {10, zo(3, D::nvme, D::nvme, C::full), true, "ZeRO-Infinity: offload_param and offload_optimizer to NVMe"},
+    };
+    std::optional<Candidate> fit;
+    for (const Rung& rung : ladder) {
+        Candidate c = base_candidate(base, rung.opt);
+        c.micro_batch = 1;
+        c.grad_accum = per_gpu;
+        if (rung.mixed_precision) {
+            if (base.train.dtype != Dtype::fp32) {
+                PlanStep s{rung.step, rung.action, std::string("already ") + to_string(base.train.dtype) + "; skipped", {}};
+                r.steps.push_back(s);
+                continue;
+            }
+            c.dtype = Dtype::bf16;
+        }
+        evaluate(c, in, hw, k);
+        ++r.candidates;
+        PlanStep s{rung.step, rung.action, "", c};
+        s.outcome = (c.fits ? "fits: " : "out of memory: ") + gib(c.memory.per_gpu.total) + " per GPU" +
+                    (c.memory.fits_host == std::optional<bool>(false) ? ", host memory exceeded" : "");
+        if (rung.step == 7) {
+            r.steps.push_back({8, "lower other defaults (e.g. beam width)", "nothing zeromem models; skipped", {}});
+        }
+        r.steps.push_back(s);
+        if (c.fits) {
+            fit = c;
+            break;
+        }
+    }
+    if (!fit) {
+        r.steps.push_back({10, "stop", "does not fit even with ZeRO-Infinity at micro batch 1", {}});
+        return r;
+    }
+    // Step 11: raise the micro batch as far as it fits.
+    {
+        Candidate c = *fit;
+        const int64_t mb = largest_fitting(c, divs, per_gpu, in);
+        r.candidates += uint64_t(std::ceil(std::log2(double(divs.size()) + 1)));
+        c.micro_batch = mb;
+        c.grad_accum = per_gpu / mb;
+        evaluate(c, in, hw, k);
+        r.first_fit = c;
+        r.steps.push_back({11, "raise the micro batch as far as it fits",
+                           "micro batch " + std::to_string(mb) + " x accumulation " + std::to_string(c.grad_accum) +
+                               ": " + tok_s(c.time.tokens_per_s) + ", " + gib(c.memory.per_gpu.total) + " per GPU",
+                           c});
+    }
+    // Step 12: de-escalate and re-tune: every option x checkpointing x
+    // micro batch x overlap_comm x bucket size; keep the fastest that fits.
+    Candidate best = *r.first_fit;
+    const int64_t bucket0 = model_bucket(base);
+    for (ZeroOption o : stage_offload_options()) {
+        for (C ck : space.checkpointing) {
+            o.checkpointing = ck;
+            for (bool ov : space.overlap_comm) {
+                for (double m : space.bucket_multipliers) {
+                    Candidate c = base_candidate(base, o);
+                    c.dtype = fit->dtype;
+                    c.overlap_comm = ov;
+                    c.reduce_bucket_size = std::max<int64_t>(1, int64_t(std::llround(double(bucket0) * m)));
+                    for (int64_t mb : divs) {
+                        c.micro_batch = mb;
+                        c.grad_accum = per_gpu / mb;
+                        evaluate(c, in, hw, k);
+                        ++r.candidates;
+                        if (!c.fits) break;  // larger micro batches need more memory
+                        if (c.time.tokens_per_s > best.time.tokens_per_s * (1 + 1e-9)) best = c;
+                    }
+                }
+            }
+        }
+    }
+    r.winner = best;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s, micro batch %lld x accumulation %lld, overlap_comm %s, reduce bucket %lld: %s (%+.0f%% vs step 11)",
+                  best.option.label().c_str(), (long long)best.micro_batch, (long long)best.grad_accum,
+                  best.overlap_comm ? "on" : "off", (long long)best.reduce_bucket_size,
+                  tok_s(best.time.tokens_per_s).c_str(),
+                  (best.time.tokens_per_s / r.first_fit->time.tokens_per_s - 1) * 100);
+    r.steps.push_back({12, "tune for speed: lower the stage / turn offload off, re-tune micro batch, buckets, overlap_comm (" +
+                               std::to_string(r.candidates) + " configurations evaluated)",
+                       buf, best});
+    return r;
+}
+
+nlohmann::json emit_ds_config(const Candidate& c, const EstimateInput& base, bool hf_trainer) {
+    using nlohmann::json;
+    const int64_t gpus = base.cluster.gpus;
+    json j;
+    if (hf_trainer) {
+        j["train_batch_size"] = "auto";
+        j["train_micro_batch_size_per_gpu"] = "auto";
+        j["gradient_accumulation_steps"] = "auto";
+        j["gradient_clipping"] = "auto";
+    } else {
+        j["train_batch_size"] = c.micro_batch * c.grad_accum * gpus;
+        j["train_micro_batch_size_per_gpu"] = c.micro_batch;
+        j["gradient_accumulation_steps"] = c.grad_accum;
+        j["gradient_clipping"] = 1.0;
+    }
+    if (c.dtype == Dtype::bf16) j["bf16"] = {{"enabled", true}};
+    if (c.dtype == Dtype::fp16) j["fp16"] = {{"enabled", true}};
+    json opt = {{"type", "AdamW"}};
+    if (hf_trainer)
+        opt["params"] = {{"lr", "auto"}, {"betas", "auto"}, {"eps", "auto"}, {"weight_decay", "auto"}};
+    else
+        opt["params"] = {{"lr", 1e-5}, {"betas", {0.9, 0.999}}, {"eps", 1e-8}, {"weight_decay", 0.0}};
+    j["optimizer"] = opt;
+    json z;
+    z["stage"] = c.option.stage;
+    z["overlap_comm"] = c.overlap_comm;
+    z["contiguous_gradients"] = true;
+    z["reduce_bucket_size"] = c.reduce_bucket_size;
+    if (c.option.stage == 1 || c.option.stage == 2) z["allgather_bucket_size"] = c.reduce_bucket_size;
+    if (c.option.stage == 3) {
+        const ZeroSettings d;
+        if (base.model.arch) {
+            const int64_t h = base.model.arch->hidden_size;
+            z["stage3_prefetch_bucket_size"] = int64_t(std::llround(0.9 * double(h) * double(h)));
+            z["stage3_param_persistence_threshold"] = 10 * h;
+        } else {
+            z["stage3_prefetch_bucket_size"] = d.stage3_prefetch_bucket_size;
+            z["stage3_param_persistence_threshold"] = d.stage3_param_persistence_threshold;
+        }
+        z["stage3_max_live_parameters"] = d.stage3_max_live_parameters;
+        z["stage3_max_reuse_distance"] = d.stage3_max_reuse_distance;
+        z["stage3_gather_16bit_weights_on_model_save"] = true;
+    }
+    auto offload = [](OffloadDevice dev) {
+        json o = {{"device", to_string(dev)}, {"pin_memory", true}};
+        if (dev == OffloadDevice::nvme) o["nvme_path"] = "/local_nvme";
+        return o;
+    };
+    if (c.option.offload_optimizer != OffloadDevice::none) z["offload_optimizer"] = offload(c.option.offload_optimizer);
+    if (c.option.offload_param != OffloadDevice::none) z["offload_param"] = offload(c.option.offload_param);
+    j["zero_optimization"] = z;
+    j["steps_per_print"] = 100;
+    j["wall_clock_breakdown"] = false;
+    return j;
+}
+
+std::vector<FitRow> largest_model(const EstimateInput& base) {
+    require_capacity(base, "fit");
+    std::vector<FitRow> out;
+    EstimateInput in = base;
+    in.model.arch.reset();
+    in.model.largest_layer_params = 0;
+    for (const ZeroOption& o : stage_offload_options()) {
+        Candidate c = base_candidate(base, o);
+        c.micro_batch = base.train.micro_batch;
+        c.grad_accum = base.train.grad_accum;
+        apply_candidate(c, in);
+        auto fits_at = [&](uint64_t p) {
+            in.model.params = p;
+            return fits_of(estimate(in));
+        };
+        FitRow row;
+        row.option = o;
+        uint64_t lo = 1000000, hi = lo;
+        if (fits_at(lo)) {
+            while (hi < (uint64_t(1) << 52) && fits_at(hi * 2)) hi *= 2;
+            lo = hi;
+            hi *= 2;  // lo fits, hi does not
+            while (hi - lo > 1) {
+                const uint64_t mid = lo + (hi - lo) / 2;
+                (fits_at(mid) ? lo : hi) = mid;
+            }
+            row.value = lo;
+            in.model.params = lo;
+            row.per_gpu_total = estimate(in).per_gpu.total;
+        }
+        out.push_back(row);
+    }
+    return out;
+}
+
+std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node, int64_t max_gpus) {
+    require_capacity(base, "fit");
+    if (gpus_per_node <= 0) throw InputError("--gpus-per-node: must be a positive integer");
+    std::vector<FitRow> out;
+    EstimateInput in = base;
+    for (const ZeroOption& o : stage_offload_options()) {
+        Candidate c = base_candidate(base, o);
+        c.micro_batch = base.train.micro_batch;
+        c.grad_accum = base.train.grad_accum;
+        apply_candidate(c, in);
+        auto fits_at = [&](int64_t n) {
+            in.cluster.gpus = n;
+            in.cluster.nodes = n <= gpus_per_node ? 1 : n / gpus_per_node;
+            return fits_of(estimate(in));
+        };
+        FitRow row;
+        row.option = o;
+        int64_t found = 0;
+        for (int64_t n = 1; n <= std::min(gpus_per_node, max_gpus) && !found; ++n)
+            if (fits_at(n)) found = n;
+        if (!found) {  // whole nodes, binary search (memory per GPU falls with more GPUs)
+            int64_t lo = 1, hi = max_gpus / gpus_per_node;
+            if (hi >= 2 && fits_at(hi * gpus_per_node)) {
+                while (hi - lo > 1) {
+                    const int64_t mid = lo + (hi - lo) / 2;
+                    (fits_at(mid * gpus_per_node) ? hi : lo) = mid;
+                }
+                found = hi * gpus_per_node;
+            }
+        }
+        row.value = uint64_t(found);
+        if (found) {
+            fits_at(found);
+            row.per_gpu_total = estimate(in).per_gpu.total;
+        }
+        out.push_back(row);
+    }
+    return out;
+}
+
+}  // namespace zeromem

@@ -1,0 +1,73 @@
+// Helpers for end-to-end tests that run the built `zeromem` binary
+// (ZEROMEM_BINARY) and inspect its exit code, stdout and stderr.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace cli {
+
+struct Outcome {
+    int exit_code = -1;
+    std::string out;  // stdout
+    std::string err;  // stderr
+};
+
+/// A scratch file name unique to this process (concurrent test runs must
+/// not share files).
+inline std::string temp_path(const std::string& name) {
+    const char* dir = std::getenv("TMPDIR");
+    return std::string(dir && *dir ? dir : "/tmp") + "/zeromem_test_" + std::to_string(::getpid()) + "_" + name;
+}
+
+inline std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+/// Runs `zeromem <args>` through the shell, capturing stdout and stderr.
+inline Outcome zeromem(const std::string& args) {
+    const std::string out = temp_path("out.txt"), err = temp_path("err.txt");
+    const std::string cmd = std::string("'") + ZEROMEM_BINARY + "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
+    const int status = std::system(cmd.c_str());
+    Outcome r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    std::remove(out.c_str());
+    std::remove(err.c_str());
+    return r;
+}
+
+/// Runs with --format json, expects success and parses stdout.
+inline nlohmann::json json_of(const std::string& args) {
+    const Outcome r = zeromem(args + " --format json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+}
+
+/// A quoted path under the source tree's data/ (ZEROMEM_SOURCE_DATA_DIR).
+inline std::string data(const std::string& rel) { return std::string("'") + ZEROMEM_SOURCE_DATA_DIR + "/" + rel + "'"; }
+/// A quoted path under tests/data (ZEROMEM_TEST_DATA_DIR).
+inline std::string testdata(const std::string& rel) { return std::string("'") + ZEROMEM_TEST_DATA_DIR + "/" + rel + "'"; }
+
+/// Expects a nonzero exit, one clear line on stderr containing `must_contain`,
+/// and no crash.
+inline void expect_error(const std::string& args, const std::string& must_contain) {
+    const Outcome r = zeromem(args);
+    EXPECT_NE(r.exit_code, 0) << "args: " << args << "\nstdout: " << r.out;
+    EXPECT_NE(r.err.find(must_contain), std::string::npos)
+        << "args: " << args << "\nstderr: " << r.err << "\nexpected to contain: " << must_contain;
+    EXPECT_LE(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;
+    EXPECT_NE(r.exit_code, 134) << "abort";
+    EXPECT_NE(r.exit_code, 139) << "segfault";
+}
+
+}  // namespace cli

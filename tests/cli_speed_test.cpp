@@ -1,0 +1,121 @@
+// End-to-end tests of compare / plan / fit: run the built `zeromem` binary
+// and check its output, exit code, error messages and the plan --emit round trip. Expected numbers are independent arithmetic
+// written here or published figures, cited inline.
+#include "cli_runner.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+using cli::Outcome;
+using cli::expect_error;
+using cli::json_of;
+using cli::temp_path;
+using cli::zeromem;
+using cli::slurp;
+using cli::data;
+using cli::testdata;
+
+}  // namespace
+
+const std::string kLlama = "--model llama-2-7b --gpus 8 --gpu A100-80GB --host-memory 1TB --seq-len 4096";
+
+TEST(CliSpeed, CompareJsonHasTheDocumentedFields) {
+    const Outcome r = zeromem("compare " + kLlama + " --global-batch 64 --format json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_TRUE(j.is_array());
+    ASSERT_EQ(j.size(), 22u);
+    for (const auto& row : j) {
+        for (const char* k : {"stage", "offload_optimizer", "offload_param", "gradient_checkpointing", "micro_batch",
+                              "per_gpu_total", "host_memory", "fits", "step_time_s", "tokens_per_s"})
+            EXPECT_TRUE(row.contains(k)) << k;
+        EXPECT_TRUE(row["per_gpu_total"].is_number_integer());
+        EXPECT_EQ(row["micro_batch"].get<int64_t>() * row["grad_accum"].get<int64_t>() * 8, 64);
+    }
+}
+
+TEST(CliSpeed, CompareTableStatesTheOrdering) {
+    const Outcome r = zeromem("compare " + kLlama + " --global-batch 64");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("stage 0 > 1 > 2 > 2+offload > 3 > 3+offload"), std::string::npos);
+    EXPECT_NE(r.out.find("tokens/s"), std::string::npos);
+    EXPECT_NE(r.out.find("GiB"), std::string::npos);
+}
+
+// plan --emit writes a config DeepSpeed takes as is, and feeding it back to
+// `zeromem estimate --ds-config` gives the plan winner's estimate.
+TEST(CliSpeed, PlanEmitRoundTrip) {
+    const std::string path = temp_path("emitted.json");
+    const Outcome r = zeromem("plan " + kLlama + " --global-batch 64 --format json --emit '" + path + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto plan = nlohmann::json::parse(r.out);
+    const auto& w = plan["winner"];
+    const auto cfg = nlohmann::json::parse(slurp(path));
+    EXPECT_EQ(cfg.dump().find("auto"), std::string::npos);
+    EXPECT_EQ(cfg["train_batch_size"].get<int64_t>(), 64);
+    EXPECT_EQ(cfg["train_micro_batch_size_per_gpu"].get<int64_t>() * cfg["gradient_accumulation_steps"].get<int64_t>() * 8, 64);
+    const std::string ck = w["gradient_checkpointing"].get<std::string>();
+    const auto est = json_of("estimate " + kLlama + " --ds-config '" + path + "' --gradient-checkpointing " + ck);
+    EXPECT_EQ(est["per_gpu"]["total"].get<uint64_t>(), w["per_gpu_total"].get<uint64_t>());
+    EXPECT_EQ(est["per_node"]["host_memory"].get<uint64_t>(), w["host_memory"].get<uint64_t>());
+    EXPECT_GE(plan["candidates_evaluated"].get<int64_t>(), 1000);
+}
+
+TEST(CliSpeed, PlanForHfTrainer) {
+    const std::string path = temp_path("emitted_hf.json");
+    const Outcome r = zeromem("plan " + kLlama + " --global-batch 64 --emit '" + path + "' --for hf-trainer");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto cfg = nlohmann::json::parse(slurp(path));
+    EXPECT_EQ(cfg["train_batch_size"], "auto");
+    EXPECT_TRUE(cfg["zero_optimization"]["reduce_bucket_size"].is_number_integer());
+}
+
+TEST(CliSpeed, PlanPrintsEachRecipeStep) {
+    const Outcome r = zeromem("plan " + kLlama + " --global-batch 64");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("step  1"), std::string::npos);
+    EXPECT_NE(r.out.find("step 12"), std::string::npos);
+    EXPECT_NE(r.out.find("Winner:"), std::string::npos);
+}
+
+TEST(CliSpeed, PlanNothingFitsExitsOne) {
+    const Outcome r = zeromem("plan --model llama-2-70b --gpus 1 --gpu A100-80GB --gpu-memory 1GiB --global-batch 1");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("does not fit"), std::string::npos) << r.err;
+}
+
+TEST(CliSpeed, FitPaperTable) {
+    const Outcome r = zeromem("fit --gpus 64 --gpu-memory 32GB --convention paper --format json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    // ZeRO paper: 14.4B with P_os+g on 64 x 32 GB (32e9 / (2 + 14/64)).
+    bool seen = false;
+    for (const auto& row : j)
+        if (row["stage"] == 2 && row["offload_optimizer"] == "none") {
+            EXPECT_NEAR(row["max_params"].get<double>() / 14.4e9, 1.0, 0.01);
+            seen = true;
+        }
+    EXPECT_TRUE(seen);
+}
+
+TEST(CliSpeed, BadInputsGiveOneLineAndNonzeroExit) {
+    expect_error("compare " + kLlama + " --global-batch 12", "--global-batch");
+    expect_error("compare " + kLlama + " --global-batch 0", "--global-batch");
+    expect_error("compare --model llama-2-7b --gpus 8 --gpu-memory 80GiB", "--gpu");
+    expect_error("compare " + kLlama + " --interconnect nvlink-gen9", "--interconnect");
+    expect_error("compare --model llama-2-7b --gpus 16 --nodes 2 --gpu A100-80GB", "--network");
+    expect_error("compare --model llama-2-7b --gpus 8 --gpu V100-32GB --dtype bf16", "--dtype");
+    expect_error("plan " + kLlama + " --for megatron", "--for");
+    expect_error("plan " + kLlama + " --format csv", "--format");
+    expect_error("plan " + kLlama + " --cpu-adam-rate -1", "--cpu-adam-rate");
+    expect_error("fit --gpu A100-80GB", "fit:");
+}
