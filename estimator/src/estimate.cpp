@@ -431,6 +431,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
 
     // --- temporary buffers per phase -------------------------------------------
     uint64_t tmp_fwd = 0, tmp_bwd = 0, tmp_step = 0, tmp_load = 0;
+    uint64_t tmp_persist = 0;  // buffers kept from init to the end (ZeRO-3 IPG bucket)
     const bool full_ft = T == P;  // gradients of whole modules exist only when they are trainable
     const uint64_t torch_opt_tmp = (!t.fused_optimizer && !off_opt) ? 4 * opt_numel : 0;
     if (s == 0) {
@@ -459,6 +460,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         tmp_load = 0;
     } else {
         const uint64_t ipg = z.contiguous_gradients ? bucket * bc : 0;
+        tmp_persist = ipg;
         const uint64_t prefetch = static_cast<uint64_t>(
             std::min(z.stage3_prefetch_bucket_size, z.stage3_max_live_parameters));
         const uint64_t gathered = L * bm + prefetch * bm;
@@ -471,11 +473,13 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
                     n2s(prefetch) + ", b_m=" + n2s(bm),
                 tmp_bwd, srcZ3);
         const uint64_t sub = std::min<uint64_t>(static_cast<uint64_t>(z.sub_group_size), Tn);
-        tmp_step = off_opt ? 0 : sub * (4 + ba) + torch_opt_tmp;
+        // The IPG bucket is allocated once at init and never freed
+        // (deepspeed_memory.md 4.2, stage3.py): it is live at the step too.
+        tmp_step = ipg + (off_opt ? 0 : sub * (4 + ba) + torch_opt_tmp);
         if (ex.on) ex.term("temporary_buffers (optimizer_step)",
-                off_opt ? "0 (optimizer step on the CPU)"
-                        : "min(sub_group_size, ceil(Ψ_t/N_d)) · (4 + b_a) (fp32 gradient of one sub-group)"
-                          " + 4 · ceil(Ψ_t/N_d) if torch Adam",
+                off_opt ? "reduce_bucket_size · b_c (IPG bucket, kept from init; optimizer step on the CPU)"
+                        : "reduce_bucket_size · b_c (IPG bucket, kept from init) + min(sub_group_size, ceil(Ψ_t/N_d))"
+                          " · (4 + b_a) (fp32 gradient of one sub-group) + 4 · ceil(Ψ_t/N_d) if torch Adam",
                 "sub_group_size=" + n2s(uint64_t(z.sub_group_size)) + ", b_a=" + n2s(ba), tmp_step, srcZ3);
         tmp_load = ipg + (off_opt ? 0 : 4 * sub);  // IPG at init + the fp32 gradient_buffer allocated and freed
     }
@@ -607,7 +611,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     add("backward", first_with(act_bwd, tmp_bwd), host_steady + act_host * g, pinned_steady);
     add("optimizer_step", steady_with(0, tmp_step), host_steady, pinned_steady);
     add("steady_backward", steady_with(act_bwd, tmp_bwd), host_steady + act_host * g, pinned_steady);
-    add("checkpoint_save", steady_with(0, gather_save ? L * bm : 0), host_steady + save_host, pinned_steady);
+    add("checkpoint_save", steady_with(0, tmp_persist + (gather_save ? L * bm : 0)), host_steady + save_host, pinned_steady);
 
     // --- summary: components at their own peak, totals at the peak phase ---------
     auto& m = out.per_gpu;
