@@ -622,16 +622,21 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     // The first forward and backward run before Adam's m and v exist (the
     // optimizer allocates them lazily at its first step); from the second
     // step on they are live throughout.
-    auto first_with = [&](uint64_t act, uint64_t tmp) {
+    // Before the first backward no gradient storage exists in stages 0-2:
+    // autograd creates param.grad during backward and ZeRO-2 allocates
+    // grads_in_partition lazily at the first reduction (deepspeed_memory.md
+    // 4.1); ZeRO-3's grad_partitions_flat_buffer is built at init (4.2).
+    auto first_with = [&](uint64_t act, uint64_t tmp, bool before_backward) {
         GpuMemory m = steady_with(act, tmp);
+        if (before_backward && s <= 2) m.gradients = 0;
         m.momentum = m.variance = 0;
         m.optimizer_states = m.master_weights;
         finish(m);
         return m;
     };
     add("load", ld, host_load, pinned_init);
-    add("forward", first_with(act_fwd, tmp_fwd), host_steady + act_host * g, pinned_steady);
-    add("backward", first_with(act_bwd, tmp_bwd), host_steady + act_host * g, pinned_steady);
+    add("forward", first_with(act_fwd, tmp_fwd, true), host_steady + act_host * g, pinned_steady);
+    add("backward", first_with(act_bwd, tmp_bwd, false), host_steady + act_host * g, pinned_steady);
     add("optimizer_step", steady_with(0, tmp_step), host_steady, pinned_steady);
     add("steady_backward", steady_with(act_bwd, tmp_bwd), host_steady + act_host * g, pinned_steady);
     add("checkpoint_save", steady_with(0, tmp_persist + (gather_save ? L * bm : 0)), host_steady + save_host, pinned_steady);
