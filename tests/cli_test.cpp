@@ -180,3 +180,60 @@ TEST(Cli, BadDeepSpeedConfigs) {
     expect_error("estimate --params 7e9 --gpus 8 --ds-config " + write_config("bad.json", "{\"zero_optimization\": {\n  \"stage\": 3,\n}"),
                  "line");
 }
+
+// Issue 3: the JSON "phases" list (name, per_gpu, per_node per phase) and
+// the top-level "peak_phase". User case C03
+// (https://github.com/OpenRLHF/OpenRLHF/issues/698): Llama-3-8B, ZeRO-2, one
+// A100-80GB: the first overflow is the optimizer step, and the advice is the
+// user's fix, optimizer offload (seed recipe step 4).
+TEST(Cli, PhasesInJson) {
+    const auto j = json_of("estimate --model llama-3-8b --gpus 1 --gpu A100-80GB --stage 2 --seq-len 128 "
+                           "--gradient-checkpointing full");
+    ASSERT_TRUE(j.at("phases").is_array());
+    const char* names[] = {"load", "forward", "backward", "optimizer_step", "steady_backward", "checkpoint_save"};
+    ASSERT_EQ(j.at("phases").size(), 6u);
+    uint64_t largest = 0;
+    std::string largest_name;
+    for (size_t i = 0; i < 6; ++i) {
+        const auto& p = j.at("phases")[i];
+        EXPECT_EQ(p.at("name").get<std::string>(), names[i]);
+        EXPECT_TRUE(p.at("per_gpu").at("total").is_number_unsigned());
+        EXPECT_TRUE(p.at("per_node").at("host_memory").is_number_unsigned());
+        const uint64_t t = p.at("per_gpu").at("total").get<uint64_t>();
+        if (t > largest) {
+            largest = t;
+            largest_name = names[i];
+        }
+    }
+    EXPECT_EQ(j.at("peak_phase").get<std::string>(), largest_name);
+    EXPECT_EQ(j.at("per_gpu").at("total").get<uint64_t>(), largest);
+    EXPECT_EQ(j.at("first_oom_phase").get<std::string>(), "optimizer_step");
+    ASSERT_EQ(j.at("advice").size(), 1u);
+    EXPECT_EQ(j.at("advice")[0].at("change").get<std::string>(), "--stage 2 --offload-optimizer cpu");
+    // Adam m and v: absent before the first step (DeepSpeed allocates them
+    // lazily, deepspeed_memory.md 4.1), 4 B x P each from the step on.
+    const uint64_t P = 8030261248u;  // published Llama-3-8B count
+    EXPECT_EQ(j.at("phases")[2].at("per_gpu").at("momentum").get<uint64_t>(), 0u);
+    EXPECT_EQ(j.at("phases")[3].at("per_gpu").at("momentum").get<uint64_t>(), 4 * P);
+}
+
+// Issue 3: impossible layouts and flag combinations give one line and a
+// nonzero exit. DeepSpeed's pipeline engine takes ZeRO stage 0 or 1 only.
+TEST(Cli, BadParallelAndLoraFlags) {
+    expect_error("estimate --params 7e9 --gpus 8 --tp 3", "--tp");
+    expect_error("estimate --params 7e9 --gpus 8 --pp 2 --stage 3", "--pp");
+    expect_error("estimate --params 7e9 --gpus 8 --pp 2 --stage 2", "--pp");
+    expect_error("estimate --model llama-2-7b --gpus 8 --load-in 4bit", "--load-in");
+    expect_error("estimate --model llama-2-7b --gpus 8 --load-in 3bit --lora-rank 8", "--load-in");
+    expect_error("estimate --params 7e9 --gpus 8 --lora-rank 8", "--lora-rank");
+    expect_error("estimate --model llama-2-7b --gpus 8 --lora-rank 8 --lora-target qq", "--lora-target");
+    expect_error("estimate --params 7e9 --gpus 8 --trainable-params 8e9", "--trainable-params");
+}
+
+// --lora-rank 8 on llama-2-7b's q,k,v,o: 32 x 4 x 8 x (4096 + 4096) =
+// 8,388,608 trainable parameters, the base frozen.
+TEST(Cli, LoraCounts) {
+    const auto j = json_of("estimate --model llama-2-7b --gpus 8 --stage 3 --lora-rank 8");
+    EXPECT_EQ(j.at("trainable_params").get<uint64_t>(), 8388608u);
+    EXPECT_EQ(j.at("frozen_params").get<uint64_t>(), 6738415616u);  // published llama-2-7b count
+}

@@ -431,6 +431,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
 
     // --- temporary buffers per phase -------------------------------------------
     uint64_t tmp_fwd = 0, tmp_bwd = 0, tmp_step = 0, tmp_load = 0;
+    uint64_t tmp_persist = 0;  // buffers kept from init to the end (ZeRO-3 IPG bucket)
     const bool full_ft = T == P;  // gradients of whole modules exist only when they are trainable
     const uint64_t torch_opt_tmp = (!t.fused_optimizer && !off_opt) ? 4 * opt_numel : 0;
     if (s == 0) {
@@ -459,6 +460,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         tmp_load = 0;
     } else {
         const uint64_t ipg = z.contiguous_gradients ? bucket * bc : 0;
+        tmp_persist = ipg;
         const uint64_t prefetch = static_cast<uint64_t>(
             std::min(z.stage3_prefetch_bucket_size, z.stage3_max_live_parameters));
         const uint64_t gathered = L * bm + prefetch * bm;
@@ -471,17 +473,25 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
                     n2s(prefetch) + ", b_m=" + n2s(bm),
                 tmp_bwd, srcZ3);
         const uint64_t sub = std::min<uint64_t>(static_cast<uint64_t>(z.sub_group_size), Tn);
-        tmp_step = off_opt ? 0 : sub * (4 + ba) + torch_opt_tmp;
+        // The IPG bucket is allocated once at init and never freed
+        // (deepspeed_memory.md 4.2, stage3.py): it is live at the step too.
+        tmp_step = ipg + (off_opt ? 0 : sub * (4 + ba) + torch_opt_tmp);
         if (ex.on) ex.term("temporary_buffers (optimizer_step)",
-                off_opt ? "0 (optimizer step on the CPU)"
-                        : "min(sub_group_size, ceil(Ψ_t/N_d)) · (4 + b_a) (fp32 gradient of one sub-group)"
-                          " + 4 · ceil(Ψ_t/N_d) if torch Adam",
+                off_opt ? "reduce_bucket_size · b_c (IPG bucket, kept from init; optimizer step on the CPU)"
+                        : "reduce_bucket_size · b_c (IPG bucket, kept from init) + min(sub_group_size, ceil(Ψ_t/N_d))"
+                          " · (4 + b_a) (fp32 gradient of one sub-group) + 4 · ceil(Ψ_t/N_d) if torch Adam",
                 "sub_group_size=" + n2s(uint64_t(z.sub_group_size)) + ", b_a=" + n2s(ba), tmp_step, srcZ3);
         tmp_load = ipg + (off_opt ? 0 : 4 * sub);  // IPG at init + the fp32 gradient_buffer allocated and freed
     }
 
     // --- host memory and NVMe (per rank, then per node) --------------------------
     uint64_t host_rank = 0, pinned_rank = 0, nvme_rank = 0;
+    // Host bytes per rank that appear only after the load phase: Adam's m and
+    // v on the CPU (DeepSpeedCPUAdam, lazy at the first step) and the ZeRO-1/2
+    // gradient-accumulation buffers (created lazily at the first non-boundary
+    // micro step). Everything else below is allocated while the engine and
+    // the ZeRO optimizer are built (deepspeed_memory.md 4.1 and 4.2).
+    uint64_t lazy_rank = 0, lazy_pinned_rank = 0;
     const bool pin_o = z.offload_optimizer_pin_memory;
     const bool pin_p = z.offload_param_pin_memory;
     if (z.offload_optimizer == OffloadDevice::cpu) {
@@ -489,12 +499,17 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         uint64_t pinned = 0;
         if (s <= 2) {
             pinned = 4 * Tn + bm * Tn + L * bm;  // fp32 grads, 16-bit staging, temp grad buffer
-            if (t.grad_accum > 1) pinned += bm * Tn;  // async_accumulate_grad_in_cpu_via_gpu buffers
+            if (t.grad_accum > 1) {
+                pinned += bm * Tn;  // async_accumulate_grad_in_cpu_via_gpu buffers
+                lazy_rank += bm * Tn;
+                if (pin_o) lazy_pinned_rank += bm * Tn;
+            }
         } else {
             pinned = 4 * Tn + ba * Tn;  // fp32 grad buffers per sub-group + grad_partitions_flat_buffer
         }
         host_rank += states_host + pinned;
         if (pin_o) pinned_rank += pinned;
+        lazy_rank += osb * Tn;  // m (and v): allocated by the CPU optimizer at its first step
         if (ex.on) ex.term("host: offloaded optimizer (per rank)",
                 s <= 2 ? "(4 + optimizer bytes) · Ψ_t/N_d pageable + (4 + b_m) · Ψ_t/N_d + L · b_m pinned [+ b_m · Ψ_t/N_d with GAS > 1]"
                        : "(4 + optimizer bytes) · Ψ_t/N_d pageable + (4 + b_a) · Ψ_t/N_d pinned",
@@ -535,13 +550,25 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     const uint64_t nvme = nvme_rank * g;
     const uint64_t lb = static_cast<uint64_t>(dtype_bytes(in.residual.load_dtype));
     const bool zero_init = s == 3 && z.zero_init;
-    const uint64_t host_load = overhead + g * (zero_init ? L * lb : to_bytes(double(Tr) * double(lb) + frozen_bytes));
+    const uint64_t host_model = overhead + g * (zero_init ? L * lb : to_bytes(double(Tr) * double(lb) + frozen_bytes));
+    // The optimizer's host states and the pinned offload/swap pools are
+    // allocated while deepspeed.initialize builds the engine, i.e. in the
+    // load phase, after the materialised module has moved to the GPU (or,
+    // under zero.Init, after its last module was built and partitioned).
+    const uint64_t host_init = overhead + g * (host_rank - lazy_rank);
+    const uint64_t pinned_init = g * (pinned_rank - lazy_pinned_rank);
+    const uint64_t host_load = std::max(host_model, host_init);
     if (ex.on) ex.term("host: model load (per node)",
             zero_init ? "g · (L · load bytes + process overhead) (zero.Init: one module at a time per rank)"
                       : "g · (Ψ · load bytes + process overhead) (every rank materialises the whole model)",
             "g=" + n2s(g) + ", " + (zero_init ? "L=" + n2s(L) : "Ψ=" + n2s(Pr)) + ", load dtype " +
                 to_string(in.residual.load_dtype),
-            host_load, "DeepSpeed estimate_zero3_model_states_mem_needs (4·g·Ψ without zero.Init)");
+            host_model, "DeepSpeed estimate_zero3_model_states_mem_needs (4·g·Ψ without zero.Init)");
+    if (ex.on && host_init > host_model)
+        ex.term("host: load phase (per node)",
+                "max(model load, g · (offloaded states and pinned pools built by deepspeed.initialize) + overhead)",
+                "model load=" + n2s(host_model) + " B, engine init=" + n2s(host_init) + " B", host_load,
+                "DeepSpeed v0.19.6 stage_1_and_2.py / stage3.py __init__, swap_tensor/*.py");
     const bool gather_save = s == 3 && z.stage3_gather_16bit_weights_on_model_save;
     const uint64_t save_host = gather_save ? bm * P : 0;  // rank 0 holds the consolidated 16-bit state dict
 
@@ -595,19 +622,24 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     // The first forward and backward run before Adam's m and v exist (the
     // optimizer allocates them lazily at its first step); from the second
     // step on they are live throughout.
-    auto first_with = [&](uint64_t act, uint64_t tmp) {
+    // Before the first backward no gradient storage exists in stages 0-2:
+    // autograd creates param.grad during backward and ZeRO-2 allocates
+    // grads_in_partition lazily at the first reduction (deepspeed_memory.md
+    // 4.1); ZeRO-3's grad_partitions_flat_buffer is built at init (4.2).
+    auto first_with = [&](uint64_t act, uint64_t tmp, bool before_backward) {
         GpuMemory m = steady_with(act, tmp);
+        if (before_backward && s <= 2) m.gradients = 0;
         m.momentum = m.variance = 0;
         m.optimizer_states = m.master_weights;
         finish(m);
         return m;
     };
-    add("load", ld, host_load, 0);
-    add("forward", first_with(act_fwd, tmp_fwd), host_steady + act_host * g, pinned_steady);
-    add("backward", first_with(act_bwd, tmp_bwd), host_steady + act_host * g, pinned_steady);
+    add("load", ld, host_load, pinned_init);
+    add("forward", first_with(act_fwd, tmp_fwd, true), host_steady + act_host * g, pinned_steady);
+    add("backward", first_with(act_bwd, tmp_bwd, false), host_steady + act_host * g, pinned_steady);
     add("optimizer_step", steady_with(0, tmp_step), host_steady, pinned_steady);
     add("steady_backward", steady_with(act_bwd, tmp_bwd), host_steady + act_host * g, pinned_steady);
-    add("checkpoint_save", steady_with(0, gather_save ? L * bm : 0), host_steady + save_host, pinned_steady);
+    add("checkpoint_save", steady_with(0, tmp_persist + (gather_save ? L * bm : 0)), host_steady + save_host, pinned_steady);
 
     // --- summary: components at their own peak, totals at the peak phase ---------
     auto& m = out.per_gpu;
