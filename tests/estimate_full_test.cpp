@@ -18,6 +18,8 @@
 #include "zeromem/model.h"
 #include "zeromem/util.h"
 
+#include "estimate_inputs.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -30,6 +32,9 @@ using nlohmann::json;
 
 namespace {
 
+using testinputs::no_residuals;
+using testinputs::phase;
+
 constexpr double GiB = 1073741824.0;  // 2^30
 
 json load_reference(const std::string& name) {
@@ -38,54 +43,23 @@ json load_reference(const std::string& name) {
 
 double as_double(uint64_t v) { return static_cast<double>(v); }
 
-// A full-convention input from a bare parameter count (no architecture, so
-// no activations), as `zeromem --params P` builds it.
+// DeepSpeed's own optimizer (FusedAdam: no temporaries at the step) for the
+// tests of DeepSpeed's allocations; the shared builders otherwise.
 EstimateInput params_input(uint64_t params, int64_t gpus, int stage, Dtype dtype) {
-    EstimateInput in;
-    in.convention = Convention::full;
-    in.model.params = params;
-    in.cluster.gpus = gpus;
-    in.zero.stage = stage;
-    in.train.dtype = dtype;
-    in.train.fused_optimizer = true;  // DeepSpeed's FusedAdam: no optimizer temporaries
+    EstimateInput in = testinputs::params_input(params, gpus, stage, dtype);
+    in.train.fused_optimizer = true;
     return in;
 }
 
-// A full-convention input from a preset in data/models, with params and the
-// largest module counted from the architecture (as request.cpp does).
 EstimateInput preset_input(const std::string& name, int64_t gpus, int stage, Dtype dtype) {
-    EstimateInput in;
-    in.convention = Convention::full;
-    const ModelArch arch = load_model_preset(name, ZEROMEM_SOURCE_DATA_DIR);
-    const ParamCount pc = count_params(arch);
-    in.model.name = arch.name;
-    in.model.params = pc.total;
-    in.model.largest_layer_params = pc.largest_module;
-    in.model.arch = arch;
-    in.cluster.gpus = gpus;
-    in.zero.stage = stage;
-    in.train.dtype = dtype;
-    in.train.fused_optimizer = true;  // DeepSpeed's FusedAdam: no optimizer temporaries
+    EstimateInput in = testinputs::preset_input(name, gpus, stage, dtype);
+    in.train.fused_optimizer = true;
     return in;
 }
 
-const PhaseMemory& phase(const Estimate& e, const std::string& name) {
-    for (const auto& p : e.phases)
-        if (p.name == name) return p;
-    ADD_FAILURE() << "no phase " << name;
-    static const PhaseMemory none{};
-    return none;
-}
 
 uint64_t model_states(const GpuMemory& m) { return m.parameters + m.gradients + m.optimizer_states; }
 
-// The allocated bytes of a phase: its total without CUDA context and
-// fragmentation (tests that compare with torch.cuda.memory_allocated set both
-// residuals to zero instead).
-void no_residuals(EstimateInput& in) {
-    in.residual.cuda_context = 0;
-    in.residual.fragmentation_fraction = 0.0;
-}
 
 }  // namespace
 

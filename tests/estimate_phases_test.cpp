@@ -11,6 +11,8 @@
 #include "zeromem/estimate.h"
 #include "zeromem/model.h"
 
+#include "estimate_inputs.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,36 +24,18 @@ using namespace zeromem;
 
 namespace {
 
+using testinputs::no_residuals;
+using testinputs::params_input;
+using testinputs::phase;
+using testinputs::preset_input;
+
 constexpr double GiB = 1073741824.0;
 
 double d(uint64_t v) { return static_cast<double>(v); }
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 uint64_t gib(double v) { return static_cast<uint64_t>(v * GiB); }
 
-EstimateInput params_input(uint64_t params, int64_t gpus, int stage, Dtype dtype) {
-    EstimateInput in;
-    in.convention = Convention::full;
-    in.model.params = params;
-    in.cluster.gpus = gpus;
-    in.zero.stage = stage;
-    in.train.dtype = dtype;
-    return in;
-}
 
-EstimateInput preset_input(const std::string& name, int64_t gpus, int stage, Dtype dtype) {
-    EstimateInput in;
-    in.convention = Convention::full;
-    const ModelArch arch = load_model_preset(name, ZEROMEM_SOURCE_DATA_DIR);
-    const ParamCount pc = count_params(arch);
-    in.model.name = arch.name;
-    in.model.params = pc.total;
-    in.model.largest_layer_params = pc.largest_module;
-    in.model.arch = arch;
-    in.cluster.gpus = gpus;
-    in.zero.stage = stage;
-    in.train.dtype = dtype;
-    return in;
-}
 
 // Adds LoRA adapters as request.cpp does for --lora-rank: new parameters
 // beside the frozen base.
@@ -61,18 +45,7 @@ void add_lora(EstimateInput& in, int64_t rank, const std::string& targets) {
     in.model.params += lora_params(*in.model.arch, rank, targets);
 }
 
-void no_residuals(EstimateInput& in) {
-    in.residual.cuda_context = 0;
-    in.residual.fragmentation_fraction = 0.0;
-}
 
-const PhaseMemory& phase(const Estimate& e, const std::string& name) {
-    for (const auto& p : e.phases)
-        if (p.name == name) return p;
-    ADD_FAILURE() << "no phase " << name;
-    static const PhaseMemory none{};
-    return none;
-}
 
 uint64_t allocated(const GpuMemory& m) {
     return m.parameters + m.gradients + m.optimizer_states + m.activations + m.temporary_buffers;

@@ -94,10 +94,6 @@ std::string join_quoted(const std::vector<std::string>& names, const char* last_
 
 bool is_auto(const json& v) { return v.is_string() && v.get<std::string>() == "auto"; }
 
-std::string lower(std::string s) {
-    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
 
 // ---------------------------------------------------------------------------
 // Schema
@@ -323,7 +319,7 @@ int64_t to_int(const json& v, const std::string& source, const std::vector<std::
 
 Dtype to_dtype(const json& v, const std::string& source, const std::vector<std::string>& path) {
     // DeepSpeed's DtypeEnum (inference/config.py) spellings.
-    std::string t = lower(v.get<std::string>());
+    std::string t = to_lower(v.get<std::string>());
     if (t.rfind("torch.", 0) == 0) t = t.substr(6);
     if (t == "bfloat") t = "bf16";
     if (t == "fp32" || t == "float32" || t == "float" || t == "fp16" || t == "float16" ||
@@ -411,7 +407,7 @@ void validate(const json& v, const Spec& spec, const std::string& source,
             (void)to_dtype(v, source, path);
             return;
         case Kind::CommDtype: {
-            const std::string t = v.is_string() ? lower(v.get<std::string>()) : std::string();
+            const std::string t = v.is_string() ? to_lower(v.get<std::string>()) : std::string();
             if (t != "fp32" && t != "fp16" && t != "bf16")
                 fail(source, path, "must be \"fp32\", \"fp16\" or \"bf16\", got " + show(v));
             return;
@@ -581,7 +577,7 @@ private:
             record({"data_types", "grad_accum_dtype"});
         }
         if (const json* v = find({"communication_data_type"})) {
-            train_.communication_dtype = parse_dtype(lower(v->get<std::string>()), "communication_data_type");
+            train_.communication_dtype = parse_dtype(to_lower(v->get<std::string>()), "communication_data_type");
             record({"communication_data_type"});
         }
     }
@@ -872,7 +868,7 @@ private:
             train_.fused_optimizer = true;
             prov_["optimizer.implementation"] = "DeepSpeed's fused optimizer (" + where({"optimizer"}) + ")";
             const std::string name = type->get<std::string>();
-            const std::string t = lower(name);
+            const std::string t = to_lower(name);
             const std::vector<std::string> path = {"optimizer", "type"};
             if (t == "adam") {
                 train_.optimizer = Optimizer::adam;

@@ -13,20 +13,13 @@ namespace zeromem {
 
 namespace fs = std::filesystem;
 
-namespace {
-std::string lower(std::string s) {
-    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
-}  // namespace
-
 std::vector<std::string> list_gpu_presets(const std::string& data_dir) { return list_presets(data_dir, "gpus"); }
 
 GpuSpec load_gpu_preset(const std::string& name, const std::string& data_dir) {
     const auto names = list_gpu_presets(data_dir);
     std::string found;
     for (const auto& n : names)
-        if (lower(n) == lower(name)) found = n;
+        if (to_lower(n) == to_lower(name)) found = n;
     if (found.empty())
         throw InputError(unknown_preset_message("--gpu: unknown GPU", name, names, "or give --gpu-memory"));
     const std::string path = (fs::path(data_dir) / "gpus" / (found + ".json")).string();

@@ -1,16 +1,10 @@
 #include "zeromem/types.h"
+#include "zeromem/util.h"
 
 #include <algorithm>
 #include <cctype>
 
 namespace zeromem {
-
-namespace {
-std::string lower(std::string s) {
-    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
-}  // namespace
 
 const char* to_string(Dtype d) {
     switch (d) {
@@ -22,7 +16,7 @@ const char* to_string(Dtype d) {
 }
 
 Dtype parse_dtype(const std::string& text, const std::string& field) {
-    const std::string t = lower(text);
+    const std::string t = to_lower(text);
     if (t == "fp32" || t == "float32" || t == "float") return Dtype::fp32;
     if (t == "fp16" || t == "float16" || t == "half") return Dtype::fp16;
     if (t == "bf16" || t == "bfloat16") return Dtype::bf16;
@@ -39,7 +33,7 @@ const char* to_string(OffloadDevice d) {
 }
 
 OffloadDevice parse_offload_device(const std::string& text, const std::string& field) {
-    const std::string t = lower(text);
+    const std::string t = to_lower(text);
     if (t == "none") return OffloadDevice::none;
     if (t == "cpu") return OffloadDevice::cpu;
     if (t == "nvme") return OffloadDevice::nvme;
@@ -56,7 +50,7 @@ const char* to_string(Checkpointing c) {
 }
 
 Checkpointing parse_checkpointing(const std::string& text, const std::string& field) {
-    const std::string t = lower(text);
+    const std::string t = to_lower(text);
     if (t == "none" || t == "off" || t == "false" || t == "0") return Checkpointing::none;
     if (t == "full" || t == "on" || t == "true" || t == "1") return Checkpointing::full;
     if (t == "selective") return Checkpointing::selective;
@@ -73,7 +67,7 @@ const char* to_string(Optimizer o) {
 }
 
 Optimizer parse_optimizer(const std::string& text, const std::string& field) {
-    const std::string t = lower(text);
+    const std::string t = to_lower(text);
     if (t == "adamw") return Optimizer::adamw;
     if (t == "adam") return Optimizer::adam;
     if (t == "sgd") return Optimizer::sgd;
@@ -90,7 +84,7 @@ const char* to_string(Convention c) {
 }
 
 Convention parse_convention(const std::string& text, const std::string& field) {
-    const std::string t = lower(text);
+    const std::string t = to_lower(text);
     if (t == "paper") return Convention::paper;
     if (t == "deepspeed") return Convention::deepspeed;
     if (t == "full") return Convention::full;

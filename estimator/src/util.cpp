@@ -15,10 +15,6 @@ namespace zeromem {
 
 namespace {
 
-std::string lower(std::string s) {
-    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
 
 std::string trim(const std::string& s) {
     std::size_t b = 0, e = s.size();
@@ -47,7 +43,7 @@ double split_number(const std::string& text, const std::string& field, std::stri
 uint64_t parse_bytes(const std::string& text, const std::string& field) {
     std::string unit;
     const double value = split_number(text, field, unit);
-    const std::string u = lower(unit);
+    const std::string u = to_lower(unit);
     double mult = 0;
     if (u.empty() || u == "b") mult = 1;
     else if (u == "kb") mult = 1e3;
@@ -70,7 +66,7 @@ uint64_t parse_bytes(const std::string& text, const std::string& field) {
 uint64_t parse_count(const std::string& text, const std::string& field) {
     std::string unit;
     const double value = split_number(text, field, unit);
-    const std::string u = lower(unit);
+    const std::string u = to_lower(unit);
     double mult = 0;
     if (u.empty()) mult = 1;
     else if (u == "k") mult = 1e3;
@@ -84,6 +80,11 @@ uint64_t parse_count(const std::string& text, const std::string& field) {
     if (n >= 9.2e18) throw InputError(field + ": '" + text + "' is too large");
     if (n < 1) throw InputError(field + ": '" + text + "' rounds to zero");
     return static_cast<uint64_t>(n);
+}
+
+std::string to_lower(std::string s) {
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
 }
 
 std::string format_gib(double bytes, int decimals) {
@@ -115,11 +116,11 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 std::vector<std::string> closest_names(const std::string& name,
                                        const std::vector<std::string>& candidates,
                                        std::size_t max) {
-    const std::string n = lower(name);
+    const std::string n = to_lower(name);
     std::vector<std::pair<std::size_t, std::string>> scored;
     const std::size_t limit = std::max<std::size_t>(2, n.size() / 3);
     for (const auto& c : candidates) {
-        const std::string lc = lower(c);
+        const std::string lc = to_lower(c);
         std::size_t d = edit_distance(n, lc);
         const bool related = !n.empty() && (lc.find(n) != std::string::npos || n.find(lc) != std::string::npos);
         if (related) d = std::min<std::size_t>(d, 1);

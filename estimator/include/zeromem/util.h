@@ -20,6 +20,9 @@ uint64_t parse_bytes(const std::string& text, const std::string& field);
 /// InputError naming `field` for zero, negative or malformed values.
 uint64_t parse_count(const std::string& text, const std::string& field);
 
+/// ASCII lower-case copy of `s`.
+std::string to_lower(std::string s);
+
 /// bytes / 2^30 formatted with `decimals` decimals, no unit.
 std::string format_gib(double bytes, int decimals = 2);
 /// bytes / 10^9 formatted with `decimals` decimals, no unit.

@@ -1,0 +1,54 @@
+// Input builders shared by the estimator tests. They build EstimateInput the
+// way request.cpp does from --params or --model, without the CLI.
+#pragma once
+
+#include "zeromem/estimate.h"
+#include "zeromem/model.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace testinputs {
+
+/// A full-convention input from a bare parameter count (no architecture, so
+/// no activations), as `zeromem --params P` builds it.
+inline zeromem::EstimateInput params_input(uint64_t params, int64_t gpus, int stage, zeromem::Dtype dtype) {
+    zeromem::EstimateInput in;
+    in.convention = zeromem::Convention::full;
+    in.model.params = params;
+    in.cluster.gpus = gpus;
+    in.zero.stage = stage;
+    in.train.dtype = dtype;
+    return in;
+}
+
+/// A full-convention input from a preset in data/models, with params and the
+/// largest module counted from the architecture (as request.cpp does).
+inline zeromem::EstimateInput preset_input(const std::string& name, int64_t gpus, int stage, zeromem::Dtype dtype) {
+    zeromem::EstimateInput in = params_input(0, gpus, stage, dtype);
+    const zeromem::ModelArch arch = zeromem::load_model_preset(name, ZEROMEM_SOURCE_DATA_DIR);
+    const zeromem::ParamCount pc = zeromem::count_params(arch);
+    in.model.name = arch.name;
+    in.model.params = pc.total;
+    in.model.largest_layer_params = pc.largest_module;
+    in.model.arch = arch;
+    return in;
+}
+
+/// The named phase of an estimate (a test failure if absent).
+inline const zeromem::PhaseMemory& phase(const zeromem::Estimate& e, const std::string& name) {
+    for (const auto& p : e.phases)
+        if (p.name == name) return p;
+    ADD_FAILURE() << "no phase " << name;
+    static const zeromem::PhaseMemory none{};
+    return none;
+}
+
+/// Allocated bytes only: no CUDA context, no fragmentation allowance.
+inline void no_residuals(zeromem::EstimateInput& in) {
+    in.residual.cuda_context = 0;
+    in.residual.fragmentation_fraction = 0.0;
+}
+
+}  // namespace testinputs
