@@ -57,9 +57,7 @@ EstimateInput preset_input(const std::string& name, int64_t gpus, int stage, Dty
     return in;
 }
 
-
 uint64_t model_states(const GpuMemory& m) { return m.parameters + m.gradients + m.optimizer_states; }
-
 
 }  // namespace
 

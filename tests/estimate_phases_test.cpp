@@ -35,8 +35,6 @@ double d(uint64_t v) { return static_cast<double>(v); }
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 uint64_t gib(double v) { return static_cast<uint64_t>(v * GiB); }
 
-
-
 // Adds LoRA adapters as request.cpp does for --lora-rank: new parameters
 // beside the frozen base.
 void add_lora(EstimateInput& in, int64_t rank, const std::string& targets) {
@@ -44,8 +42,6 @@ void add_lora(EstimateInput& in, int64_t rank, const std::string& targets) {
     in.train.lora_targets = targets;
     in.model.params += lora_params(*in.model.arch, rank, targets);
 }
-
-
 
 uint64_t allocated(const GpuMemory& m) {
     return m.parameters + m.gradients + m.optimizer_states + m.activations + m.temporary_buffers;
