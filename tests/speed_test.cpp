@@ -196,13 +196,10 @@ TEST(SpeedFormulas, CpuAdamSharedPerNode) {
 
 // ---- measured cases (speed_model.md section 8) -----------------------------
 
-// The autotuner runs of section 4 (G1-G3) are 2021 DeepSpeed: section 7
-// puts the ZeRO-3 launch cost of that era at ~300 us.
-SpeedConstants era2021() {
-    SpeedConstants k;
-    k.stage3_launch_cost = 300e-6;
-    return k;
-}
+// The autotuner runs of section 4 (G1-G3) are 2021 DeepSpeed: no effective
+// ZeRO-3 prefetch and ~1.1 ms per synchronous fetch launch
+// (speed_constants_era2021, documented in speed.h).
+SpeedConstants era2021() { return speed_constants_era2021(); }
 
 // G1: GPT2-xl 1.5B, 16x V100 one node, fp16, seq 1024 (HF run_clm default,
 // assumed), mbs 1, gas 1: z1 40.17, z2 33.05, z3 12.86 samples/s.
@@ -217,20 +214,26 @@ TEST(SpeedGolden, G1_Gpt2XlStages) {
     EXPECT_GT(z2, z3);
     EXPECT_TRUE(within(z1, 40.17, 0.25));
     EXPECT_TRUE(within(z2, 33.05, 0.25));
+    EXPECT_TRUE(within(z3, 12.86, 0.25));
     std::printf("G1 z1 %.2f z2 %.2f z3 %.2f samples/s, z3/z1 %.2f\n", z1, z2, z3, z3 / z1);
 }
 
-// G1's ratio z3/z1 ~0.3 (measured 12.86/40.17 = 0.32). KNOWN GAP: with the
-// section-7 constants (a_call <= 300 us, full prefetch overlap) the model
-// gives ~0.8 on one 16-GPU NVSwitch node; matching 0.32 would need ~1.4 ms
-// per fetch launch, which breaks G7. Kept disabled so the gap stays visible:
-// run with --gtest_also_run_disabled_tests.
-TEST(SpeedGolden, DISABLED_G1_Zero3RatioKnownGap) {
+// G1's ratio z3/z1 ~0.3 (measured 12.86/40.17 = 0.32), within 25%. The
+// era-2021 fetch cost is derived from the z3 - z2 gaps of GPT2-xl and
+// BERT-base together (speed.h), so this is a consistency check of that
+// derivation, not an independent prediction; the 2024+ defaults (full
+// prefetch overlap, 100 us per launch) must give a much smaller z3 penalty
+// on the same hardware.
+TEST(SpeedGolden, G1_Zero3Ratio) {
     const ModelInfo m = preset("gpt2-xl");
     const SpeedHardware h = hw("V100-32GB", Dtype::fp16);
     const double z1 = samples_per_s(input(m, 16, 1, 1, 1, 1024, 1, Dtype::fp16), h, era2021());
     const double z3 = samples_per_s(input(m, 16, 1, 3, 1, 1024, 1, Dtype::fp16), h, era2021());
     EXPECT_TRUE(within(z3 / z1, 12.86 / 40.17, 0.25));
+    const double z1_now = samples_per_s(input(m, 16, 1, 1, 1, 1024, 1, Dtype::fp16), h);
+    const double z3_now = samples_per_s(input(m, 16, 1, 3, 1, 1024, 1, Dtype::fp16), h);
+    EXPECT_GT(z3_now / z1_now, 1.5 * (z3 / z1));
+    EXPECT_LT(z3_now, z1_now);
 }
 
 // G2: GPT2-large 0.77B, same node: z0 59.0 (mbs 2), z1 87.3 (3), z2 77.8 (3).
