@@ -1,5 +1,5 @@
 // Tests of speed.h: the step-time model against the measured cases of
-// ../shared/reference/speed_model.md section 8 (G1-G12), as orderings
+// ../shared/reference/speed_model.md section 8 (G1-G14), as orderings
 // (always) and magnitudes (within the tolerance each case states, 25% by
 // default), plus independent arithmetic of the cost formulas.
 //
@@ -196,13 +196,10 @@ TEST(SpeedFormulas, CpuAdamSharedPerNode) {
 
 // ---- measured cases (speed_model.md section 8) -----------------------------
 
-// The autotuner runs of section 4 (G1-G3) are 2021 DeepSpeed: section 7
-// puts the ZeRO-3 launch cost of that era at ~300 us.
-SpeedConstants era2021() {
-    SpeedConstants k;
-    k.stage3_launch_cost = 300e-6;
-    return k;
-}
+// The autotuner runs of section 4 (G1-G3) are 2021 DeepSpeed: no effective
+// ZeRO-3 prefetch and ~1.1 ms per synchronous fetch launch
+// (speed_constants_era2021, documented in speed.h).
+SpeedConstants era2021() { return speed_constants_era2021(); }
 
 // G1: GPT2-xl 1.5B, 16x V100 one node, fp16, seq 1024 (HF run_clm default,
 // assumed), mbs 1, gas 1: z1 40.17, z2 33.05, z3 12.86 samples/s.
@@ -217,20 +214,26 @@ TEST(SpeedGolden, G1_Gpt2XlStages) {
     EXPECT_GT(z2, z3);
     EXPECT_TRUE(within(z1, 40.17, 0.25));
     EXPECT_TRUE(within(z2, 33.05, 0.25));
+    EXPECT_TRUE(within(z3, 12.86, 0.25));
     std::printf("G1 z1 %.2f z2 %.2f z3 %.2f samples/s, z3/z1 %.2f\n", z1, z2, z3, z3 / z1);
 }
 
-// G1's ratio z3/z1 ~0.3 (measured 12.86/40.17 = 0.32). KNOWN GAP: with the
-// section-7 constants (a_call <= 300 us, full prefetch overlap) the model
-// gives ~0.8 on one 16-GPU NVSwitch node; matching 0.32 would need ~1.4 ms
-// per fetch launch, which breaks G7. Kept disabled so the gap stays visible:
-// run with --gtest_also_run_disabled_tests.
-TEST(SpeedGolden, DISABLED_G1_Zero3RatioKnownGap) {
+// G1's ratio z3/z1 ~0.3 (measured 12.86/40.17 = 0.32), within 25%. The
+// era-2021 fetch cost is derived from the z3 - z2 gaps of GPT2-xl and
+// BERT-base together (speed.h), so this is a consistency check of that
+// derivation, not an independent prediction; the 2024+ defaults (full
+// prefetch overlap, 100 us per launch) must give a much smaller z3 penalty
+// on the same hardware.
+TEST(SpeedGolden, G1_Zero3Ratio) {
     const ModelInfo m = preset("gpt2-xl");
     const SpeedHardware h = hw("V100-32GB", Dtype::fp16);
     const double z1 = samples_per_s(input(m, 16, 1, 1, 1, 1024, 1, Dtype::fp16), h, era2021());
     const double z3 = samples_per_s(input(m, 16, 1, 3, 1, 1024, 1, Dtype::fp16), h, era2021());
     EXPECT_TRUE(within(z3 / z1, 12.86 / 40.17, 0.25));
+    const double z1_now = samples_per_s(input(m, 16, 1, 1, 1, 1024, 1, Dtype::fp16), h);
+    const double z3_now = samples_per_s(input(m, 16, 1, 3, 1, 1024, 1, Dtype::fp16), h);
+    EXPECT_GT(z3_now / z1_now, 1.5 * (z3 / z1));
+    EXPECT_LT(z3_now, z1_now);
 }
 
 // G2: GPT2-large 0.77B, same node: z0 59.0 (mbs 2), z1 87.3 (3), z2 77.8 (3).
@@ -383,4 +386,153 @@ TEST(SpeedGolden, G12_Qwen3bOffloadAbsolute) {
     const StepTime t = step_time(in, hw("A100-40GB", Dtype::bf16));
     EXPECT_TRUE(within(t.total, 2.89, 0.25));
     std::printf("G12 %.2f s per step\n", t.total);
+}
+
+// ---- G3b, G4, G13, G14 ------------------------------------------------------
+
+// G3b (section 4, 2021 autotuner, 16x V100, mbs per stage in brackets):
+// GPT2-medium fp16 z0 167.7 (5), z1 175.5 (6), z2 161.6 (6); BERT-large
+// fp32 z0 835.2 (93), z1 842.2 (93), z2 764.5 (94); DeBERTa-v2-xxlarge
+// 1.5B fp16 z0 OOM, z1 177.8 (11), z2 154.0 (14): z1 >= z0 > z2.
+// GPT2-medium at seq 1024 (HF run_clm default, assumed, as G1/G2);
+// BERT-large at seq 128 (HF default max_seq_length, assumed); DeBERTa at
+// seq 256 (DeepSpeedExamples autotuning/hf/deberta/test_tune.sh:
+// --max_seq_length 256). BERT-large is modelled GPT-2-shaped (h 1024, 24
+// layers, vocab 30522, 512 positions); DeBERTa-v2-xxlarge likewise (h 1536,
+// 48 layers, 24 heads, vocab 128100: 1.56e9 params, published 1.5B).
+// Orderings only. Magnitudes do not hold and are not asserted: the model,
+// whose efficiency depends on tokens alone, is ~65% fast on GPT2-medium
+// (h 1024: small matmuls and memory-bound elementwise work weigh more than
+// at GPT2-xl's h 1600, where G1 holds), ~50% slow on fp32 BERT-large (as on
+// G3's BERT-base) and ~35% fast on DeBERTa (its relative-position attention
+// is not modelled). The DeBERTa z1 > z2 margin is thin in the model (~1%,
+// measured 15%): z2's larger micro batch (14 vs 11) nearly pays for its
+// per-micro-step bookkeeping.
+TEST(SpeedGolden, G3b_SideBySideOrderings) {
+    const SpeedConstants k = era2021();
+    {
+        const ModelInfo m = gpt2(1024, 24, 16);
+        const SpeedHardware h = hw("V100-32GB", Dtype::fp16);
+        const double z0 = samples_per_s(input(m, 16, 1, 0, 5, 1024, 1, Dtype::fp16), h, k);
+        const double z1 = samples_per_s(input(m, 16, 1, 1, 6, 1024, 1, Dtype::fp16), h, k);
+        const double z2 = samples_per_s(input(m, 16, 1, 2, 6, 1024, 1, Dtype::fp16), h, k);
+        EXPECT_GE(z1, z0);
+        EXPECT_GT(z0, z2);
+        std::printf("G3b GPT2-medium z0 %.1f z1 %.1f z2 %.1f samples/s\n", z0, z1, z2);
+    }
+    {
+        const ModelInfo m = from_hf({{"model_type", "gpt2"}, {"n_embd", 1024}, {"n_layer", 24}, {"n_head", 16},
+                                     {"n_positions", 512}, {"vocab_size", 30522}});
+        const SpeedHardware h = hw("V100-32GB", Dtype::fp32);
+        const double z0 = samples_per_s(input(m, 16, 1, 0, 93, 128, 1, Dtype::fp32), h, k);
+        const double z1 = samples_per_s(input(m, 16, 1, 1, 93, 128, 1, Dtype::fp32), h, k);
+        const double z2 = samples_per_s(input(m, 16, 1, 2, 94, 128, 1, Dtype::fp32), h, k);
+        // z1 vs z0 measured 0.8% apart: a tie within 1% agrees (as in G3).
+        EXPECT_GE(z1, 0.99 * z0);
+        EXPECT_GT(z0, z2);
+        std::printf("G3b BERT-large z0 %.1f z1 %.1f z2 %.1f samples/s\n", z0, z1, z2);
+    }
+    {
+        const ModelInfo m = from_hf({{"model_type", "gpt2"}, {"n_embd", 1536}, {"n_layer", 48}, {"n_head", 24},
+                                     {"n_positions", 512}, {"vocab_size", 128100}});
+        const SpeedHardware h = hw("V100-32GB", Dtype::fp16);
+        const double z1 = samples_per_s(input(m, 16, 1, 1, 11, 256, 1, Dtype::fp16), h, k);
+        const double z2 = samples_per_s(input(m, 16, 1, 2, 14, 256, 1, Dtype::fp16), h, k);
+        EXPECT_GT(z1, z2);
+        std::printf("G3b DeBERTa-v2-xxl z1 %.1f z2 %.1f samples/s\n", z1, z2);
+    }
+}
+
+// G4: BLOOM-560M / BLOOM-1.1B (bigscience/bloom-560m, bloom-1b1
+// config.json: h 1024 / 1536, 24 layers, 16 heads, vocab 250880, tied),
+// 2x TITAN RTX, fp16 (Turing has no bf16), seq 512, mbs 1, gas 1 (assumed:
+// "batch/s" read as optimizer steps/s): z1 8.5 / 6.0, z2 6.8 / 4.0, z3 2.6
+// / 2.37 batch/s (BELLE#402, 2023 DeepSpeed: default constants).
+// The link is not stated. Independent arithmetic says it is the NVLink
+// bridge: z1 moves 3 (n-1)/n S = 1.5 x 1.12 GB = 1.68 GB per GPU per step
+// for the 560M model, 0.12 s at PCIe gen3's 13.9 GB/s effective rate -
+// more than the whole measured 1/8.5 = 0.118 s step. So nvlink-bridge-turing.
+// The ZeRO-3 penalty is per launch, not per byte: the measured z3 - z1 step
+// gaps are 1/2.6 - 1/8.5 = 0.267 s and 1/2.37 - 1/6.0 = 0.255 s - equal for
+// two models with the same 24 layers (97 fetched tensors, 291 launches)
+// and twice the bytes apart, i.e. ~0.9 ms per launch with nothing hidden.
+// That is the synchronous-fetch regime of speed_constants_era2021 (1.1 ms,
+// no overlap), so G4 is evaluated with it although the run is from 2023;
+// with the 2024+ defaults the model puts z3 level with z1 on this pair.
+// Ordering z1 > z2 > z3 for both. Magnitude within 25%: z2 of both, z1 of
+// the 560M model, and z3/z1 of both (measured 0.31 / 0.40). Not asserted:
+// z1 of the 1.1B model (model ~38% slow: at 512 tokens its efficiency
+// curve, calibrated on V100-H100 runs, is too low for this pair) and z3
+// absolute (follows from the two).
+TEST(SpeedGolden, G4_Bloom2xTitanRtx) {
+    const SpeedHardware h = speed_hardware(load_gpu_preset("TITAN-RTX-24GB", kData), Dtype::fp16,
+                                           "nvlink-bridge-turing", "", kData);
+    const struct {
+        int64_t hidden;
+        double z1, z2, z3;
+    } cases[2] = {{1024, 8.5, 6.8, 2.6}, {1536, 6.0, 4.0, 2.37}};
+    for (const auto& c : cases) {
+        const ModelInfo m = from_hf({{"model_type", "bloom"}, {"hidden_size", c.hidden}, {"n_layer", 24},
+                                     {"n_head", 16}, {"vocab_size", 250880}});
+        double rate[4] = {0, 0, 0, 0};
+        for (int st = 1; st <= 3; ++st)
+            rate[st] = 1.0 / step_time(input(m, 2, 1, st, 1, 512, 1, Dtype::fp16), h, era2021()).total;
+        EXPECT_GT(rate[1], rate[2]) << "h " << c.hidden;
+        EXPECT_GT(rate[2], rate[3]) << "h " << c.hidden;
+        if (c.hidden == 1024) {
+            EXPECT_TRUE(within(rate[1], c.z1, 0.25)) << "z1 h " << c.hidden;
+        }
+        EXPECT_TRUE(within(rate[2], c.z2, 0.25)) << "z2 h " << c.hidden;
+        EXPECT_TRUE(within(rate[3] / rate[1], c.z3 / c.z1, 0.25)) << "z3/z1 h " << c.hidden;
+        std::printf("G4 h %lld: z1 %.2f z2 %.2f z3 %.2f steps/s, z3/z1 %.2f (measured %.2f)\n", (long long)c.hidden,
+                    rate[1], rate[2], rate[3], rate[3] / rate[1], c.z3 / c.z1);
+    }
+}
+
+// G13: ZeRO-3, 18B, 384 V100 = 24 DGX-2 nodes x 16 (ZeRO++ paper,
+// Wang et al. 2023), 2K tokens per GPU (mbs 1, seq 2048 assumed), fp16,
+// IB 4 x 100 Gb/s per node vs 1 x 100 Gb/s: 40 vs 26 TFLOPs/GPU (section 4,
+// S1 zeropp; ZeRO++ itself is not modelled). 18B as a GPT of 40 layers,
+// h 6144 (12 L h^2 = 18.1e9, assumed; GPT-2 vocabulary). 2023 DeepSpeed:
+// default constants. The NICs are InfiniBand, not EFA: NIC efficiency 0.9
+// (Calculon's IB network efficiency, speed_model.md section 5) instead of
+// the ib-hdr100 preset's 0.73 (measured on EFA); 16 GPUs share 4 or 1 NICs.
+// At 1 x 100 Gb/s the model sits near the edge (-25%). Direction always (more bandwidth is faster); the two
+// magnitudes and their ratio 40/26 = 1.54 within 25%.
+TEST(SpeedGolden, G13_Zero3BandwidthSensitivity) {
+    const ModelInfo m = gpt2(6144, 40, 48);
+    double tf[2] = {0, 0};
+    const int links[2] = {4, 1};
+    for (int i = 0; i < 2; ++i) {
+        SpeedHardware h = hw("V100-32GB", Dtype::fp16, "ib-hdr100");
+        h.inter->links_per_node = links[i];
+        h.inter->efficiency = 0.9;
+        tf[i] = step_time(input(m, 384, 24, 3, 1, 2048, 1, Dtype::fp16), h).tflops_per_gpu;
+    }
+    EXPECT_GT(tf[0], tf[1]);
+    EXPECT_TRUE(within(tf[0], 40, 0.25));
+    EXPECT_TRUE(within(tf[1], 26, 0.25));
+    EXPECT_TRUE(within(tf[0] / tf[1], 40.0 / 26.0, 0.25));
+    std::printf("G13 IB 4x100: %.1f, 1x100: %.1f TFLOP/s per GPU (ratio %.2f, measured 1.54)\n", tf[0], tf[1],
+                tf[0] / tf[1]);
+}
+
+// G14: GPT2-large on 16x V100 (section 4, S10): HF DDP 27.9, DeepSpeed
+// ZeRO-1 hand-tuned 56.8, autotuned 69.1 samples/s end to end; the
+// autotuner's ZeRO-1 pick is mbs 3 (87.3 samples/s by its own timers, G2)
+// against 2 for a memory-capped baseline. Checked: tuning headroom exists -
+// ZeRO-1 at mbs 3 is faster than at mbs 2, and faster than z0 at mbs 2;
+// the gain mbs 2 -> 3 stays below the whole measured autotuned/DDP gap
+// 69.1/27.9 = 2.48 (the rest is framework, not micro batch).
+TEST(SpeedGolden, G14_Gpt2LargeTuningHeadroom) {
+    const ModelInfo m = gpt2(1280, 36, 20);
+    const SpeedHardware h = hw("V100-32GB", Dtype::fp16);
+    const SpeedConstants k = era2021();
+    const double z1_2 = samples_per_s(input(m, 16, 1, 1, 2, 1024, 1, Dtype::fp16), h, k);
+    const double z1_3 = samples_per_s(input(m, 16, 1, 1, 3, 1024, 1, Dtype::fp16), h, k);
+    const double z0_2 = samples_per_s(input(m, 16, 1, 0, 2, 1024, 1, Dtype::fp16), h, k);
+    EXPECT_GT(z1_3, z1_2);
+    EXPECT_GT(z1_3, z0_2);
+    EXPECT_LT(z1_3 / z1_2, 69.1 / 27.9);
+    std::printf("G14 z1 mbs 2 %.1f, mbs 3 %.1f, z0 mbs 2 %.1f samples/s\n", z1_2, z1_3, z0_2);
 }

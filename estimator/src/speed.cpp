@@ -183,6 +183,15 @@ double model_flops_per_token(const ModelInfo& model, int64_t seq_len) {
     return 6.0 * mm + 12.0 * double(a.num_layers) * double(a.hidden_size) * double(seq_len);
 }
 
+SpeedConstants speed_constants_era2021() {
+    // speed.h documents both values and their sources.
+    constexpr double ERA2021_STAGE3_FETCH_COST = 1.1e-3;  // s per ZeRO-3 launch, synchronous fetch
+    SpeedConstants k;
+    k.stage3_overlap = 0.0;
+    k.stage3_launch_cost = ERA2021_STAGE3_FETCH_COST;
+    return k;
+}
+
 StepTime step_time(const EstimateInput& in, const SpeedHardware& hw, const SpeedConstants& k) {
     StepTime r;
     const int64_t n = in.cluster.gpus;
@@ -246,7 +255,7 @@ StepTime step_time(const EstimateInput& in, const SpeedHardware& hw, const Speed
         const double t_rs = coll_time(Coll::reduce_scatter, S, reduce_launches, rs, n);
         const double first = coll_time(Coll::all_gather, S / tensors, 1.0, ag, n);
         comm = gas * (fetch + t_rs);
-        exposed = gas * (std::max(0.0, fetch + t_rs - k.stage3_overlap * t_fb) + first);
+        exposed = gas * (first + std::max(0.0, fetch + t_rs - first - k.stage3_overlap * t_fb));
         overhead += gas * (tensors * k.stage3_launches_per_tensor * k.stage3_launch_cost +
                            k.stage2_overhead_fraction * t_fb);  // launches + c2 (gradients partitioned too)
     }

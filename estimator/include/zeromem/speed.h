@@ -116,6 +116,30 @@ struct SpeedConstants {
     double full_recompute_factor = 4.0 / 3.0;
 };
 
+/// The constants of 2021-era DeepSpeed ZeRO-3 (v0.3.13-v0.5.x), the
+/// DeepSpeed of the autotuner runs in speed_model.md section 4 (G1-G3:
+/// 16x V100, one DGX-2-class node). Differs from the defaults in two ways:
+///  - stage3_overlap = 0: in 2021 the parameter prefetch did not hide the
+///    fetches of Hugging Face models - DeepSpeed#1069 (May 2021, cited in
+///    section 4 as S16: "stage 3 parameter pre-fetching seems to not be
+///    working", prefetches skipped because a sub-module hook ran before the
+///    module hook and shifted the step ids; z3 19.5-23.5 vs z2 44.7
+///    TFLOPs/GPU, not bandwidth-bound: 4x the network gave the same gap) and
+///    DeepSpeed#1170 (July 2021: only the next module prefetched, partial
+///    overlap). Every gather is on the critical path.
+///  - stage3_launch_cost = 1.1 ms (ERA2021_STAGE3_FETCH_COST): a fetch that
+///    is waited for synchronously also stalls the CPU's run-ahead, so each
+///    hook costs its Python bookkeeping plus the exposed kernel-launch
+///    latency of the module, not only section 7's ~300 us launch. Derived
+///    from the measured z3 - z2 gaps of section 4 (no overlap: z2's
+///    all-reduce + all-gather and z3's two gathers + reduce-scatter move the
+///    same 3 (n-1)/n S bytes, so the gap is per-launch): GPT2-xl
+///    16/12.86 - 16/33.05 = 0.760 s over 194 tensors x 3 launches, less 388
+///    gathers x (41 us + (15/16) 16 MiB / 134.5 GB/s) = 0.061 s -> 1.20 ms;
+///    BERT-base 3840/2420.8 - 3840/2715.0 = 0.172 s over 50 tensors x 3,
+///    less 100 x 158 us -> 1.04 ms. The constant is their mean.
+SpeedConstants speed_constants_era2021();
+
 /// One step, per GPU. Times in seconds; total = compute + exposed_comm +
 /// optimizer + offload + overhead.
 struct StepTime {
