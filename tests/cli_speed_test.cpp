@@ -70,6 +70,23 @@ TEST(CliSpeed, PlanEmitRoundTrip) {
     EXPECT_GE(plan["candidates_evaluated"].get<int64_t>(), 1000);
 }
 
+// The same round trip when the winner is ZeRO-3 (llama-2-13b does not fit
+// 8 x 40 GB below stage 3): the emitted stage-3 buckets, the save-time gather
+// and the optimizer block are what the plan evaluated.
+TEST(CliSpeed, PlanEmitRoundTripStage3) {
+    const std::string path = temp_path("emitted_z3.json");
+    const std::string model = "--model llama-2-13b --gpus 8 --gpu A100-40GB";
+    const Outcome r = zeromem("plan " + model + " --global-batch 32 --format json --emit '" + path + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto w = nlohmann::json::parse(r.out)["winner"];
+    ASSERT_EQ(w["stage"].get<int>(), 3);
+    const auto est = json_of("estimate " + model + " --ds-config '" + path + "' --gradient-checkpointing " +
+                             w["gradient_checkpointing"].get<std::string>());
+    EXPECT_EQ(est["per_gpu"]["total"].get<uint64_t>(), w["per_gpu_total"].get<uint64_t>());
+    EXPECT_EQ(est["per_node"]["host_memory"].get<uint64_t>(), w["host_memory"].get<uint64_t>());
+    std::remove(path.c_str());
+}
+
 TEST(CliSpeed, PlanForHfTrainer) {
     const std::string path = temp_path("emitted_hf.json");
     const Outcome r = zeromem("plan " + kLlama + " --global-batch 64 --emit '" + path + "' --for hf-trainer");

@@ -245,6 +245,22 @@ std::vector<std::string> ordering_statement(const std::vector<Candidate>& rows) 
     return out;
 }
 
+// The settings emit_ds_config writes besides the candidate's own: an
+// "optimizer" block (so DeepSpeed builds FusedAdam / DeepSpeedCPUAdam, no
+// optimizer temporaries), the HF rules for the stage-3 buckets when the
+// hidden size is known (0.9·h², 10·h; deepspeed_memory.md section 8) and the
+// 16-bit gather at save. plan() evaluates with them, so that `estimate
+// --ds-config` on the emitted file gives the same figures.
+static void apply_emitted_settings(EstimateInput& in) {
+    in.train.fused_optimizer = true;
+    if (in.model.arch) {
+        const int64_t h = in.model.arch->hidden_size;
+        in.zero.stage3_prefetch_bucket_size = int64_t(std::llround(0.9 * double(h) * double(h)));
+        in.zero.stage3_param_persistence_threshold = 10 * h;
+    }
+    in.zero.stage3_gather_16bit_weights_on_model_save = true;
+}
+
 PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t global_batch, const PlanSpace& space,
                 const SpeedConstants& k) {
     require_capacity(base, "plan");
@@ -252,6 +268,7 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
     const auto divs = divisors(per_gpu);
     PlanResult r;
     EstimateInput in = base;
+    apply_emitted_settings(in);  // plan with exactly what --emit writes
     using D = OffloadDevice;
     using C = Checkpointing;
 
@@ -394,18 +411,14 @@ nlohmann::json emit_ds_config(const Candidate& c, const EstimateInput& base, boo
     z["reduce_bucket_size"] = c.reduce_bucket_size;
     if (c.option.stage == 1 || c.option.stage == 2) z["allgather_bucket_size"] = c.reduce_bucket_size;
     if (c.option.stage == 3) {
-        const ZeroSettings d;
-        if (base.model.arch) {
-            const int64_t h = base.model.arch->hidden_size;
-            z["stage3_prefetch_bucket_size"] = int64_t(std::llround(0.9 * double(h) * double(h)));
-            z["stage3_param_persistence_threshold"] = 10 * h;
-        } else {
-            z["stage3_prefetch_bucket_size"] = d.stage3_prefetch_bucket_size;
-            z["stage3_param_persistence_threshold"] = d.stage3_param_persistence_threshold;
-        }
+        EstimateInput emitted = base;
+        apply_emitted_settings(emitted);
+        const ZeroSettings& d = emitted.zero;
+        z["stage3_prefetch_bucket_size"] = d.stage3_prefetch_bucket_size;
+        z["stage3_param_persistence_threshold"] = d.stage3_param_persistence_threshold;
         z["stage3_max_live_parameters"] = d.stage3_max_live_parameters;
         z["stage3_max_reuse_distance"] = d.stage3_max_reuse_distance;
-        z["stage3_gather_16bit_weights_on_model_save"] = true;
+        z["stage3_gather_16bit_weights_on_model_save"] = d.stage3_gather_16bit_weights_on_model_save;
     }
     auto offload = [](OffloadDevice dev) {
         json o = {{"device", to_string(dev)}, {"pin_memory", true}};

@@ -40,7 +40,7 @@ BENCHMARK(BM_StepTime);
 
 // llama-2-7b, seq 512, on 8 x H200-141GB-sized GPUs, global batch 8 x 720: the
 // per-GPU batch 720 has 30 divisors, so step 12 spans 11 options x 3
-// checkpointing x 2 overlap_comm x 7 bucket sizes x the micro batches that
+// checkpointing x 2 overlap_comm x 8 bucket sizes x the micro batches that
 // fit (the walk stops at the first that does not). Reports candidates per plan.
 void BM_Plan(benchmark::State& state) {
     zeromem::EstimateInput in = llama7b();
@@ -48,7 +48,7 @@ void BM_Plan(benchmark::State& state) {
     in.train.seq_len = 512;
     const auto hw = a100();
     zeromem::PlanSpace space;
-    space.bucket_multipliers = {0.125, 0.25, 0.5, 1, 2, 4, 8};
+    space.bucket_multipliers = {0.0625, 0.125, 0.25, 0.5, 1, 2, 4, 8};
     uint64_t cands = 0;
     for (auto _ : state) {
         const auto r = zeromem::plan(in, hw, 8 * 720, space);
