@@ -56,6 +56,13 @@ Examples:
 )";
 
 /// Speed-model and planner flags.
+// "--gpus" from a CLI11 flag list such as "-g,--gpus".
+std::string option_name(const char* flags) {
+    std::string f = flags;
+    const auto comma = f.rfind(',');
+    return comma == std::string::npos ? f : f.substr(comma + 1);
+}
+
 struct SpeedFlags {
     std::optional<int64_t> global_batch;
     std::string interconnect, network, emit, target = "deepspeed";
@@ -66,7 +73,13 @@ struct SpeedFlags {
 
 void add_speed_options(CLI::App* sub, SpeedFlags& f) {
     const char* g = "Speed model";
-    sub->add_option_function<int64_t>("--global-batch", [&f](const int64_t& v) { f.global_batch = v; },
+    sub->add_option_function<std::string>("--global-batch", [&f](const std::string& v) {
+        try {
+            f.global_batch = zeromem::parse_int(v, "--global-batch");
+        } catch (const zeromem::InputError& e) {
+            throw CLI::ValidationError(e.what());
+        }
+    },
                                       "Samples per optimizer step over all GPUs (train_batch_size); default 16 per GPU")
         ->group(g)->type_name("N");
     sub->add_option("--interconnect", f.interconnect, "Intra-node interconnect preset (default: the GPU's; see `zeromem interconnects`)")
@@ -279,7 +292,13 @@ void add_request_options(CLI::App* sub, zeromem::Request& req) {
             ->group(group);
     };
     auto opt_int = [sub](const char* flags, std::optional<int64_t>& target, const char* help, const char* group) {
-        return sub->add_option_function<int64_t>(flags, [&target](const int64_t& v) { target = v; }, help)
+        return sub->add_option_function<std::string>(flags, [&target, flags](const std::string& v) {
+                       try {
+                           target = zeromem::parse_int(v, option_name(flags));
+                       } catch (const zeromem::InputError& e) {
+                           throw CLI::ValidationError(e.what());
+                       }
+                   }, help)
             ->group(group);
     };
     const char* gM = "Model";
@@ -380,10 +399,31 @@ int main(int argc, char** argv) {
     auto* ics = app.add_subcommand("interconnects", "List the interconnect presets in data/interconnects");
     ics->footer("\nExample: zeromem interconnects");
 
+    if (argc > 1 && argv[1][0] != '-') {
+        const std::string sub = argv[1];
+        bool known = false;
+        for (const auto* s : app.get_subcommands([](const CLI::App*) { return true; }))
+            known = known || s->get_name() == sub;
+        if (!known) {
+            std::cerr << "zeromem: error: unknown subcommand '" << sub
+                      << "' (use estimate, compare, plan, fit, models, gpus or interconnects; see zeromem --help)\n";
+            return 2;
+        }
+    }
     try {
         app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
+    } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        // One line, exit status 2, like every other input error.
+        std::string msg = e.what();
+        if (const auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
+        std::cerr << "zeromem: error: " << msg << " (see zeromem --help)\n";
+        return 2;
     }
 
     try {

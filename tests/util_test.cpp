@@ -11,13 +11,15 @@ TEST(ParseBytes, DecimalAndBinaryUnits) {
     EXPECT_EQ(parse_bytes("1TB", "--host-memory"), 1000000000000ull);
     EXPECT_EQ(parse_bytes("1.5TiB", "--host-memory"), 1649267441664ull);  // 1.5 * 2^40
     EXPECT_EQ(parse_bytes("512 MiB", "x"), 512ull * 1048576);
-    EXPECT_EQ(parse_bytes("12345", "x"), 12345ull);
+    EXPECT_EQ(parse_bytes("12345B", "x"), 12345ull);
+    EXPECT_EQ(parse_bytes_or_zero("0", "--cuda-context"), 0ull);
 }
 
 TEST(ParseBytes, RejectsBadInput) {
     EXPECT_THROW(parse_bytes("-1GB", "--gpu-memory"), InputError);
     EXPECT_THROW(parse_bytes("0GB", "--gpu-memory"), InputError);
     EXPECT_THROW(parse_bytes("80G", "--gpu-memory"), InputError);
+    EXPECT_THROW(parse_bytes("80", "--gpu-memory"), InputError);  // no unit: bytes or GB? rejected
     EXPECT_THROW(parse_bytes("eighty", "--gpu-memory"), InputError);
     try {
         parse_bytes("80XB", "--gpu-memory");
@@ -44,4 +46,18 @@ TEST(ClosestNames, SuggestsNearMisses) {
     ASSERT_FALSE(s.empty());
     EXPECT_EQ(s.front(), "llama-2-7b");
     EXPECT_TRUE(closest_names("zzzzzzzzzz", c).empty());
+}
+
+TEST(ParseInt, WholeNumbersOnly) {
+    EXPECT_EQ(parse_int("8", "--gpus"), 8);
+    EXPECT_EQ(parse_int(" 16 ", "--gpus"), 16);
+    EXPECT_EQ(parse_int("-3", "--stage"), -3);
+    EXPECT_THROW(parse_int("2.5", "--micro-batch"), InputError);
+    EXPECT_THROW(parse_int("eight", "--gpus"), InputError);
+    EXPECT_THROW(parse_int("99999999999999999999", "--gpus"), InputError);
+    try {
+        parse_int("2.5", "--micro-batch");
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("--micro-batch: must be a whole number"), std::string::npos);
+    }
 }

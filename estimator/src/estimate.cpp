@@ -580,11 +580,12 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         ld.master_weights = st.master_weights;                       // fp32 partitions at init; m, v come at step 1
     } else {
         // The engine casts the module to 16 bits on the host, then moves it
-        // to the GPU (engine._configure_distributed_model); while the ZeRO
-        // optimizer is built, the module's 16-bit params, their flat copy
-        // (bit16_groups_flat) and the fp32 master partition coexist
-        // (stage_1_and_2.py __init__, flatten_on_accelerator).
-        ld.parameters = st.parameters + bm * Tr;
+        // to the GPU (engine._configure_distributed_model). The ZeRO
+        // optimizer flattens each param group on the GPU only when a second
+        // copy fits there, else on the CPU (stage_1_and_2.py __init__,
+        // flatten_on_accelerator), so the flat copy never causes an OOM: the
+        // load phase holds one 16-bit copy and the fp32 master partition.
+        ld.parameters = st.parameters;
         ld.master_weights = st.master_weights;
     }
     ld.optimizer_states = ld.master_weights;

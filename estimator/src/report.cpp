@@ -85,7 +85,8 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
                   {"params", in.model.params},
                   {"largest_layer_params", in.model.largest_layer_params}};
     j["cluster"] = {{"gpus", in.cluster.gpus}, {"nodes", in.cluster.nodes},
-                    {"gpus_per_node", in.cluster.gpus_per_node()}, {"gpu", in.cluster.gpu_name}};
+                    {"gpus_per_node", in.cluster.gpus_per_node()}, {"gpu", in.cluster.gpu_name},
+                    {"tp", in.cluster.tp}, {"pp", in.cluster.pp}, {"data_parallel", in.cluster.data_parallel()}};
     j["cluster"]["gpu_memory"] = in.cluster.gpu_memory ? ojson(*in.cluster.gpu_memory) : ojson(nullptr);
     j["cluster"]["host_memory"] = in.cluster.host_memory ? ojson(*in.cluster.host_memory) : ojson(nullptr);
     j["zero_optimization"] = {{"stage", in.zero.stage},
@@ -184,12 +185,22 @@ std::string render(const Estimate& e, const Resolved& res, Format format, bool e
         for (const auto& r : grows) o << "per_gpu," << r.key << "," << r.bytes << "," << format_gib(double(r.bytes), 3) << "\n";
         o << "per_gpu,total," << e.per_gpu.total << "," << format_gib(double(e.per_gpu.total), 3) << "\n";
         for (const auto& r : nrows) o << "per_node," << r.key << "," << r.bytes << "," << format_gib(double(r.bytes), 3) << "\n";
+        for (const auto& p : e.phases) {
+            o << "phase:" << p.name << ",per_gpu_total," << p.per_gpu.total << "," << format_gib(double(p.per_gpu.total), 3) << "\n";
+            o << "phase:" << p.name << ",host_memory," << p.per_node.host_memory << ","
+              << format_gib(double(p.per_node.host_memory), 3) << "\n";
+        }
         return o.str();
     }
     const std::string head = in.model.name + " (" + params_text(in.model.params) + " params), " +
                              std::to_string(in.cluster.gpus) + " GPU" + (in.cluster.gpus > 1 ? "s" : "") + " (" +
                              std::to_string(in.cluster.nodes) + " node" + (in.cluster.nodes > 1 ? "s" : "") + " x " +
-                             std::to_string(in.cluster.gpus_per_node()) + "), " + stage_text(in) + ", " +
+                             std::to_string(in.cluster.gpus_per_node()) + ")" +
+                             (in.cluster.tp > 1 || in.cluster.pp > 1
+                                  ? ", tp " + std::to_string(in.cluster.tp) + " x pp " + std::to_string(in.cluster.pp) +
+                                        " (N_d " + std::to_string(in.cluster.data_parallel()) + ")"
+                                  : std::string()) +
+                             ", " + stage_text(in) + ", " +
                              to_string(in.train.dtype) + ", micro batch " + std::to_string(in.train.micro_batch) +
                              ", seq " + std::to_string(in.train.seq_len) + ", convention " + to_string(e.convention);
     const std::string total_label = "total (peak: " + e.peak_phase + ")";
@@ -201,6 +212,12 @@ std::string render(const Estimate& e, const Resolved& res, Format format, bool e
         o << "| per node | GiB |\n|---|---:|\n";
         for (const auto& r : nrows)
             o << "| " << (r.indent > 1 ? "&nbsp;&nbsp;" : "") << r.label << " | " << format_gib(double(r.bytes)) << " |\n";
+        if (!e.phases.empty()) {
+            o << "\n| phase | GPU GiB | host GiB (node) |\n|---|---:|---:|\n";
+            for (const auto& p : e.phases)
+                o << "| " << p.name << " | " << format_gib(double(p.per_gpu.total)) << " | "
+                  << format_gib(double(p.per_node.host_memory)) << " |\n";
+        }
         o << "\nGiB = 2^30 bytes.\n";
         return o.str();
     }

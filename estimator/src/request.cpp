@@ -7,6 +7,9 @@ namespace zeromem {
 
 namespace {
 
+// Larger than any cluster built; keeps the arithmetic far from overflow.
+constexpr int64_t kMaxGpus = 1 << 20;
+
 int64_t positive(int64_t v, const char* flag) {
     if (v <= 0) throw InputError(std::string(flag) + ": must be a positive integer, got " + std::to_string(v));
     return v;
@@ -44,8 +47,6 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         prov["model.largest_layer_params"] = "--largest-layer-params " + *req.largest_layer_params;
     } else if (!in.model.arch) {
         prov["model.largest_layer_params"] = "unknown (0): pass --largest-layer-params or use --model/--hf-config";
-        r.warnings.push_back("largest layer unknown with --params alone: counted as 0; ZeRO-3 figures miss the "
-                             "gathered largest module (pass --largest-layer-params, --model or --hf-config)");
     }
     if (in.model.largest_layer_params > in.model.params)
         throw InputError("--largest-layer-params: larger than the whole model (" + std::to_string(in.model.params) + ")");
@@ -53,6 +54,9 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     // --- cluster ---------------------------------------------------------
     if (req.gpus) {
         in.cluster.gpus = positive(*req.gpus, "--gpus");
+        if (in.cluster.gpus > kMaxGpus)
+            throw InputError("--gpus: " + std::to_string(in.cluster.gpus) + " is more than zeromem models (at most " +
+                             std::to_string(kMaxGpus) + ")");
         prov["cluster.gpus"] = "--gpus";
     } else {
         prov["cluster.gpus"] = "default (1)";
@@ -164,7 +168,7 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     if (req.convention) in.convention = parse_convention(*req.convention, "--convention");
     in.legacy_zero2_formula = req.legacy_zero2_formula;
     if (req.cuda_context) {
-        in.residual.cuda_context = parse_bytes(*req.cuda_context, "--cuda-context");
+        in.residual.cuda_context = parse_bytes_or_zero(*req.cuda_context, "--cuda-context");
         prov["cuda_context"] = "--cuda-context " + *req.cuda_context;
     }
     if (req.fragmentation) {
@@ -178,7 +182,7 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         prov["load_dtype"] = "--load-dtype";
     }
     if (req.host_overhead) {
-        in.residual.host_process_overhead = parse_bytes(*req.host_overhead, "--host-overhead");
+        in.residual.host_process_overhead = parse_bytes_or_zero(*req.host_overhead, "--host-overhead");
         prov["host_process_overhead"] = "--host-overhead " + *req.host_overhead;
     }
     if (req.sequence_parallel) {
@@ -228,6 +232,9 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     if (in.cluster.pp > 1 && in.zero.stage >= 2)
         throw InputError("--pp: DeepSpeed's pipeline engine supports ZeRO stage 0 or 1 only; stage " +
                          std::to_string(in.zero.stage) + " with pipeline parallelism is rejected");
+    if (!in.model.arch && !req.largest_layer_params && in.zero.stage == 3 && in.convention != Convention::paper)
+        r.warnings.push_back("largest layer unknown with --params alone: counted as 0; ZeRO-3 figures miss the "
+                             "gathered largest module (pass --largest-layer-params, --model or --hf-config)");
     if (req.ds_config)
         complete_batch_settings(in.train, in.cluster.data_parallel(), prov);  // DeepSpeed fills a missing one of the three
     else

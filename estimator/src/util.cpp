@@ -45,7 +45,10 @@ uint64_t parse_bytes(const std::string& text, const std::string& field) {
     const double value = split_number(text, field, unit);
     const std::string u = to_lower(unit);
     double mult = 0;
-    if (u.empty() || u == "b") mult = 1;
+    if (u.empty())
+        throw InputError(field + ": '" + text + "' has no unit; write it as e.g. " + text + "GB (10^9 bytes) or " +
+                         text + "GiB (2^30 bytes), or " + text + "B for bytes");
+    if (u == "b") mult = 1;
     else if (u == "kb") mult = 1e3;
     else if (u == "mb") mult = 1e6;
     else if (u == "gb") mult = 1e9;
@@ -61,6 +64,30 @@ uint64_t parse_bytes(const std::string& text, const std::string& field) {
     if (bytes >= 1.8e19) throw InputError(field + ": '" + text + "' is too large");
     if (bytes < 1) throw InputError(field + ": '" + text + "' is less than one byte");
     return static_cast<uint64_t>(bytes);
+}
+
+uint64_t parse_bytes_or_zero(const std::string& text, const std::string& field) {
+    const std::string t = trim(text);
+    char* end = nullptr;
+    const double v = std::strtod(t.c_str(), &end);
+    if (end != t.c_str() && v == 0.0) return 0;
+    return parse_bytes(text, field);
+}
+
+int64_t parse_int(const std::string& text, const std::string& field) {
+    const std::string t = trim(text);
+    std::size_t i = (!t.empty() && (t[0] == '+' || t[0] == '-')) ? 1 : 0;
+    if (i == t.size()) throw InputError(field + ": '" + text + "' is not a whole number");
+    for (std::size_t j = i; j < t.size(); ++j)
+        if (!std::isdigit(static_cast<unsigned char>(t[j]))) {
+            char* end = nullptr;
+            std::strtod(t.c_str(), &end);
+            if (end != t.c_str() && *end == '\0')
+                throw InputError(field + ": must be a whole number, got '" + text + "'");
+            throw InputError(field + ": '" + text + "' is not a whole number");
+        }
+    if (t.size() - i > 18) throw InputError(field + ": '" + text + "' is too large");
+    return std::stoll(t);
 }
 
 uint64_t parse_count(const std::string& text, const std::string& field) {
@@ -168,6 +195,8 @@ std::string data_dir() {
 }
 
 std::string read_text_file(const std::string& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) throw InputError(path + ": is a directory, not a file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(path + ": cannot open file (does it exist?)");
     std::ostringstream ss;

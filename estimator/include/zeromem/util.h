@@ -8,11 +8,20 @@
 namespace zeromem {
 
 /// Parses a byte size: "80GB" (10^9), "80GiB" (2^30), "512MB", "1.5TiB",
-/// "1TB", a bare number of bytes ("85899345920"). Units (case-insensitive):
-/// B, KB/MB/GB/TB (powers of 1000), KiB/MiB/GiB/TiB (powers of 1024). A bare
-/// "G"/"M" is rejected as ambiguous. Throws InputError naming `field` for
-/// zero, negative, malformed or overflowing values.
+/// "1TB", "85899345920B". Units (case-insensitive): B, KB/MB/GB/TB (powers
+/// of 1000), KiB/MiB/GiB/TiB (powers of 1024). The unit is required: a bare
+/// "80" (bytes? GB?) and a bare "G"/"M" are rejected as ambiguous. Throws
+/// InputError naming `field` for zero, negative, malformed or overflowing
+/// values.
 uint64_t parse_bytes(const std::string& text, const std::string& field);
+
+/// Like parse_bytes, but "0" (with or without a unit) is allowed and gives 0.
+uint64_t parse_bytes_or_zero(const std::string& text, const std::string& field);
+
+/// Parses a whole number written in decimal digits ("8", "+8", "-3"). Throws
+/// InputError naming `field` for a fraction ("2.5"), anything that is not a
+/// number, or a value outside [-2^62, 2^62].
+int64_t parse_int(const std::string& text, const std::string& field);
 
 /// Parses a parameter (or element) count: "7e9", "7B", "1.3b", "350M",
 /// "7000000000", "1.5T", "125k". Suffixes k/M/B/T (case-insensitive) are
