@@ -256,7 +256,8 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
                            {"offload_optimizer", to_string(r.option.offload_optimizer)},
                            {"offload_param", to_string(r.option.offload_param)},
                            {largest ? "max_params" : "min_gpus", r.value},
-                           {"per_gpu_total", r.per_gpu_total}});
+                           {"per_gpu_total", r.per_gpu_total},
+                           {"note", r.note}});
         std::cout << arr.dump(2) << "\n";
         return 0;
     }
@@ -270,14 +271,17 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
                     gib(*res.input.cluster.gpu_memory).c_str(), (long long)f.gpus_per_node,
                     res.input.model.name.c_str(), to_string(res.input.convention), "option", "GPUs", "GPU GiB");
     for (const auto& r : rows) {
-        if (largest)
-            std::printf("%-44s %16.3f %12s\n", r.option.label().c_str(), double(r.value) / 1e9,
-                        r.value ? gib(r.per_gpu_total).c_str() : "-");
+        const std::string note = r.note.empty() ? "" : "  (" + r.note + ")";
+        if (largest && r.value)
+            std::printf("%-44s %16.3f %12s%s\n", r.option.label().c_str(), double(r.value) / 1e9,
+                        gib(r.per_gpu_total).c_str(), note.c_str());
+        else if (largest)
+            std::printf("%-44s %16s %12s%s\n", r.option.label().c_str(), "-", "-", note.c_str());
         else if (r.value)
-            std::printf("%-44s %16llu %12s\n", r.option.label().c_str(), (unsigned long long)r.value,
-                        gib(r.per_gpu_total).c_str());
+            std::printf("%-44s %16llu %12s%s\n", r.option.label().c_str(), (unsigned long long)r.value,
+                        gib(r.per_gpu_total).c_str(), note.c_str());
         else
-            std::printf("%-44s %16s %12s\n", r.option.label().c_str(), "> 65536", "-");
+            std::printf("%-44s %16s %12s%s\n", r.option.label().c_str(), "> 65536", "-", note.c_str());
     }
     return 0;
 }

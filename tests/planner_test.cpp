@@ -159,7 +159,11 @@ TEST(Planner, PlanWithNothingThatFitsHasNoWinner) {
     in.cluster.gpu_memory = 1ull << 30;  // 1 GiB: not even ZeRO-Infinity
     const PlanResult r = plan(in, a100(), 64);
     EXPECT_FALSE(r.winner);
-    EXPECT_EQ(r.steps.back().action, "stop");
+    // The walk ends at recipe step 10 (ZeRO-Infinity) and says it stops there.
+    EXPECT_EQ(r.steps.back().recipe_step, 10);
+    EXPECT_NE(r.steps.back().outcome.find("stop"), std::string::npos);
+    // Steps are listed in the recipe's order.
+    for (std::size_t i = 1; i < r.steps.size(); ++i) EXPECT_LT(r.steps[i - 1].recipe_step, r.steps[i].recipe_step);
 }
 
 // ZeRO paper (arXiv:1910.02054) Table 2, theoretical largest model on 64

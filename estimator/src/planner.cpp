@@ -304,7 +304,7 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
         c.micro_batch = 1;
         c.grad_accum = per_gpu;
         if (rung.mixed_precision) {
-            if (base.train.dtype != Dtype::fp32) {
+            if (rung.step == 9 && base.train.dtype != Dtype::fp32) {
                 PlanStep s{rung.step, rung.action, std::string("already ") + to_string(base.train.dtype) + "; skipped", {}};
                 r.steps.push_back(s);
                 continue;
@@ -316,17 +316,16 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
         PlanStep s{rung.step, rung.action, "", c};
         s.outcome = (c.fits ? "fits: " : "out of memory: ") + gib(c.memory.per_gpu.total) + " per GPU" +
                     (c.memory.fits_host == std::optional<bool>(false) ? ", host memory exceeded" : "");
-        if (rung.step == 7) {
-            r.steps.push_back({8, "lower other defaults (e.g. beam width)", "nothing zeromem models; skipped", {}});
-        }
         r.steps.push_back(s);
         if (c.fits) {
             fit = c;
             break;
         }
+        if (rung.step == 7)
+            r.steps.push_back({8, "lower other defaults (e.g. beam width)", "nothing zeromem models; skipped", {}});
     }
     if (!fit) {
-        r.steps.push_back({10, "stop", "does not fit even with ZeRO-Infinity at micro batch 1", {}});
+        r.steps.back().outcome += "; nothing fits even with ZeRO-Infinity at micro batch 1: stop";
         return r;
     }
     // Step 11: raise the micro batch as far as it fits.
@@ -450,18 +449,33 @@ std::vector<FitRow> largest_model(const EstimateInput& base) {
         };
         FitRow row;
         row.option = o;
-        uint64_t lo = 1000000, hi = lo;
-        if (fits_at(lo)) {
-            while (hi < (uint64_t(1) << 52) && fits_at(hi * 2)) hi *= 2;
-            lo = hi;
-            hi *= 2;  // lo fits, hi does not
-            while (hi - lo > 1) {
-                const uint64_t mid = lo + (hi - lo) / 2;
-                (fits_at(mid) ? lo : hi) = mid;
+        const bool offloads = o.offload_optimizer != OffloadDevice::none || o.offload_param != OffloadDevice::none;
+        if (offloads && !base.cluster.host_memory)
+            row.note = "offloaded states are bounded by host RAM: give --host-memory";
+        const uint64_t cap = uint64_t(1) << 52;
+        try {
+            uint64_t lo = 1000000, hi = lo;
+            if (fits_at(lo)) {
+                while (hi < cap && fits_at(hi * 2)) hi *= 2;
+                if (hi >= cap) {
+                    row.note = offloads && !base.cluster.host_memory
+                                   ? "not bounded by GPU memory; give --host-memory to bound the offloaded states"
+                                   : "not bounded by GPU memory";
+                    out.push_back(row);
+                    continue;
+                }
+                lo = hi;
+                hi *= 2;  // lo fits, hi does not
+                while (hi - lo > 1) {
+                    const uint64_t mid = lo + (hi - lo) / 2;
+                    (fits_at(mid) ? lo : hi) = mid;
+                }
+                row.value = lo;
+                in.model.params = lo;
+                row.per_gpu_total = estimate(in).per_gpu.total;
             }
-            row.value = lo;
-            in.model.params = lo;
-            row.per_gpu_total = estimate(in).per_gpu.total;
+        } catch (const InputError& e) {
+            row.note = e.what();  // e.g. the deepspeed convention has no estimator for stages 0 and 1
         }
         out.push_back(row);
     }

@@ -119,6 +119,7 @@ struct FitRow {
     ZeroOption option;
     uint64_t value = 0;   ///< parameters (largest model) or GPUs (fewest GPUs); 0 = none found
     uint64_t per_gpu_total = 0;
+    std::string note;     ///< why value is 0 or what else bounds it (e.g. host RAM unknown)
 };
 std::vector<FitRow> largest_model(const EstimateInput& base);
 
