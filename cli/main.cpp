@@ -342,7 +342,7 @@ void add_request_options(CLI::App* sub, zeromem::Request& req) {
     opt_str("--offload-param", req.offload_param, "none, cpu or nvme (stage 3)", gZ)->type_name("DEVICE");
     sub->add_flag_function("--zero-init,!--no-zero-init",
                            [&req](std::int64_t count) { req.zero_init = count > 0; },
-                           "Model built under deepspeed.zero.Init (default on)")->group(gZ);
+                           "Model built under deepspeed.zero.Init (default: on; --no-zero-init for a model loaded whole on every rank)")->group(gZ);
     opt_str("--ds-config", req.ds_config, "DeepSpeed config JSON; \"auto\" values resolved the HF Trainer way; flags override it", gZ)->type_name("PATH");
     opt_str("--convention", req.convention, "full (default: what DeepSpeed allocates), deepspeed (its estimator), paper (ZeRO Table 1)", gO)->type_name("NAME");
     sub->add_flag("--legacy-zero2", req.legacy_zero2_formula,

@@ -536,3 +536,21 @@ TEST(SpeedGolden, G14_Gpt2LargeTuningHeadroom) {
     EXPECT_LT(z1_3 / z1_2, 69.1 / 27.9);
     std::printf("G14 z1 mbs 2 %.1f, mbs 3 %.1f, z0 mbs 2 %.1f samples/s\n", z1_2, z1_3, z0_2);
 }
+
+// Parameter offload is never free: every micro-step the rank's 16-bit
+// partition crosses PCIe twice (forward and backward gathers) and each fetched
+// tensor pays a copy launch, so at the same micro batch ZeRO-3 +
+// offload_param is slower than ZeRO-3, and NVMe is slower than CPU
+// (speed_model.md 3.1-3.2: PCIe and NVMe bandwidth below HBM).
+TEST(SpeedModel, ParameterOffloadCostsTime) {
+    const ModelInfo m = preset("llama-2-7b");
+    const SpeedHardware h = hw("A100-80GB", Dtype::bf16);
+    EstimateInput in = input(m, 8, 1, 3, 2, 4096, 4, Dtype::bf16);
+    const double base = step_time(in, h).total;
+    in.zero.offload_param = OffloadDevice::cpu;
+    const double cpu = step_time(in, h).total;
+    in.zero.offload_param = OffloadDevice::nvme;
+    const double nvme = step_time(in, h).total;
+    EXPECT_GT(cpu, base);
+    EXPECT_GT(nvme, cpu);
+}

@@ -232,6 +232,7 @@ StepTime step_time(const EstimateInput& in, const SpeedHardware& hw, const Speed
     const double local = psi / double(n);  // parameters this rank updates (stages >= 1)
 
     double comm = 0, exposed = 0, overhead = k.fixed_step_overhead;
+    double s3_comm = 0, s3_tensors = 0;  // stage 3: gathers + reduce-scatter per micro-step, fetched tensors
     if (stage == 0) {
         // buffered_allreduce_fallback after the boundary backward, not overlapped.
         comm = coll_time(Coll::all_reduce, S, reduce_launches, ar, n);
@@ -254,6 +255,8 @@ StepTime step_time(const EstimateInput& in, const SpeedHardware& hw, const Speed
         const double fetch = 2.0 * coll_time(Coll::all_gather, S, tensors, ag, n);
         const double t_rs = coll_time(Coll::reduce_scatter, S, reduce_launches, rs, n);
         const double first = coll_time(Coll::all_gather, S / tensors, 1.0, ag, n);
+        s3_comm = fetch + t_rs;
+        s3_tensors = tensors;
         comm = gas * (fetch + t_rs);
         exposed = gas * (first + std::max(0.0, fetch + t_rs - first - k.stage3_overlap * t_fb));
         overhead += gas * (tensors * k.stage3_launches_per_tensor * k.stage3_launch_cost +
@@ -281,10 +284,14 @@ StepTime step_time(const EstimateInput& in, const SpeedHardware& hw, const Speed
     if (stage == 3 && in.zero.offload_param != OffloadDevice::none) {
         // Every micro-step the partition comes up for the forward and the
         // backward gathers; prefetch overlaps it with compute.
+        // The copies share the compute that hides the gathers: only the
+        // overlap budget the collectives leave can hide them. Each fetched
+        // tensor also pays a host-to-device copy launch.
         double t_in = 2.0 * local * w / hw.pcie_bandwidth;
         if (in.zero.offload_param == OffloadDevice::nvme)
             t_in = std::max(t_in, 2.0 * local * double(g) * w / hw.nvme_read);
-        offload += gas * std::max(0.0, t_in - k.stage3_overlap * t_fb);
+        const double budget_left = std::max(0.0, k.stage3_overlap * t_fb - s3_comm);
+        offload += gas * (std::max(0.0, t_in - budget_left) + 2.0 * s3_tensors * k.stage3_launch_cost);
     }
     r.offload = offload;
     r.overhead = overhead;
