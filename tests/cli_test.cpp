@@ -110,6 +110,10 @@ TEST(Cli, OtherFormatsAndExplain) {
     r = zeromem("estimate --params 7e9 --gpus 8 --stage 2 --format md");
     ASSERT_EQ(r.exit_code, 0);
     EXPECT_NE(r.out.find("| per GPU | GiB |"), std::string::npos);
+    r = zeromem("estimate --model llama-2-7b --gpus 8 --stage 3 --explain --format md");
+    ASSERT_EQ(r.exit_code, 0);
+    EXPECT_NE(r.out.find("How each component is computed"), std::string::npos);
+    expect_error("estimate --params 7e9 --gpus 8 --explain --format csv", "--explain");
     r = zeromem("estimate --model llama-2-7b --gpus 8 --stage 3 --explain");
     ASSERT_EQ(r.exit_code, 0);
     EXPECT_NE(r.out.find("Where each setting came from"), std::string::npos);
@@ -236,4 +240,35 @@ TEST(Cli, LoraCounts) {
     const auto j = json_of("estimate --model llama-2-7b --gpus 8 --stage 3 --lora-rank 8");
     EXPECT_EQ(j.at("trainable_params").get<uint64_t>(), 8388608u);
     EXPECT_EQ(j.at("frozen_params").get<uint64_t>(), 6738415616u);  // published llama-2-7b count
+}
+
+// Parser-level mistakes get the same treatment as every other input error:
+// one line on stderr naming the flag, exit status 2.
+TEST(Cli, ParserErrorsAreOneLineWithStatusTwo) {
+    const char* cases[][2] = {
+        {"estimate --params 7e9 --gpus 8 --frobnicate", "--frobnicate"},
+        {"estimate --params 7e9 --micro-batch 2.5", "--micro-batch"},
+        {"estimate --params 7e9 --gpus 99999999999999999999", "--gpus"},
+        {"estimate --params 7e9 --gpus 2000000", "--gpus"},
+        {"estimate --params 7e9 --gpu-memory 80", "--gpu-memory"},  // no unit: bytes or GB?
+        {"frobnicate", "unknown subcommand 'frobnicate'"},
+        {"estimate --hf-config /tmp", "is a directory"},
+    };
+    for (const auto& c : cases) {
+        expect_error(c[0], c[1]);
+        EXPECT_EQ(zeromem(c[0]).exit_code, 2) << c[0];
+    }
+}
+
+// fit says what bounds each option instead of printing the search's cap.
+TEST(Cli, FitNamesWhatBoundsOffloadOptions) {
+    const auto rows = json_of("fit --gpus 8 --gpu A100-80GB");
+    bool saw_host_note = false;
+    for (const auto& r : rows) {
+        if (r["offload_param"] == "cpu" && r["offload_optimizer"] == "cpu") {
+            EXPECT_EQ(r["max_params"].get<uint64_t>(), 0u);  // unbounded on the GPU
+            saw_host_note = r["note"].get<std::string>().find("--host-memory") != std::string::npos;
+        }
+    }
+    EXPECT_TRUE(saw_host_note);
 }

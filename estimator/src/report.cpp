@@ -181,6 +181,7 @@ std::string render(const Estimate& e, const Resolved& res, Format format, bool e
     const auto grows = gpu_rows(e, in.train.optimizer);
     const auto nrows = node_rows(e);
     if (format == Format::csv) {
+        if (explain) throw InputError("--explain: not available with --format csv; use table, md or json");
         o << "scope,component,bytes,GiB\n";
         for (const auto& r : grows) o << "per_gpu," << r.key << "," << r.bytes << "," << format_gib(double(r.bytes), 3) << "\n";
         o << "per_gpu,total," << e.per_gpu.total << "," << format_gib(double(e.per_gpu.total), 3) << "\n";
@@ -219,6 +220,11 @@ std::string render(const Estimate& e, const Resolved& res, Format format, bool e
                   << format_gib(double(p.per_node.host_memory)) << " |\n";
         }
         o << "\nGiB = 2^30 bytes.\n";
+        if (explain) {
+            o << "\n```";
+            explain_text(o, e, res);
+            o << "```\n";
+        }
         return o.str();
     }
     // table
