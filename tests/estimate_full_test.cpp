@@ -613,17 +613,8 @@ TEST(UserCases, C15_LoadWithoutZeroInitHostRam) {
 // (buffer_size and sub_group_size ~1e8) must fit.
 TEST(UserCases, C20_NvmeSwapBuffersOnSmallHost) {
     const uint64_t P = 6700000000;
-    EstimateInput in = params_input(P, 1, 3, Dtype::fp16);
-    in.zero.offload_param = OffloadDevice::nvme;
-    in.zero.offload_optimizer = OffloadDevice::nvme;
-    in.zero.offload_param_buffer_count = 5;
-    in.zero.offload_param_buffer_size = 1000000000;
-    in.zero.offload_param_max_in_cpu = 1000000000;
-    in.zero.offload_optimizer_buffer_count = 4;
-    in.zero.sub_group_size = 1000000000;
-    in.zero.stage3_max_live_parameters = 100000000;
-    in.zero.stage3_prefetch_bucket_size = 0;
-    in.cluster.host_memory = 31000000000ull;
+    EstimateInput in = testinputs::c20_input();
+    in.train.fused_optimizer = true;
     const Estimate e = estimate(in);
     const uint64_t case_pinned = 5ull * 1000000000ull * 2ull + 4ull * 1000000000ull * 4ull + 1000000000ull * 2ull;
     EXPECT_EQ(case_pinned, 28000000000ull);

@@ -36,6 +36,26 @@ inline zeromem::EstimateInput preset_input(const std::string& name, int64_t gpus
     return in;
 }
 
+/// User case C20 (https://github.com/deepspeedai/DeepSpeed/issues/4571):
+/// 6.7e9 GPT-3-style model on one 24 GB RTX 3090 with ~31 GB host RAM,
+/// ZeRO-3 with NVMe offload of parameters and optimizer, param buffer_count
+/// 5 x buffer_size 1e9, max_in_cpu 1e9, optimizer buffer_count 4,
+/// sub_group_size 1e9, max_live 1e8, prefetch 0, fp16.
+inline zeromem::EstimateInput c20_input() {
+    zeromem::EstimateInput in = params_input(6700000000, 1, 3, zeromem::Dtype::fp16);
+    in.zero.offload_param = zeromem::OffloadDevice::nvme;
+    in.zero.offload_optimizer = zeromem::OffloadDevice::nvme;
+    in.zero.offload_param_buffer_count = 5;
+    in.zero.offload_param_buffer_size = 1000000000;
+    in.zero.offload_param_max_in_cpu = 1000000000;
+    in.zero.offload_optimizer_buffer_count = 4;
+    in.zero.sub_group_size = 1000000000;
+    in.zero.stage3_max_live_parameters = 100000000;
+    in.zero.stage3_prefetch_bucket_size = 0;
+    in.cluster.host_memory = 31000000000ull;
+    return in;
+}
+
 /// The named phase of an estimate (a test failure if absent).
 inline const zeromem::PhaseMemory& phase(const zeromem::Estimate& e, const std::string& name) {
     for (const auto& p : e.phases)

@@ -153,18 +153,8 @@ const VerdictCase kVerdicts[] = {
     // partitioned_param_swapper.py), i.e. the load phase.
     {"C20", "https://github.com/deepspeedai/DeepSpeed/issues/4571",
      [] {
-         EstimateInput in = params_input(6700000000, 1, 3, Dtype::fp16);
-         in.zero.offload_param = OffloadDevice::nvme;
-         in.zero.offload_optimizer = OffloadDevice::nvme;
-         in.zero.offload_param_buffer_count = 5;
-         in.zero.offload_param_buffer_size = 1000000000;
-         in.zero.offload_param_max_in_cpu = 1000000000;
-         in.zero.offload_optimizer_buffer_count = 4;
-         in.zero.sub_group_size = 1000000000;
-         in.zero.stage3_max_live_parameters = 100000000;
-         in.zero.stage3_prefetch_bucket_size = 0;
+         EstimateInput in = testinputs::c20_input();
          in.cluster.gpu_memory = gib(24);
-         in.cluster.host_memory = 31000000000ull;
          return in;
      },
      "", "load"},

@@ -19,11 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string lower(std::string s) {
-    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
-
 double ceil_div(double a, double b) { return std::max(1.0, std::ceil(a / b)); }
 
 /// A collective as the ring model sees it: bus bandwidth at large size,
@@ -91,31 +86,15 @@ double gpu_adam_time(double params, const SpeedHardware& hw, const SpeedConstant
 }  // namespace
 
 std::vector<std::string> list_interconnect_presets(const std::string& data_dir) {
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(fs::path(data_dir) / "interconnects", ec))
-        if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
-    std::sort(names.begin(), names.end());
-    return names;
+    return list_presets(data_dir, "interconnects");
 }
 
 Interconnect load_interconnect_preset(const std::string& name, const std::string& data_dir, const std::string& flag) {
     const auto names = list_interconnect_presets(data_dir);
     std::string found;
     for (const auto& n : names)
-        if (lower(n) == lower(name)) found = n;
-    if (found.empty()) {
-        std::string msg = flag + ": unknown interconnect '" + name + "'";
-        const auto close = closest_names(name, names);
-        if (!close.empty()) {
-            msg += " (did you mean: ";
-            for (std::size_t i = 0; i < close.size(); ++i) msg += (i ? ", " : "") + close[i];
-            msg += "?)";
-        }
-        msg += "; known:";
-        for (const auto& n : names) msg += " " + n;
-        throw InputError(msg);
-    }
+        if (to_lower(n) == to_lower(name)) found = n;
+    if (found.empty()) throw InputError(unknown_preset_message(flag + ": unknown interconnect", name, names, ""));
     const std::string path = (fs::path(data_dir) / "interconnects" / (found + ".json")).string();
     Interconnect ic;
     try {
