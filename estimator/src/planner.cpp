@@ -451,7 +451,7 @@ std::vector<FitRow> largest_model(const EstimateInput& base) {
         row.option = o;
         const bool offloads = o.offload_optimizer != OffloadDevice::none || o.offload_param != OffloadDevice::none;
         if (offloads && !base.cluster.host_memory)
-            row.note = "offloaded states are bounded by host RAM: give --host-memory";
+            row.note = "offloaded states are bounded by host RAM (and NVMe space): give --host-memory";
         const uint64_t cap = uint64_t(1) << 52;
         try {
             uint64_t lo = 1000000, hi = lo;

@@ -31,7 +31,14 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         in.model.name = *req.params + " parameters";
         prov["model.params"] = "--params " + *req.params;
     } else {
-        ModelArch arch = req.model ? load_model_preset(*req.model, data_dir) : load_hf_config(*req.hf_config);
+        ModelArch arch;
+        try {
+            arch = req.model ? load_model_preset(*req.model, data_dir) : load_hf_config(*req.hf_config);
+        } catch (const InputError& e) {
+            const std::string flag = req.model ? "--model" : "--hf-config";
+            const std::string msg = e.what();
+            throw InputError(msg.rfind(flag, 0) == 0 ? msg : flag + ": " + msg);
+        }
         if (req.hf_config && arch.name.empty()) arch.name = *req.hf_config;
         const ParamCount pc = count_params(arch);
         in.model.params = pc.total;
@@ -106,7 +113,12 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         autos.dtype = dtype_flag;
         autos.world_size = in.cluster.data_parallel();
         if (in.model.arch) autos.hidden_size = in.model.arch->hidden_size;
-        const nlohmann::json cfg = load_ds_config_file(*req.ds_config);
+        nlohmann::json cfg;
+        try {
+            cfg = load_ds_config_file(*req.ds_config);
+        } catch (const InputError& e) {
+            throw InputError(std::string("--ds-config: ") + e.what());
+        }
         apply_ds_config(cfg, *req.ds_config, autos, in.zero, in.train, prov);
     }
     if (dtype_flag) {
