@@ -227,13 +227,7 @@ TEST(KorthikantiActivations, EstimateAssemblesLayersAndOutputLayer) {
 // For multi-head attention with f = 4h and a plain MLP the per-layer bytes
 // are exactly Korthikanti's Table 2 (GPT-3 175B shape, t = 8, s = 2048).
 TEST(KorthikantiActivations, ArchitectureFormulaReducesToTable2) {
-    ModelArch a;
-    a.hidden_size = 12288;
-    a.num_layers = 96;
-    a.num_heads = 96;
-    a.num_kv_heads = 96;
-    a.ffn_size = 4 * 12288;
-    a.vocab_size = 51200;
+    const ModelArch a = testinputs::gpt3_175b_shape();
     for (auto mode : {Checkpointing::none, Checkpointing::selective, Checkpointing::full})
         for (bool flash : {false, true})
             EXPECT_EQ(layer_activation_bytes(a, 2048, 1, 8, mode, flash, false),

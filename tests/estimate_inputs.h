@@ -56,6 +56,21 @@ inline zeromem::EstimateInput c20_input() {
     return in;
 }
 
+/// The GPT-3 175B shape of Korthikanti et al. 2022 Table 3 (h = 12288,
+/// 96 layers, 96 heads, MHA, plain MLP f = 4h, V = 51200), for activation
+/// formulas.
+inline zeromem::ModelArch gpt3_175b_shape() {
+    zeromem::ModelArch a;
+    a.hidden_size = 12288;
+    a.num_layers = 96;
+    a.num_heads = 96;
+    a.num_kv_heads = 96;
+    a.head_dim = 128;
+    a.ffn_size = 4 * 12288;
+    a.vocab_size = 51200;
+    return a;
+}
+
 /// The named phase of an estimate (a test failure if absent).
 inline const zeromem::PhaseMemory& phase(const zeromem::Estimate& e, const std::string& name) {
     for (const auto& p : e.phases)

@@ -826,14 +826,7 @@ TEST(Parallel, DataParallelDegree) {
 // whole estimate, sequence parallelism removes 10sbh(1 - 1/t) per stored
 // layer and nothing else.
 TEST(Parallel, SequenceParallelActivations) {
-    ModelArch a;
-    a.hidden_size = 12288;
-    a.num_layers = 96;
-    a.num_heads = 96;
-    a.num_kv_heads = 96;
-    a.head_dim = 128;
-    a.ffn_size = 4 * 12288;
-    a.vocab_size = 51200;
+    const ModelArch a = testinputs::gpt3_175b_shape();
     const double s = 2048, b = 1, h = 12288, t = 8, sbh = s * b * h;
     EXPECT_NEAR(d(layer_activation_bytes(a, 2048, 1, 8, Checkpointing::none, false, true)),
                 sbh * (34.0 / t + 5.0 * 96 * s / (h * t)), 1.0);

@@ -432,6 +432,14 @@ nlohmann::json emit_ds_config(const Candidate& c, const EstimateInput& base, boo
     return j;
 }
 
+// Sets `in` to option `o` at the user's own micro batch and accumulation.
+static void apply_option_at_base_batch(const EstimateInput& base, const ZeroOption& o, EstimateInput& in) {
+    Candidate c = base_candidate(base, o);
+    c.micro_batch = base.train.micro_batch;
+    c.grad_accum = base.train.grad_accum;
+    apply_candidate(c, in);
+}
+
 std::vector<FitRow> largest_model(const EstimateInput& base) {
     require_capacity(base, "fit");
     std::vector<FitRow> out;
@@ -439,10 +447,7 @@ std::vector<FitRow> largest_model(const EstimateInput& base) {
     in.model.arch.reset();
     in.model.largest_layer_params = 0;
     for (const ZeroOption& o : stage_offload_options()) {
-        Candidate c = base_candidate(base, o);
-        c.micro_batch = base.train.micro_batch;
-        c.grad_accum = base.train.grad_accum;
-        apply_candidate(c, in);
+        apply_option_at_base_batch(base, o, in);
         auto fits_at = [&](uint64_t p) {
             in.model.params = p;
             return fits_of(estimate(in));
@@ -488,10 +493,7 @@ std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node
     std::vector<FitRow> out;
     EstimateInput in = base;
     for (const ZeroOption& o : stage_offload_options()) {
-        Candidate c = base_candidate(base, o);
-        c.micro_batch = base.train.micro_batch;
-        c.grad_accum = base.train.grad_accum;
-        apply_candidate(c, in);
+        apply_option_at_base_batch(base, o, in);
         auto fits_at = [&](int64_t n) {
             in.cluster.gpus = n;
             in.cluster.nodes = n <= gpus_per_node ? 1 : n / gpus_per_node;
