@@ -1,0 +1,116 @@
+// Shared option registration for the zeromem subcommands (see options.h).
+#include "options.h"
+
+#include "zeromem/util.h"
+
+namespace zeromem_cli {
+
+// "--gpus" from a CLI11 flag list such as "-g,--gpus".
+std::string option_name(const char* flags) {
+    std::string f = flags;
+    const auto comma = f.rfind(',');
+    return comma == std::string::npos ? f : f.substr(comma + 1);
+}
+
+void add_speed_options(CLI::App* sub, SpeedFlags& f) {
+    const char* g = "Speed model";
+    sub->add_option_function<std::string>("--global-batch", [&f](const std::string& v) {
+        try {
+            f.global_batch = zeromem::parse_int(v, "--global-batch");
+        } catch (const zeromem::InputError& e) {
+            throw CLI::ValidationError(e.what());
+        }
+    },
+                                      "Samples per optimizer step over all GPUs (train_batch_size); default 16 per GPU")
+        ->group(g)->type_name("N");
+    sub->add_option("--interconnect", f.interconnect, "Intra-node interconnect preset (default: the GPU's; see `zeromem interconnects`)")
+        ->group(g)->type_name("NAME");
+    sub->add_option("--network", f.network, "Inter-node network preset, required with --nodes > 1 (e.g. ib-ndr400)")
+        ->group(g)->type_name("NAME");
+    sub->add_option_function<double>("--cpu-adam-rate", [&f](const double& v) { f.cpu_adam_rate = v; },
+                                     "CPU Adam parameters/s per node under optimizer offload (default 1.5e9)")
+        ->group(g)->type_name("RATE");
+    sub->add_option_function<double>("--pcie-bandwidth", [&f](const double& v) { f.pcie_bandwidth = v; },
+                                     "GPU<->host bytes/s per direction (default: the GPU preset's)")
+        ->group(g)->type_name("BYTES_PER_S");
+    sub->add_option_function<std::string>("--nvme-read", [&f](const std::string& v) { f.nvme_read = v; },
+                                          "NVMe read bandwidth per node per second, e.g. 10GB (default 10GB)")
+        ->group(g)->type_name("SIZE");
+    sub->add_option_function<std::string>("--nvme-write", [&f](const std::string& v) { f.nvme_write = v; },
+                                          "NVMe write bandwidth per node per second, e.g. 5GB (default 5GB)")
+        ->group(g)->type_name("SIZE");
+}
+
+std::string gib(uint64_t b) { return zeromem::format_gib(double(b)); }
+
+
+/// Registers the model, cluster, training and ZeRO options of `estimate` on
+/// `sub` (compare, plan and fit take the same ones), writing into `req`.
+void add_request_options(CLI::App* sub, zeromem::Request& req) {
+    using namespace zeromem;
+    // CLI11 2.1 has no std::optional binding: capture into temporaries with callbacks.
+    auto opt_str = [sub](const char* flags, std::optional<std::string>& target, const char* help, const char* group) {
+        return sub->add_option_function<std::string>(flags, [&target](const std::string& v) { target = v; }, help)
+            ->group(group);
+    };
+    auto opt_int = [sub](const char* flags, std::optional<int64_t>& target, const char* help, const char* group) {
+        return sub->add_option_function<std::string>(flags, [&target, flags](const std::string& v) {
+                       try {
+                           target = zeromem::parse_int(v, option_name(flags));
+                       } catch (const zeromem::InputError& e) {
+                           throw CLI::ValidationError(e.what());
+                       }
+                   }, help)
+            ->group(group);
+    };
+    const char* gM = "Model";
+    const char* gC = "Cluster";
+    const char* gT = "Training";
+    const char* gZ = "ZeRO";
+    const char* gO = "Output";
+    opt_str("--params", req.params, "Total parameters Ψ: 7e9, 7B, 1.3b, 7000000000", gM)->type_name("COUNT");
+    opt_str("--model", req.model, "Preset in data/models (see `zeromem models`)", gM)->type_name("NAME");
+    opt_str("--hf-config", req.hf_config, "Hugging Face config.json of the model", gM)->type_name("PATH");
+    opt_str("--largest-layer-params", req.largest_layer_params,
+            "Largest single module's own parameters (DeepSpeed's largest_layer_params)", gM)->type_name("COUNT");
+    opt_int("--gpus", req.gpus, "Total GPUs N (= data-parallel degree N_d); default 1", gC)->type_name("N");
+    opt_int("--nodes", req.nodes, "Nodes M (must divide --gpus); default 1", gC)->type_name("M");
+    opt_int("--tp", req.tp, "Tensor-parallel size (default 1); N_d = gpus / (tp x pp)", gC)->type_name("T");
+    opt_int("--pp", req.pp, "Pipeline-parallel size (default 1; ZeRO stage 0 or 1 only)", gC)->type_name("P");
+    opt_str("--gpu", req.gpu, "GPU preset in data/gpus (see `zeromem gpus`)", gC)->type_name("NAME");
+    opt_str("--gpu-memory", req.gpu_memory, "Memory per GPU, e.g. 80GiB (overrides --gpu)", gC)->type_name("SIZE");
+    opt_str("--host-memory", req.host_memory, "Host RAM per node, e.g. 1TB", gC)->type_name("SIZE");
+    opt_str("--dtype", req.dtype, "Model dtype: bf16 (default), fp16, fp32", gT)->type_name("DTYPE");
+    opt_int("--micro-batch", req.micro_batch, "Micro batch per GPU (train_micro_batch_size_per_gpu); default 1", gT)->type_name("N");
+    opt_int("--seq-len", req.seq_len, "Sequence length in tokens; default 2048", gT)->type_name("N");
+    opt_int("--grad-accum", req.grad_accum, "Gradient accumulation steps; default 1", gT)->type_name("N");
+    opt_str("--gradient-checkpointing", req.checkpointing, "none (default), full or selective", gT)->type_name("MODE");
+    opt_str("--optimizer", req.optimizer, "adamw (default), adam or sgd", gT)->type_name("NAME");
+    opt_str("--attention", req.attention, "flash (default: no s^2 scores kept) or eager", gT)->type_name("KIND");
+    sub->add_flag("--sequence-parallel", req.sequence_parallel, "Megatron sequence parallelism (with --tp > 1)")->group(gT);
+    opt_str("--trainable-params", req.trainable_params, "Parameters that are trained; the rest are frozen (no grads, no optimizer state)", gT)->type_name("COUNT");
+    opt_int("--lora-rank", req.lora_rank, "Train LoRA adapters of rank R on a frozen base", gT)->type_name("R");
+    opt_str("--lora-target", req.lora_targets, "Projections with adapters (default q,k,v,o; also gate,up,down)", gT)->type_name("LIST");
+    opt_str("--load-in", req.load_in, "Frozen base weights quantized: 4bit (QLoRA NF4) or 8bit", gT)->type_name("BITS");
+    opt_str("--optimizer-impl", req.optimizer_impl, "torch (default without a DeepSpeed \"optimizer\" block) or fused", gT)->type_name("KIND");
+    sub->add_flag("--ds-checkpointing", req.ds_checkpointing,
+                  "The model uses deepspeed.checkpointing, so the config's activation_checkpointing keys apply")->group(gT);
+    opt_int("--stage", req.stage, "ZeRO stage 0..3; default 0 (or the DeepSpeed config's)", gZ)->type_name("0..3");
+    opt_str("--offload-optimizer", req.offload_optimizer, "none, cpu or nvme", gZ)->type_name("DEVICE");
+    opt_str("--offload-param", req.offload_param, "none, cpu or nvme (stage 3)", gZ)->type_name("DEVICE");
+    sub->add_flag_function("--zero-init,!--no-zero-init",
+                           [&req](std::int64_t count) { req.zero_init = count > 0; },
+                           "Model built under deepspeed.zero.Init (default: on; --no-zero-init for a model loaded whole on every rank)")->group(gZ);
+    opt_str("--ds-config", req.ds_config, "DeepSpeed config JSON; \"auto\" values resolved the HF Trainer way; flags override it", gZ)->type_name("PATH");
+    opt_str("--convention", req.convention, "full (default: what DeepSpeed allocates), deepspeed (its estimator), paper (ZeRO Table 1)", gO)->type_name("NAME");
+    sub->add_flag("--legacy-zero2", req.legacy_zero2_formula,
+                  "deepspeed convention: ZeRO-2 formula of DeepSpeed v0.4.2-v0.14.2 (4Ψ + 16Ψ/N)")->group(gO);
+    opt_str("--cuda-context", req.cuda_context, "CUDA context per process (default 512MiB)", gO)->type_name("SIZE");
+    sub->add_option_function<double>("--fragmentation", [&req](const double& v) { req.fragmentation = v; },
+                                      "Allocator fragmentation allowance, fraction of the peak (default 0.05)")
+        ->group(gO)->type_name("FRACTION");
+    opt_str("--load-dtype", req.load_dtype, "dtype of the host copy at load time (default fp32)", gO)->type_name("DTYPE");
+    opt_str("--host-overhead", req.host_overhead, "Host RAM of one training process before the model (default 1GiB)", gO)->type_name("SIZE");
+}
+
+}  // namespace zeromem_cli

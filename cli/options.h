@@ -1,0 +1,38 @@
+// Options shared by the subcommands: the request options every memory
+// subcommand takes (estimate, compare, plan, fit, and the later simulate,
+// measure, validate) and the speed model's flags.
+#pragma once
+
+#include "zeromem/request.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace zeromem_cli {
+
+/// "--gpus" from a CLI11 flag list such as "-g,--gpus".
+std::string option_name(const char* flags);
+
+/// Speed-model and planner flags.
+struct SpeedFlags {
+    std::optional<int64_t> global_batch;
+    std::string interconnect, network, emit, target = "deepspeed";
+    std::optional<double> cpu_adam_rate, pcie_bandwidth;
+    std::optional<std::string> nvme_read, nvme_write;
+    int64_t gpus_per_node = 8;
+};
+
+/// Registers the speed model's flags on `sub`, writing into `f`.
+void add_speed_options(CLI::App* sub, SpeedFlags& f);
+
+/// Registers the model, cluster, training and ZeRO options of `estimate` on
+/// `sub` (every memory subcommand takes the same ones), writing into `req`.
+void add_request_options(CLI::App* sub, zeromem::Request& req);
+
+/// Memory in GiB (2^30 bytes) as printed in tables.
+std::string gib(uint64_t b);
+
+}  // namespace zeromem_cli
