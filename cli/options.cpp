@@ -39,6 +39,24 @@ void add_speed_options(CLI::App* sub, SpeedFlags& f) {
     sub->add_option_function<std::string>("--nvme-write", [&f](const std::string& v) { f.nvme_write = v; },
                                           "NVMe write bandwidth per node per second, e.g. 5GB (default 5GB)")
         ->group(g)->type_name("SIZE");
+    sub->add_option("--host", f.host, "Host preset: CPU cores, DRAM bandwidth, PCIe per GPU (see data/hosts)")
+        ->group(g)->type_name("NAME");
+    auto host_int = [&](const char* name, std::optional<int64_t>& out, const char* help) {
+        sub->add_option_function<std::string>(name, [&out, name](const std::string& v) {
+            try {
+                out = zeromem::parse_int(v, name);
+            } catch (const zeromem::InputError& e) {
+                throw CLI::ValidationError(e.what());
+            }
+        }, help)->group(g)->type_name("N");
+    };
+    host_int("--host-cores", f.host_cores, "Override the host preset's CPU cores per node");
+    host_int("--pcie-gen", f.pcie_gen, "Override the host preset's PCIe generation (3, 4, 5)");
+    host_int("--pcie-lanes", f.pcie_lanes, "Override the host preset's PCIe lanes per GPU");
+    host_int("--gpus-per-pcie-link", f.gpus_per_pcie_link, "Override the GPUs sharing one PCIe uplink to the CPU");
+    sub->add_option_function<std::string>("--host-memory-bandwidth", [&f](const std::string& v) { f.host_memory_bandwidth = v; },
+                                          "Override the host preset's DRAM bandwidth per node per second, e.g. 400GB")
+        ->group(g)->type_name("SIZE");
 }
 
 std::string gib(uint64_t b) { return zeromem::format_gib(double(b)); }

@@ -22,6 +22,9 @@ struct SpeedFlags {
     std::string interconnect, network, emit, target = "deepspeed";
     std::optional<double> cpu_adam_rate, pcie_bandwidth;
     std::optional<std::string> nvme_read, nvme_write;
+    std::string host;  ///< data/hosts preset
+    std::optional<int64_t> host_cores, pcie_gen, pcie_lanes, gpus_per_pcie_link;
+    std::optional<std::string> host_memory_bandwidth;
     int64_t gpus_per_node = 8;
 };
 

@@ -16,6 +16,53 @@
 
 namespace zeromem_cli {
 
+namespace {
+
+/// --host and its overrides: the preset, then each flag, then the derived
+/// PCIe share and CPU Adam rate (speed.h apply_host).
+void apply_host_flags(zeromem::SpeedHardware& hw, const SpeedFlags& f, const std::string& dir) {
+    using namespace zeromem;
+    const bool overrides = f.host_cores || f.pcie_gen || f.pcie_lanes || f.gpus_per_pcie_link || f.host_memory_bandwidth;
+    if (f.host.empty()) {
+        if (overrides)
+            throw InputError("--host: the --host-cores/--pcie-gen/--pcie-lanes/--gpus-per-pcie-link/"
+                             "--host-memory-bandwidth flags override a host preset; name one with --host");
+        return;
+    }
+    HostSpec h = load_host_preset(f.host, dir, "--host");
+    auto positive = [](int64_t v, const char* flag) {
+        if (v <= 0) throw InputError(std::string(flag) + ": must be positive");
+        return v;
+    };
+    if (f.host_cores) h.cores = positive(*f.host_cores, "--host-cores");
+    if (f.pcie_gen) {
+        if (*f.pcie_gen < 1 || *f.pcie_gen > 7) throw InputError("--pcie-gen: must be 1..7");
+        h.pcie_gen = int(*f.pcie_gen);
+    }
+    if (f.pcie_lanes) h.pcie_lanes_per_gpu = int(positive(*f.pcie_lanes, "--pcie-lanes"));
+    if (f.gpus_per_pcie_link) h.gpus_per_pcie_link = int(positive(*f.gpus_per_pcie_link, "--gpus-per-pcie-link"));
+    if (f.host_memory_bandwidth) {
+        h.memory_bandwidth = double(parse_bytes(*f.host_memory_bandwidth, "--host-memory-bandwidth"));
+        if (h.memory_bandwidth <= 0) throw InputError("--host-memory-bandwidth: must be positive");
+    }
+    apply_host(hw, h, SpeedConstants{});
+}
+
+/// "1.234" or "1.234*" when the term rests on a calibrated/estimated constant.
+std::string term_cell(double seconds, bool marked) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f%s", seconds, marked ? "*" : " ");
+    return buf;
+}
+
+bool has_term(const std::vector<zeromem::CalibrationNote>& notes, const char* term) {
+    for (const auto& n : notes)
+        if (n.term == term) return true;
+    return false;
+}
+
+}  // namespace
+
 int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, const SpeedFlags& f,
                         const std::string& format, const std::string& dir) {
     using namespace zeromem;
@@ -31,6 +78,7 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
     if (in.cluster.nodes > 1 && f.network.empty())
         throw InputError("--network: the cluster spans " + std::to_string(in.cluster.nodes) +
                          " nodes; name the inter-node network (see `zeromem interconnects`)");
+    apply_host_flags(hw, f, dir);
     if (f.cpu_adam_rate) {
         if (*f.cpu_adam_rate <= 0) throw InputError("--cpu-adam-rate: must be positive");
         hw.cpu_adam_rate = *f.cpu_adam_rate;
@@ -45,7 +93,12 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
                            : in.train.train_batch_size ? *in.train.train_batch_size
                                                        : 16 * in.cluster.gpus;
     const bool json_out = format == "json";
-    auto row_json = [](const Candidate& c) {
+    auto row_json = [&](const Candidate& c) {
+        EstimateInput ci = in;
+        apply_candidate(c, ci);
+        nlohmann::json cal = nlohmann::json::array();
+        for (const auto& n : calibration_notes(ci, hw, c.time))
+            cal.push_back({{"term", n.term}, {"constant", n.constant}, {"basis", n.basis}});
         return nlohmann::json{{"option", c.option.label()},
                               {"stage", c.option.stage},
                               {"offload_optimizer", to_string(c.option.offload_optimizer)},
@@ -65,23 +118,36 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
                               {"exposed_comm_s", c.time.exposed_comm},
                               {"optimizer_s", c.time.optimizer},
                               {"offload_s", c.time.offload},
+                              {"per_param_s", c.time.per_param},
                               {"overhead_s", c.time.overhead},
+                              {"parameter_tensors", c.time.parameter_tensors},
+                              {"cpu_optimizer", c.option.offload_optimizer == OffloadDevice::none ? "none"
+                                                : c.time.torch_cpu_optimizer ? "torch AdamW" : "DeepSpeedCPUAdam"},
+                              {"calibrated_terms", cal},
                               {"tokens_per_s", c.time.tokens_per_s},
                               {"tflops_per_gpu", c.time.tflops_per_gpu},
                               {"mfu", c.time.mfu}};
     };
-    auto print_row = [](const Candidate& c) {
-        std::printf("%-58s %4lld x%-4lld %8s %9s %-4s %9.3f %8.3f %8.3f %8.3f %8.3f %11.0f %7.1f %5.1f\n",
+    auto print_row = [&](const Candidate& c) {
+        EstimateInput ci = in;
+        apply_candidate(c, ci);
+        const auto notes = calibration_notes(ci, hw, c.time);
+        const StepTime& t = c.time;
+        std::printf("%-52s %4lld x%-4lld %8s %9s %-4s %8.3f %9s %9s %9s %9s %9s %9s %10.0f %7.1f %5.1f\n",
                     c.option.label().c_str(), (long long)c.micro_batch, (long long)c.grad_accum,
                     gib(c.memory.per_gpu.total).c_str(), gib(c.memory.per_node.host_memory).c_str(),
-                    c.fits ? "yes" : "no", c.time.total, c.time.compute, c.time.exposed_comm, c.time.optimizer,
-                    c.time.offload + c.time.overhead, c.time.tokens_per_s, c.time.tflops_per_gpu, c.time.mfu * 100);
+                    c.fits ? "yes" : "no", t.total, term_cell(t.compute, has_term(notes, "compute")).c_str(),
+                    term_cell(t.exposed_comm, has_term(notes, "exposed_comm")).c_str(),
+                    term_cell(t.optimizer, has_term(notes, "optimizer")).c_str(),
+                    term_cell(t.offload, has_term(notes, "offload")).c_str(),
+                    term_cell(t.per_param, has_term(notes, "per_param")).c_str(),
+                    term_cell(t.overhead, has_term(notes, "overhead")).c_str(), t.tokens_per_s, t.tflops_per_gpu,
+                    t.mfu * 100);
     };
-    const char* header =
-        "%-58s %11s %8s %9s %-4s %9s %8s %8s %8s %8s %11s %7s %5s\n";
+    const char* header = "%-52s %11s %8s %9s %-4s %8s %9s %9s %9s %9s %9s %9s %10s %7s %5s\n";
     auto print_header = [&]() {
-        std::printf(header, "option", "micro x acc", "GPU GiB", "host GiB", "fits", "step s", "compute", "comm s",
-                    "optim s", "offload", "tokens/s", "TFLOP/s", "MFU%");
+        std::printf(header, "option", "micro x acc", "GPU GiB", "host GiB", "fits", "step s", "compute", "comm",
+                    "optim", "offload", "per-param", "other", "tokens/s", "TFLOP/s", "MFU%");
     };
     std::printf("%s", "");
     if (cmd == "compare") {
@@ -97,8 +163,11 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
                     in.model.name.c_str(), double(in.model.params) / 1e9, (long long)in.cluster.gpus,
                     hw.gpu_name.c_str(), (long long)in.cluster.nodes, in.cluster.nodes > 1 ? "s" : "",
                     hw.intra.name.c_str(), (long long)global, (long long)in.train.seq_len, to_string(in.train.dtype));
-        std::printf("Times are seconds per optimizer step per GPU (comm = exposed communication; offload column = "
-                    "PCIe/NVMe transfers + ZeRO bookkeeping); memory in GiB (2^30 bytes).\n\n");
+        std::printf("Times are seconds per optimizer step per GPU: compute, exposed communication, optimizer step, "
+                    "offload transfers (PCIe/NVMe), per-parameter overhead (hooks, bucket bookkeeping, launches per "
+                    "tensor/module), other (ZeRO-2/3 bookkeeping, fixed cost); * = the term rests on a calibrated or "
+                    "estimated constant (--format json lists them). Host: %s. Memory in GiB (2^30 bytes).\n\n",
+                    hw.host ? hw.host->name.c_str() : "none given (--host; CPU Adam 1.5e9 params/s per node)");
         print_header();
         for (const auto& c : rows) print_row(c);
         std::printf("\n");
@@ -126,11 +195,11 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
         if (r.winner) {
             const Candidate& w = *r.winner;
             std::printf("\nWinner: %s, micro batch %lld, accumulation %lld; %s GiB per GPU, %s GiB host per node; "
-                        "step %.3f s (compute %.3f s, exposed comm %.3f s, optimizer %.3f s, offload+overhead %.3f s); "
+                        "step %.3f s (compute %.3f s, exposed comm %.3f s, optimizer %.3f s, offload + per-parameter + other %.3f s); "
                         "%.0f tokens/s, %.1f TFLOP/s per GPU, MFU %.1f%%\n",
                         w.option.label().c_str(), (long long)w.micro_batch, (long long)w.grad_accum,
                         gib(w.memory.per_gpu.total).c_str(), gib(w.memory.per_node.host_memory).c_str(), w.time.total,
-                        w.time.compute, w.time.exposed_comm, w.time.optimizer, w.time.offload + w.time.overhead,
+                        w.time.compute, w.time.exposed_comm, w.time.optimizer, w.time.offload + w.time.per_param + w.time.overhead,
                         w.time.tokens_per_s, w.time.tflops_per_gpu, w.time.mfu * 100);
         }
     }

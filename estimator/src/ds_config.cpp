@@ -468,6 +468,11 @@ public:
         apply_optimizer();
         apply_scheduler();
         apply_activation_checkpointing();
+        // Speed-model inputs only (no memory effect): NVMe request shape and
+        // whether a client optimizer may run on the CPU under offload.
+        read_int({"aio", "block_size"}, zero_.aio_block_size);
+        read_int({"aio", "queue_depth"}, zero_.aio_queue_depth);
+        read_bool({"zero_force_ds_cpu_optimizer"}, zero_.zero_force_ds_cpu_optimizer);
     }
 
 private:

@@ -224,6 +224,7 @@ std::vector<std::string> ordering_statement(const std::vector<Candidate>& rows) 
                 const double dm = x->time.exposed_comm / nx - y->time.exposed_comm / ny;
                 const double dopt = x->time.optimizer / nx - y->time.optimizer / ny;
                 const double doff = (x->time.offload + x->time.overhead) / nx - (y->time.offload + y->time.overhead) / ny;
+                const double dpp = x->time.per_param / nx - y->time.per_param / ny;
                 std::vector<std::pair<double, std::string>> why;
                 if (y->micro_batch > x->micro_batch)
                     why.push_back({dc, "its larger micro batch fits (" + std::to_string(y->micro_batch) + " vs " +
@@ -234,7 +235,8 @@ std::vector<std::string> ordering_statement(const std::vector<Candidate>& rows) 
                 why.push_back({dopt, x->option.offload_optimizer != OffloadDevice::none
                                          ? std::string(a) + " runs Adam on the host CPU, shared by the node's GPUs"
                                          : std::string(a) + "'s optimizer step updates more parameters per GPU"});
-                why.push_back({doff, std::string(a) + " spends more on transfers and bookkeeping per token"});
+                why.push_back({doff, std::string(a) + " spends more on offload transfers and bookkeeping per token"});
+                why.push_back({dpp, std::string(a) + " pays more per-parameter-tensor hooks and launches per token"});
                 std::sort(why.begin(), why.end(), [](const auto& p, const auto& q) { return p.first > q.first; });
                 s += why.front().second + ".";
             }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 namespace zeromem {
@@ -20,6 +21,12 @@ namespace fs = std::filesystem;
 namespace {
 
 double ceil_div(double a, double b) { return std::max(1.0, std::ceil(a / b)); }
+
+std::string format_number(double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", x);
+    return buf;
+}
 
 /// A collective as the ring model sees it: bus bandwidth at large size,
 /// per-launch latency and S_half.
@@ -65,18 +72,48 @@ double coll_time(Coll c, double bytes, double launches, const Link& l, int64_t n
     return launches * l.latency + factor * (bytes + launches * l.half) / l.busbw;
 }
 
-/// Parameter tensors DeepSpeed fetches one by one under ZeRO-3: every weight
-/// matrix of a layer, embeddings and an untied LM head. Without an
-/// architecture: Psi / params_per_tensor_unknown_arch.
-double fetched_tensors(const ModelInfo& m, const SpeedConstants& k) {
-    if (!m.arch) return ceil_div(double(m.params), k.params_per_tensor_unknown_arch);
-    const ModelArch& a = *m.arch;
-    const double attn = a.fused_qkv ? 2.0 : 4.0;  // q,k,v,o or qkv,o
-    const double mlp = a.gated_mlp ? 3.0 : 2.0;
-    double t = double(a.num_layers) * (attn + mlp) + 1.0;  // + input embedding
-    if (!a.tied_embeddings) t += 1.0;
-    if (a.learned_positions) t += 1.0;
-    return t;
+/// A group of `count` parameter tensors of `numel` elements each.
+struct TensorGroup {
+    double numel = 0;
+    double count = 0;
+};
+
+/// Every nn.Parameter of an architecture, grouped by shape: per layer the
+/// attention projections (fused QKV or q, k, v) and output, their biases,
+/// the MLP matrices (gate, up, down or fc, proj) and biases, the norms'
+/// weights (and biases); then the embeddings, their norm, the final norm,
+/// an untied LM head and OPT's input/output projections. Mirrors the
+/// modules count_params() sums (model.cpp), as tensors instead of a total.
+std::vector<TensorGroup> tensor_groups(const ModelArch& a) {
+    const double L = double(a.num_layers), h = double(a.hidden_size), f = double(a.ffn_size);
+    const double hd = double(a.head_dim > 0 ? a.head_dim : a.hidden_size / std::max<int64_t>(1, a.num_heads));
+    const double q = double(a.num_heads) * hd;
+    const double kv = double(a.num_kv_heads > 0 ? a.num_kv_heads : a.num_heads) * hd;
+    std::vector<TensorGroup> g;
+    if (a.fused_qkv) {
+        g.push_back({h * (q + 2 * kv), L});
+        if (a.qkv_bias) g.push_back({q + 2 * kv, L});
+    } else {
+        g.push_back({h * q, L});
+        g.push_back({h * kv, 2 * L});
+        if (a.qkv_bias) g.push_back({q, L}), g.push_back({kv, 2 * L});
+    }
+    g.push_back({q * h, L});
+    if (a.attn_out_bias) g.push_back({h, L});
+    const double up = a.gated_mlp ? 2.0 : 1.0;
+    g.push_back({h * f, up * L});
+    g.push_back({f * h, L});
+    if (a.mlp_bias) g.push_back({f, up * L}), g.push_back({h, L});
+    const double norm_tensors = a.norm_has_bias ? 2.0 : 1.0;
+    g.push_back({h, double(a.norms_per_layer) * norm_tensors * L});
+    const double embed_h = a.word_embed_proj_dim > 0 ? double(a.word_embed_proj_dim) : h;
+    g.push_back({double(a.vocab_size) * embed_h, 1});
+    if (a.learned_positions) g.push_back({double(a.max_position_embeddings + a.position_offset) * h, 1});
+    if (a.embedding_norm) g.push_back({h, norm_tensors});
+    if (a.final_norm) g.push_back({h, norm_tensors});
+    if (!a.tied_embeddings) g.push_back({double(a.vocab_size) * embed_h, 1});
+    if (a.word_embed_proj_dim > 0) g.push_back({embed_h * h, 2});
+    return g;
 }
 
 double gpu_adam_time(double params, const SpeedHardware& hw, const SpeedConstants& k) {
@@ -171,118 +208,295 @@ SpeedConstants speed_constants_era2021() {
     return k;
 }
 
-StepTime step_time(const EstimateInput& in, const SpeedHardware& hw, const SpeedConstants& k) {
-    StepTime r;
-    const int64_t n = in.cluster.gpus;
-    const int64_t nodes = in.cluster.nodes;
-    const int64_t g = in.cluster.gpus_per_node();
-    if (nodes > 1 && !hw.inter)
-        throw InputError("--network: the cluster spans " + std::to_string(nodes) +
-                         " nodes; name the inter-node network (e.g. ib-ndr400)");
-    const int stage = in.zero.stage;
-    const double gas = double(in.train.grad_accum);
-    const double psi = double(in.model.params);
-    const double w = double(dtype_bytes(in.train.communication_dtype.value_or(in.train.dtype)));
-    const double tok = double(in.train.micro_batch) * double(in.train.seq_len);
+std::vector<std::string> list_host_presets(const std::string& data_dir) { return list_presets(data_dir, "hosts"); }
 
-    // Compute (2.1, 2.2, 7).
+HostSpec load_host_preset(const std::string& name, const std::string& data_dir, const std::string& flag) {
+    const auto names = list_host_presets(data_dir);
+    std::string found;
+    for (const auto& n : names)
+        if (to_lower(n) == to_lower(name)) found = n;
+    if (found.empty()) throw InputError(unknown_preset_message(flag + ": unknown host", name, names, ""));
+    const std::string path = (fs::path(data_dir) / "hosts" / (found + ".json")).string();
+    HostSpec h;
+    try {
+        const nlohmann::json j = nlohmann::json::parse(read_text_file(path));
+        h.name = j.at("name").get<std::string>();
+        h.cores = j.at("cores").get<int64_t>();
+        h.sockets = j.at("sockets").get<int64_t>();
+        h.memory_bandwidth = j.at("memory_bandwidth_bytes_per_s").get<double>();
+        h.pcie_gen = j.at("pcie_gen").get<int>();
+        h.pcie_lanes_per_gpu = j.at("pcie_lanes_per_gpu").get<int>();
+        h.gpus_per_pcie_link = j.at("gpus_per_pcie_link").get<int>();
+        h.source = j.at("source").get<std::string>();
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(path + ": " + e.what());
+    }
+    if (h.cores <= 0 || h.sockets <= 0 || h.memory_bandwidth <= 0 || h.pcie_lanes_per_gpu <= 0 ||
+        h.gpus_per_pcie_link <= 0 || h.pcie_gen < 1)
+        throw InputError(path + ": cores, sockets, memory_bandwidth_bytes_per_s, pcie_gen, pcie_lanes_per_gpu and "
+                                "gpus_per_pcie_link must be positive");
+    return h;
+}
+
+double host_pcie_bandwidth(const HostSpec& host) {
+    // x16 spec per direction: gen3 15.75, gen4 31.5, gen5 63 GB/s, doubling
+    // per generation (hardware.json "GPU<->CPU PCIe"); 88% reached
+    // (measured gen5 55.4 / 63).
+    constexpr double PCIE_EFFECTIVE_FRACTION = 0.88;
+    const double x16 = 15.75e9 * std::pow(2.0, double(host.pcie_gen - 3));
+    return PCIE_EFFECTIVE_FRACTION * x16 * double(host.pcie_lanes_per_gpu) / 16.0 / double(host.gpus_per_pcie_link);
+}
+
+double host_cpu_adam_rate(const HostSpec& host, const SpeedConstants& k) {
+    const double by_cores = double(host.cores) * k.cpu_adam_params_per_core;
+    const double by_dram = k.cpu_adam_memory_efficiency * host.memory_bandwidth / k.cpu_adam_bytes_per_param;
+    return std::min(by_cores, by_dram);
+}
+
+void apply_host(SpeedHardware& hw, const HostSpec& host, const SpeedConstants& k) {
+    hw.host = host;
+    hw.pcie_bandwidth = std::min(hw.pcie_bandwidth, host_pcie_bandwidth(host));
+    hw.cpu_adam_rate = host_cpu_adam_rate(host, k);
+}
+
+double parameter_tensor_count(const ModelInfo& model, const SpeedConstants& k) {
+    if (!model.arch) return ceil_div(double(model.params), k.params_per_tensor_unknown_arch);
+    double n = 0;
+    for (const TensorGroup& t : tensor_groups(*model.arch)) n += t.count;
+    return n;
+}
+
+double fetched_tensor_count(const ModelInfo& model, int64_t persistence_threshold, const SpeedConstants& k) {
+    if (!model.arch) return ceil_div(double(model.params), k.params_per_tensor_unknown_arch);
+    double n = 0;
+    for (const TensorGroup& t : tensor_groups(*model.arch))
+        if (t.numel >= double(persistence_threshold)) n += t.count;
+    return std::max(1.0, n);
+}
+
+double nvme_effective_bandwidth(double peak, int64_t queue_depth, int64_t block_size, const SpeedConstants& k) {
+    if (queue_depth <= 0 || block_size <= 0) return peak;
+    const double in_flight = double(queue_depth) * double(block_size);
+    return peak * in_flight / (in_flight + peak * k.nvme_request_latency);
+}
+
+namespace {
+
+/// What every term of one step needs: cluster shape, sizes, the
+/// forward+backward time of one micro-step.
+struct StepCtx {
+    int64_t n = 1, g = 1, nodes = 1;
+    int stage = 0;
+    double gas = 1, psi = 0, w = 2, tok = 0, t_fb = 0;
+    double trainable = 0;  ///< parameters with gradients (frozen ones are only stored and gathered)
+    double local = 0;      ///< trainable parameters this rank updates (stages >= 1)
+};
+
+/// Forward+backward(+recompute) of one micro-step (speed_model.md 2.1, 2.2,
+/// 7): hardware FLOPs over peak x eta(tok).
+void compute_term(const EstimateInput& in, const SpeedHardware& hw, const SpeedConstants& k, StepCtx& c,
+                  StepTime& r) {
     const double fpt = model_flops_per_token(in.model, in.train.seq_len);
-    double hw_flops = tok * fpt;
+    double hw_flops = c.tok * fpt;
     if (in.train.checkpointing == Checkpointing::full) {
         hw_flops *= k.full_recompute_factor;
     } else if (in.train.checkpointing == Checkpointing::selective && in.model.arch) {
         // One more forward of the attention core: 4 L h s per token.
-        hw_flops += tok * 4.0 * double(in.model.arch->num_layers) * double(in.model.arch->hidden_size) *
+        hw_flops += c.tok * 4.0 * double(in.model.arch->num_layers) * double(in.model.arch->hidden_size) *
                     double(in.train.seq_len);
     }
-    const double eta = hw.compute_efficiency * tok / (tok + k.half_efficiency_tokens);
-    const double t_fb = hw_flops / (hw.peak_flops * eta);
+    const double eta = hw.compute_efficiency * c.tok / (c.tok + k.half_efficiency_tokens);
+    c.t_fb = hw_flops / (hw.peak_flops * eta);
     r.compute_efficiency = eta;
-    r.compute = gas * t_fb;
+    r.compute = c.gas * c.t_fb;
+    r.model_flops_per_token = fpt;
+}
 
-    // Collectives (1.2, 1.3).
-    const double S = psi * w;
-    const Link ar = link_for(Coll::all_reduce, hw, n, g, nodes);
-    const Link ag = link_for(Coll::all_gather, hw, n, g, nodes);
-    const Link rs = link_for(Coll::reduce_scatter, hw, n, g, nodes);
-    const double reduce_launches = ceil_div(psi, double(in.zero.reduce_bucket_size));
-    const double gather_launches = ceil_div(psi, double(in.zero.allgather_bucket_size));
+/// Collectives (speed_model.md 1.2, 1.3) and the per-tensor / per-module
+/// costs of each stage. Returns the ZeRO-3 collectives of one micro-step
+/// (what the parameter-offload copies compete with for overlap).
+double comm_terms(const EstimateInput& in, const SpeedHardware& hw, const SpeedConstants& k, const StepCtx& c,
+                  StepTime& r) {
+    const double S = c.psi * c.w;          // all parameters: what ZeRO-3 gathers
+    const double G = c.trainable * c.w;    // gradients and updated parameters
+    const Link ar = link_for(Coll::all_reduce, hw, c.n, c.g, c.nodes);
+    const Link ag = link_for(Coll::all_gather, hw, c.n, c.g, c.nodes);
+    const Link rs = link_for(Coll::reduce_scatter, hw, c.n, c.g, c.nodes);
+    const double reduce_launches = ceil_div(c.trainable, double(in.zero.reduce_bucket_size));
+    const double gather_launches = ceil_div(c.trainable, double(in.zero.allgather_bucket_size));
     const double ov = in.zero.overlap_comm_effective() ? k.overlap_fraction : 0.0;
-    const double local = psi / double(n);  // parameters this rank updates (stages >= 1)
-
-    double comm = 0, exposed = 0, overhead = k.fixed_step_overhead;
-    double s3_comm = 0, s3_tensors = 0;  // stage 3: gathers + reduce-scatter per micro-step, fetched tensors
-    if (stage == 0) {
+    // Tensors with gradients (hooks fire only for them).
+    const double tensors = c.stage == 0 ? 0.0 : parameter_tensor_count(in.model, k) * c.trainable / c.psi;
+    r.parameter_tensors = tensors;
+    double s3_comm = 0;
+    if (c.stage == 0) {
         // buffered_allreduce_fallback after the boundary backward, not overlapped.
-        comm = coll_time(Coll::all_reduce, S, reduce_launches, ar, n);
-        exposed = comm;
-    } else if (stage == 1 || stage == 2) {
+        r.comm_total = coll_time(Coll::all_reduce, G, reduce_launches, ar, c.n);
+        r.exposed_comm = (1.0 - k.stage0_overlap) * r.comm_total;
+    } else if (c.stage == 1 || c.stage == 2) {
         // Per-bucket all-reduce (use_multi_rank_bucket_allreduce), then an
         // all-gather of the updated 16-bit parameters after the step.
-        const double t_ar = coll_time(Coll::all_reduce, S, reduce_launches, ar, n);
-        const double t_ag = coll_time(Coll::all_gather, S, gather_launches, ag, n);
-        const double reductions = stage == 1 ? 1.0 : gas;  // z2 reduces every micro-step
-        comm = reductions * t_ar + t_ag;
-        exposed = reductions * (1.0 - ov) * t_ar + t_ag;
-        if (stage == 2) overhead += gas * k.stage2_overhead_fraction * t_fb;  // c2
-        overhead += k.zero12_step_overhead_per_param * local;
+        const double t_ar = coll_time(Coll::all_reduce, G, reduce_launches, ar, c.n);
+        const double t_ag = coll_time(Coll::all_gather, G, gather_launches, ag, c.n);
+        const double reductions = c.stage == 1 ? 1.0 : c.gas;  // z2 reduces every micro-step
+        r.comm_total = reductions * t_ar + t_ag;
+        r.exposed_comm = reductions * (1.0 - ov) * t_ar + t_ag;
+        if (c.stage == 2) r.overhead += c.gas * k.stage2_overhead_fraction * c.t_fb;  // c2
+        r.overhead += k.zero12_step_overhead_per_param * c.local;
+        // Each tensor's gradient passes a hook and the IPG bucket: every
+        // micro-step in ZeRO-2 (reduce_ready_partitions_and_remove_grads),
+        // once at the boundary in ZeRO-1 (stage_1_and_2.py).
+        r.per_param += reductions * tensors * k.zero12_per_tensor_cost;
     } else {
-        // Two gathers (forward, backward) per tensor and a reduce-scatter per
-        // bucket, every micro-step; prefetch hides them behind compute
-        // except the first fetch; each launch has a fixed cost.
-        const double tensors = fetched_tensors(in.model, k);
-        const double fetch = 2.0 * coll_time(Coll::all_gather, S, tensors, ag, n);
-        const double t_rs = coll_time(Coll::reduce_scatter, S, reduce_launches, rs, n);
-        const double first = coll_time(Coll::all_gather, S / tensors, 1.0, ag, n);
+        // Two gathers (forward, backward) per fetched tensor and a
+        // reduce-scatter per bucket, every micro-step; prefetch hides them
+        // behind compute except the first fetch; each fetch/release is a
+        // launch per module with a fixed cost, and every tensor's gradient
+        // passes a hook.
+        const double fetched = fetched_tensor_count(in.model, in.zero.stage3_param_persistence_threshold, k);
+        r.fetched_modules = fetched;
+        const double fetch = 2.0 * coll_time(Coll::all_gather, S, fetched, ag, c.n);
+        const double t_rs = coll_time(Coll::reduce_scatter, G, reduce_launches, rs, c.n);
+        const double first = coll_time(Coll::all_gather, S / fetched, 1.0, ag, c.n);
         s3_comm = fetch + t_rs;
-        s3_tensors = tensors;
-        comm = gas * (fetch + t_rs);
-        exposed = gas * (first + std::max(0.0, fetch + t_rs - first - k.stage3_overlap * t_fb));
-        overhead += gas * (tensors * k.stage3_launches_per_tensor * k.stage3_launch_cost +
-                           k.stage2_overhead_fraction * t_fb);  // launches + c2 (gradients partitioned too)
+        r.comm_total = c.gas * s3_comm;
+        r.exposed_comm = c.gas * (first + std::max(0.0, s3_comm - first - k.stage3_overlap * c.t_fb));
+        r.per_param += c.gas * (fetched * k.stage3_launches_per_tensor * k.stage3_launch_cost +
+                                tensors * k.zero12_per_tensor_cost);
+        r.overhead += c.gas * k.stage2_overhead_fraction * c.t_fb;  // c2: gradients partitioned too
     }
-    r.comm_total = comm;
-    r.exposed_comm = exposed;
+    return s3_comm;
+}
 
-    // Optimizer (2.1, 3.1, 7).
-    const double updated = stage == 0 ? psi : local;
-    double offload = 0;
+/// Optimizer step and optimizer-offload copies (speed_model.md 3.1): the
+/// CPU optimizer on the node's partitions at the host's rate (torch AdamW
+/// when the client optimizer runs there), fp32 gradients down (each
+/// micro-step once gradients are partitioned, overlapping backward when
+/// overlap_comm is on) and 16-bit parameters up after the step (exposed).
+void optimizer_terms(const EstimateInput& in, const SpeedHardware& hw, const SpeedConstants& k, const StepCtx& c,
+                     StepTime& r) {
+    const double updated = c.stage == 0 ? c.trainable : c.local;
     if (in.zero.offload_optimizer == OffloadDevice::none) {
         r.optimizer = gpu_adam_time(updated, hw, k);
-    } else {
-        const double per_node = local * double(g);  // the node's ranks share one CPU
-        double t_cpu = per_node / hw.cpu_adam_rate;
-        if (in.zero.offload_optimizer == OffloadDevice::nvme)
-            t_cpu = std::max(t_cpu, per_node * k.nvme_optimizer_read_bytes / hw.nvme_read +
-                                        per_node * k.nvme_optimizer_write_bytes / hw.nvme_write);
-        r.optimizer = t_cpu;
-        const double grad_copies = stage >= 2 ? gas : 1.0;  // D2H each micro-step when grads are partitioned
-        offload += local * w / hw.pcie_bandwidth                   // updated params, host -> GPU
-                   + grad_copies * local * w / hw.pcie_bandwidth;  // gradients, GPU -> host
+        return;
     }
-    if (stage == 3 && in.zero.offload_param != OffloadDevice::none) {
-        // Every micro-step the partition comes up for the forward and the
-        // backward gathers; prefetch overlaps it with compute.
-        // The copies share the compute that hides the gathers: only the
-        // overlap budget the collectives leave can hide them. Each fetched
-        // tensor also pays a host-to-device copy launch.
-        double t_in = 2.0 * local * w / hw.pcie_bandwidth;
-        if (in.zero.offload_param == OffloadDevice::nvme)
-            t_in = std::max(t_in, 2.0 * local * double(g) * w / hw.nvme_read);
-        const double budget_left = std::max(0.0, k.stage3_overlap * t_fb - s3_comm);
-        offload += gas * (std::max(0.0, t_in - budget_left) + 2.0 * s3_tensors * k.stage3_launch_cost);
+    r.torch_cpu_optimizer = !in.train.fused_optimizer && !in.zero.zero_force_ds_cpu_optimizer;
+    double rate = hw.cpu_adam_rate;
+    if (r.torch_cpu_optimizer) rate /= k.torch_cpu_adam_slowdown;
+    r.cpu_optimizer_rate = rate;
+    const double per_node = c.local * double(c.g);  // the node's ranks share one host
+    double t_cpu = per_node / rate;
+    if (in.zero.offload_optimizer == OffloadDevice::nvme) {
+        const double rd = nvme_effective_bandwidth(hw.nvme_read, in.zero.aio_queue_depth, in.zero.aio_block_size, k);
+        const double wr = nvme_effective_bandwidth(hw.nvme_write, in.zero.aio_queue_depth, in.zero.aio_block_size, k);
+        t_cpu = std::max(t_cpu, per_node * k.nvme_optimizer_read_bytes / rd + per_node * k.nvme_optimizer_write_bytes / wr);
     }
-    r.offload = offload;
-    r.overhead = overhead;
-    r.total = r.compute + r.exposed_comm + r.optimizer + r.offload + r.overhead;
+    r.optimizer = t_cpu;
+    const double grad_copies = c.stage >= 2 ? c.gas : 1.0;  // D2H each micro-step when grads are partitioned
+    const double hide = c.stage == 1 ? 0.0
+                        : c.stage == 3 ? std::min(1.0, k.stage3_overlap)
+                                       : (in.zero.overlap_comm_effective() ? k.overlap_fraction : 0.0);
+    const double d2h = grad_copies * c.local * 4.0 / hw.pcie_bandwidth;  // fp32 gradient partitions
+    const double h2d = c.local * c.w / hw.pcie_bandwidth;                  // updated 16-bit parameters
+    r.offload += h2d + d2h - std::min(hide * d2h, c.gas * c.t_fb);
+}
 
-    r.tokens_per_step = double(n) * gas * tok;
+/// ZeRO-3 parameter offload: every fetch copies the rank's 16-bit
+/// partition of the module from pinned host memory (or NVMe) over PCIe, in
+/// forward and again in backward. The fetch is synchronous within a module;
+/// only what the prefetch (stage3_prefetch_bucket_size elements ahead) has
+/// started can hide behind compute, and only in the overlap budget the
+/// collectives leave. Each fetched tensor pays a copy launch.
+void param_offload_term(const EstimateInput& in, const SpeedHardware& hw, const SpeedConstants& k,
+                        const StepCtx& c, double s3_comm, StepTime& r) {
+    if (c.stage != 3 || in.zero.offload_param == OffloadDevice::none) return;
+    const double partition = c.psi / double(c.n);  // every parameter, frozen or not, is fetched
+    double t_in = 2.0 * partition * c.w / hw.pcie_bandwidth;
+    if (in.zero.offload_param == OffloadDevice::nvme) {
+        const double rd = nvme_effective_bandwidth(hw.nvme_read, in.zero.aio_queue_depth, in.zero.aio_block_size, k);
+        t_in = std::max(t_in, 2.0 * partition * double(c.g) * c.w / rd);
+    }
+    const double fetched = r.fetched_modules;
+    const double per_module = c.psi / fetched;
+    const double prefetched = std::min(1.0, double(in.zero.stage3_prefetch_bucket_size) / per_module);
+    const double budget_left = std::max(0.0, k.stage3_overlap * c.t_fb - s3_comm);
+    const double hidden = prefetched * std::min(t_in, budget_left);
+    r.offload += c.gas * (t_in - hidden);
+    r.per_param += c.gas * 2.0 * fetched * k.param_copy_launch_cost;
+}
+
+}  // namespace
+
+StepTime step_time(const EstimateInput& in, const SpeedHardware& hw, const SpeedConstants& k) {
+    StepTime r;
+    StepCtx c;
+    c.n = in.cluster.gpus;
+    c.nodes = in.cluster.nodes;
+    c.g = in.cluster.gpus_per_node();
+    if (c.nodes > 1 && !hw.inter)
+        throw InputError("--network: the cluster spans " + std::to_string(c.nodes) +
+                         " nodes; name the inter-node network (e.g. ib-ndr400)");
+    c.stage = in.zero.stage;
+    c.gas = double(in.train.grad_accum);
+    c.psi = double(in.model.params);
+    c.w = double(dtype_bytes(in.train.communication_dtype.value_or(in.train.dtype)));
+    c.tok = double(in.train.micro_batch) * double(in.train.seq_len);
+    c.trainable = std::min(c.psi, double(in.train.trainable_params.value_or(in.model.params)));
+    c.local = c.trainable / double(c.n);
+    r.overhead = k.fixed_step_overhead;
+    r.pcie_bandwidth = hw.pcie_bandwidth;
+
+    compute_term(in, hw, k, c, r);
+    const double s3_comm = comm_terms(in, hw, k, c, r);
+    optimizer_terms(in, hw, k, c, r);
+    param_offload_term(in, hw, k, c, s3_comm, r);
+    r.total = r.compute + r.exposed_comm + r.optimizer + r.offload + r.per_param + r.overhead;
+
+    r.tokens_per_step = double(c.n) * c.gas * c.tok;
     r.tokens_per_s = r.tokens_per_step / r.total;
-    r.tokens_per_s_per_gpu = r.tokens_per_s / double(n);
-    r.model_flops_per_token = fpt;
-    r.tflops_per_gpu = fpt * r.tokens_per_s_per_gpu / 1e12;
-    r.mfu = fpt * r.tokens_per_s_per_gpu / hw.peak_flops;
+    r.tokens_per_s_per_gpu = r.tokens_per_s / double(c.n);
+    r.tflops_per_gpu = r.model_flops_per_token * r.tokens_per_s_per_gpu / 1e12;
+    r.mfu = r.model_flops_per_token * r.tokens_per_s_per_gpu / hw.peak_flops;
     return r;
+}
+
+std::vector<CalibrationNote> calibration_notes(const EstimateInput& in, const SpeedHardware& hw, const StepTime& t,
+                                               const SpeedConstants& k) {
+    std::vector<CalibrationNote> v;
+    const SpeedConstants era = speed_constants_era2021();
+    v.push_back({"compute", "compute_efficiency (eta_max " + format_number(hw.compute_efficiency) + ")",
+                 "est. from the measured MFU of speed_model.md 2.2 (G5/G6 range)"});
+    v.push_back({"compute", "half_efficiency_tokens", "est. ~1024 (speed_model.md 7), not fitted"});
+    if (in.zero.stage == 3) {
+        v.push_back({"exposed_comm", "stage3_overlap",
+                     k.stage3_overlap == era.stage3_overlap ? "0 for 2021 DeepSpeed (DeepSpeed#1069)"
+                                                            : "est. 1 (speed_model.md 7: prefetch)"});
+        v.push_back({"per_param", "stage3_launch_cost",
+                     k.stage3_launch_cost == era.stage3_launch_cost ? "fitted on G1 and G3 (2021 z3 - z2 gaps)"
+                                                                    : "fitted on G7 (Llama-3-70B ZeRO-3, 32x H100)"});
+    } else if (in.zero.stage > 0 && in.zero.overlap_comm_effective()) {
+        v.push_back({"exposed_comm", "overlap_fraction", "est. 0.8 (speed_model.md 7), not fitted"});
+    }
+    if (in.zero.stage >= 1) v.push_back({"per_param", "zero12_per_tensor_cost", "est. 20 us, bounded by G3"});
+    if (in.zero.stage >= 2 && t.overhead > 0)
+        v.push_back({"overhead", "stage2_overhead_fraction", "est. from the z2 - z1 gaps of section 4 (G1-G3 data)"});
+    if (k.fixed_step_overhead > 0) v.push_back({"overhead", "fixed_step_overhead", "fitted on G9"});
+    if (in.zero.offload_optimizer != OffloadDevice::none) {
+        if (hw.host)
+            v.push_back({"optimizer", "cpu_adam_memory_efficiency", "fitted on G8 (DGX H100 host, 2.2e9 params/s)"});
+        else
+            v.push_back({"optimizer", "cpu_adam_rate " + format_number(hw.cpu_adam_rate),
+                         "speed_model.md 3.1 default, derived from G8, G11 and DeepSpeed#6834"});
+        if (t.torch_cpu_optimizer)
+            v.push_back({"optimizer", "torch_cpu_adam_slowdown", "6: midpoint of the tutorial's 5-7x, not fitted"});
+    } else {
+        v.push_back({"optimizer", "adam_hbm_efficiency", "est. 0.7 (speed_model.md 7), not fitted"});
+    }
+    if (in.zero.offload_param != OffloadDevice::none)
+        v.push_back({"per_param", "param_copy_launch_cost", "est. 20 us, not fitted"});
+    if (in.zero.offload_optimizer == OffloadDevice::nvme || in.zero.offload_param == OffloadDevice::nvme)
+        v.push_back({"optimizer", "nvme_request_latency", "est. 100 us, not fitted"});
+    return v;
 }
 
 }  // namespace zeromem

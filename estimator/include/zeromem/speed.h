@@ -46,6 +46,31 @@ Interconnect load_interconnect_preset(const std::string& name, const std::string
 /// Names of all interconnect presets, sorted.
 std::vector<std::string> list_interconnect_presets(const std::string& data_dir);
 
+/// The CPU side of one node (data/hosts/<name>.json): what the CPU
+/// optimizer under offload and the GPU<->host copies run on.
+struct HostSpec {
+    std::string name;               ///< preset name, e.g. "dgx-a100"
+    int64_t cores = 0;              ///< physical CPU cores per node
+    int64_t sockets = 1;            ///< CPU sockets per node
+    double memory_bandwidth = 0;    ///< DRAM bytes/s per node, all sockets (spec)
+    int pcie_gen = 4;               ///< PCIe generation of the GPU<->CPU path (3, 4, 5)
+    int pcie_lanes_per_gpu = 16;    ///< lanes of each GPU's path to the CPU
+    /// GPUs behind one PCIe uplink to the CPU (a switch shared by a pair of
+    /// GPUs on DGX A100): during offload copies they share its bandwidth.
+    int gpus_per_pcie_link = 1;
+    std::string source;
+};
+
+/// Loads `<data_dir>/hosts/<name>.json` (case-insensitive). Throws
+/// InputError naming `flag` for an unknown name (with close names), a
+/// malformed file or a non-positive figure.
+HostSpec load_host_preset(const std::string& name, const std::string& data_dir, const std::string& flag = "--host");
+
+/// Names of all host presets, sorted.
+std::vector<std::string> list_host_presets(const std::string& data_dir);
+
+struct SpeedConstants;
+
 /// The hardware one step runs on. Rates in FLOP/s or bytes/s.
 struct SpeedHardware {
     std::string gpu_name;
@@ -58,7 +83,25 @@ struct SpeedHardware {
     double nvme_read = 10e9;        ///< per node, bytes/s (DeepNVMe 4x Gen4 RAID-0, speed_model.md 2.3)
     double nvme_write = 5e9;        ///< per node, bytes/s (same source)
     double cpu_adam_rate = 1.5e9;   ///< DeepSpeedCPUAdam params/s per node, all ranks share it (speed_model.md 3.1)
+    std::optional<HostSpec> host;   ///< the node's CPU side when known (apply_host)
 };
+
+/// Effective GPU<->host bytes/s per direction of one GPU on `host` when all
+/// GPUs copy at once: 0.88 x the x16 spec of its generation (15.75 / 31.5 /
+/// 63 GB/s; 88% = measured gen5 55.4 of 63, hardware.json) x lanes/16,
+/// divided by the GPUs sharing one uplink.
+double host_pcie_bandwidth(const HostSpec& host);
+
+/// DeepSpeedCPUAdam parameters/s per node on `host`: the smaller of the
+/// cores' rate (cores x k.cpu_adam_params_per_core) and the DRAM rate
+/// (k.cpu_adam_memory_efficiency x memory bandwidth / k.cpu_adam_bytes_per_param):
+/// the Adam step streams fp32 master weights, m, v and gradients.
+double host_cpu_adam_rate(const HostSpec& host, const SpeedConstants& k);
+
+/// Sets hw.host and derives hw.pcie_bandwidth (the smaller of the GPU's
+/// own rate and its share of the host link) and hw.cpu_adam_rate from
+/// `host`. Flags that override either are applied after this.
+void apply_host(SpeedHardware& hw, const HostSpec& host, const SpeedConstants& k);
 
 /// Builds SpeedHardware from a GPU preset for `dtype` (peak: bf16, fp16 or
 /// fp32 TFLOPs of the preset). `intra_name`/`inter_name` override the
@@ -78,6 +121,12 @@ struct SpeedConstants {
     /// ov: fraction of the z0-z2 gradient reduction hidden behind backward
     /// when overlap_comm is on [7: 0.8]; 0 when off (DeepSpeed z1/z2 default).
     double overlap_fraction = 0.8;
+    /// Fraction of the stage-0 gradient all-reduce hidden behind backward.
+    /// 0: DeepSpeed stage 0 all-reduces after the boundary backward
+    /// (engine.py buffered_allreduce_fallback). A torch DDP run (the
+    /// Reducer all-reduces gradient buckets during backward,
+    /// torch/nn/parallel/distributed.py) is modelled with overlap_fraction.
+    double stage0_overlap = 0.0;
     /// ov3: fraction of backward+forward time that can hide the ZeRO-3
     /// gathers and reduce-scatter through prefetch [7: 1]; the first fetch is always exposed.
     double stage3_overlap = 1.0;
@@ -114,6 +163,44 @@ struct SpeedConstants {
     double nvme_optimizer_write_bytes = 12;
     /// Full recompute adds one forward: x(1 + 1/3) [2.1].
     double full_recompute_factor = 4.0 / 3.0;
+
+    // ---- second pass (issue 14): offload, per-parameter and host costs ----
+    /// Host DRAM bytes one DeepSpeedCPUAdam update streams per parameter:
+    /// fp32 master weight, m and v read and written (24), the fp32 gradient
+    /// read (4), the 16-bit copy written (2) [derived, 2.1 by analogy].
+    double cpu_adam_bytes_per_param = 30;
+    /// CALIBRATED on G8 (Llama-3-70B ZeRO-3 + optimizer offload, 16x H100 on
+    /// DGX H100 hosts, 2.2e9 params/s per node, hardware.json cpu.derivations):
+    /// the fraction of the node's DRAM bandwidth the CPU Adam reaches,
+    /// 2.2e9 x 30 B / 614.4 GB/s = 0.1074. G8 is therefore not evidence for it.
+    double cpu_adam_memory_efficiency = 2.2e9 * 30.0 / 614.4e9;
+    /// DeepSpeedCPUAdam parameters/s one core sustains [est., not fitted:
+    /// chosen not to bind on the DGX hosts, where DRAM does].
+    double cpu_adam_params_per_core = 5e7;
+    /// torch.optim.AdamW on the CPU (client optimizer under offload with
+    /// zero_force_ds_cpu_optimizer false) is this many times slower than
+    /// DeepSpeedCPUAdam [hardware.json cpu_adam_vs_torch: "5x-7x faster",
+    /// DeepSpeed ZeRO-Offload tutorial; midpoint, not fitted].
+    double torch_cpu_adam_slowdown = 6;
+    /// ZeRO-1/2 cost per parameter tensor each time its gradient is handled
+    /// (autograd hook, IPG bucket bookkeeping, the copy into the bucket), s
+    /// [est., not fitted: bounded by G3, whose z0 - z1 gap of 0.7% on
+    /// BERT-base's ~200 tensors leaves < 42 us per tensor].
+    double zero12_per_tensor_cost = 20e-6;
+    /// Cost of one host-to-device copy launch of an offloaded parameter
+    /// partition (one per fetched tensor per fetch), s [est.: cudaMemcpyAsync
+    /// launch plus the Python of the fetch, not fitted].
+    double param_copy_launch_cost = 20e-6;
+    /// Latency of one NVMe aio request, s: throughput per drive set =
+    /// B x qd bs / (qd bs + B lat) (Little's law) [est.: ~100 us NVMe read].
+    double nvme_request_latency = 100e-6;
+};
+
+/// A constant the step time rests on, and where it comes from.
+struct CalibrationNote {
+    std::string term;      ///< "compute", "exposed_comm", "optimizer", "offload", "per_param", "overhead"
+    std::string constant;  ///< SpeedConstants / SpeedHardware field name
+    std::string basis;     ///< "fitted on G8", "est.", ...
 };
 
 /// The constants of 2021-era DeepSpeed ZeRO-3 (v0.3.13-v0.5.x), the
@@ -141,15 +228,21 @@ struct SpeedConstants {
 SpeedConstants speed_constants_era2021();
 
 /// One step, per GPU. Times in seconds; total = compute + exposed_comm +
-/// optimizer + offload + overhead.
+/// optimizer + offload + per_param + overhead.
 struct StepTime {
     double compute = 0;        ///< forward+backward (+recompute) over all micro-steps
     double comm_total = 0;     ///< all collectives issued, before overlap
     double exposed_comm = 0;   ///< the part of comm_total not hidden behind compute
     double optimizer = 0;      ///< GPU Adam, or CPU Adam under optimizer offload, incl. NVMe swapping
     double offload = 0;        ///< exposed PCIe (and NVMe parameter) transfers
-    double overhead = 0;       ///< ZeRO bookkeeping and per-launch costs
-    double total = 0;
+    double per_param = 0;      ///< per-parameter-tensor / per-module costs: hooks, bucket bookkeeping, launches
+    double overhead = 0;       ///< other ZeRO bookkeeping (c2) and the fixed per-step cost
+    double total = 0;          ///< compute + exposed_comm + optimizer + offload + per_param + overhead
+    double cpu_optimizer_rate = 0;  ///< params/s per node of the CPU optimizer (offload only)
+    double pcie_bandwidth = 0;      ///< GPU<->host bytes/s per direction used
+    double parameter_tensors = 0;   ///< parameter tensors of the model (ZeRO-1/2 hooks)
+    double fetched_modules = 0;     ///< ZeRO-3: tensors above the persistence threshold, one fetch each
+    bool torch_cpu_optimizer = false;  ///< offload runs the client's torch AdamW, not DeepSpeedCPUAdam
     double tokens_per_step = 0;   ///< whole cluster: N x GAS x b x s
     double tokens_per_s = 0;      ///< whole cluster
     double tokens_per_s_per_gpu = 0;
@@ -163,6 +256,29 @@ struct StepTime {
 /// (speed_model.md 2.1), Psi_mm = params without an untied input embedding
 /// and learned positions (lookups). Without an architecture: 6 Psi.
 double model_flops_per_token(const ModelInfo& model, int64_t seq_len);
+
+/// The calibrated (fitted on a measured case) or estimated constants each
+/// nonzero term of `t` rests on, for `in` on `hw` (what `compare` marks).
+/// Only terms resting on such a constant are listed; a term absent from the
+/// list follows from sourced figures (peaks, bandwidths) alone.
+std::vector<CalibrationNote> calibration_notes(const EstimateInput& in, const SpeedHardware& hw, const StepTime& t,
+                                               const SpeedConstants& k = {});
+
+/// Parameter tensors (nn.Parameter objects) of the model: every weight,
+/// bias and norm scale, embeddings and an untied LM head, from the
+/// architecture (ModelArch); without one, Psi / k.params_per_tensor_unknown_arch.
+double parameter_tensor_count(const ModelInfo& model, const SpeedConstants& k = {});
+
+/// Tensors ZeRO-3 fetches one by one (one per module: each holds one
+/// such tensor): those above stage3_param_persistence_threshold elements
+/// (smaller ones stay resident, stage3.py persistent parameters).
+double fetched_tensor_count(const ModelInfo& model, int64_t persistence_threshold, const SpeedConstants& k = {});
+
+/// NVMe bytes/s reached with `queue_depth` requests of `block_size` bytes in
+/// flight against a drive set of peak `peak` bytes/s (Little's law with
+/// k.nvme_request_latency). Throws nothing; non-positive depth or block
+/// gives 0.
+double nvme_effective_bandwidth(double peak, int64_t queue_depth, int64_t block_size, const SpeedConstants& k);
 
 /// The step time of `in` (stage, offload, micro batch, accumulation,
 /// checkpointing, buckets, overlap_comm, cluster) on `hw`, with constants

@@ -94,6 +94,14 @@ struct ZeroSettings {
     int64_t stage3_max_live_parameters = 1000000000;      ///< elements
     int64_t stage3_max_reuse_distance = 1000000000;       ///< elements
     bool stage3_gather_16bit_weights_on_model_save = false;
+    /// Top-level "aio" block (DeepSpeed runtime/swap_tensor/aio_config.py
+    /// defaults): bytes per NVMe request and requests in flight.
+    int64_t aio_block_size = 1048576;
+    int64_t aio_queue_depth = 8;
+    /// Top-level "zero_force_ds_cpu_optimizer" (DeepSpeed engine default
+    /// true): with offload, a client optimizer other than DeepSpeedCPUAdam
+    /// is refused unless this is false.
+    bool zero_force_ds_cpu_optimizer = true;
 
     /// DeepSpeed's validator `overlap_comm_valid`: default true for stage 3
     /// only.
