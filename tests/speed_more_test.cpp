@@ -519,15 +519,27 @@ TEST(SpeedModel, NvmeAioQueueDepth) {
 }
 
 // Parameter offload: every fetch moves the rank's 16-bit partition over
-// PCIe (forward and backward); with no prefetch (bucket 0) nothing hides,
-// so the exposed copy is 2 x (Psi/n) x 2 B / B_pcie per micro-step.
-TEST(SpeedModel, ParameterOffloadWithoutPrefetchIsExposed) {
+// PCIe (forward and backward): 2 x (Psi/n) x 2 B / B_pcie per micro-step.
+// By default (blocking copy) nothing hides; with a copy that could overlap
+// (param_copy_overlap 1) the prefetch bound decides: bucket 0 hides
+// nothing, a bucket as large as a module hides it all (compute is ample
+// here). Each fetched tensor pays a synchronous fetch, forward and
+// backward: 2 x fetched x 1.1 ms in the per-parameter term.
+TEST(SpeedModel, ParameterOffloadPerFetch) {
     ModelInfo m;
     m.params = 8000000000;
     const SpeedHardware h = hw("A100-80GB", Dtype::bf16);
-    EstimateInput in = input(m, 8, 1, 3, 1, 2048);
+    EstimateInput in = input(m, 8, 1, 3, 4, 2048);
+    const StepTime plain = step_time(in, h);
     in.zero.offload_param = OffloadDevice::cpu;
+    const double copy = 2.0 * 1e9 * 2 / h.pcie_bandwidth;
+    const StepTime blocking = step_time(in, h);
+    EXPECT_NEAR(blocking.offload, copy, 1e-9);
+    EXPECT_NEAR(blocking.per_param - plain.per_param, 2.0 * plain.fetched_modules * 1.1e-3, 1e-9);
+    SpeedConstants k;
+    k.param_copy_overlap = 1.0;
     in.zero.stage3_prefetch_bucket_size = 0;
-    const StepTime t = step_time(in, h);
-    EXPECT_NEAR(t.offload, 2.0 * 1e9 * 2 / h.pcie_bandwidth, 1e-9);
+    EXPECT_NEAR(step_time(in, h, k).offload, copy, 1e-9);
+    in.zero.stage3_prefetch_bucket_size = 1000000000;
+    EXPECT_NEAR(step_time(in, h, k).offload, 0.0, 1e-9);
 }

@@ -403,10 +403,11 @@ void optimizer_terms(const EstimateInput& in, const SpeedHardware& hw, const Spe
 
 /// ZeRO-3 parameter offload: every fetch copies the rank's 16-bit
 /// partition of the module from pinned host memory (or NVMe) over PCIe, in
-/// forward and again in backward. The fetch is synchronous within a module;
-/// only what the prefetch (stage3_prefetch_bucket_size elements ahead) has
-/// started can hide behind compute, and only in the overlap budget the
-/// collectives leave. Each fetched tensor pays a copy launch.
+/// forward and again in backward. The fetch is synchronous within a module:
+/// at most the prefetched part (stage3_prefetch_bucket_size elements ahead)
+/// times param_copy_overlap (0: the copy blocks) hides behind compute, and
+/// only in the overlap budget the collectives leave. Each synchronous fetch
+/// of a tensor costs param_fetch_sync_cost.
 void param_offload_term(const EstimateInput& in, const SpeedHardware& hw, const SpeedConstants& k,
                         const StepCtx& c, double s3_comm, StepTime& r) {
     if (c.stage != 3 || in.zero.offload_param == OffloadDevice::none) return;
@@ -420,9 +421,9 @@ void param_offload_term(const EstimateInput& in, const SpeedHardware& hw, const 
     const double per_module = c.psi / fetched;
     const double prefetched = std::min(1.0, double(in.zero.stage3_prefetch_bucket_size) / per_module);
     const double budget_left = std::max(0.0, k.stage3_overlap * c.t_fb - s3_comm);
-    const double hidden = prefetched * std::min(t_in, budget_left);
+    const double hidden = prefetched * k.param_copy_overlap * std::min(t_in, budget_left);
     r.offload += c.gas * (t_in - hidden);
-    r.per_param += c.gas * 2.0 * fetched * k.param_copy_launch_cost;
+    r.per_param += c.gas * 2.0 * fetched * k.param_fetch_sync_cost;
 }
 
 }  // namespace
@@ -492,8 +493,10 @@ std::vector<CalibrationNote> calibration_notes(const EstimateInput& in, const Sp
     } else {
         v.push_back({"optimizer", "adam_hbm_efficiency", "est. 0.7 (speed_model.md 7), not fitted"});
     }
-    if (in.zero.offload_param != OffloadDevice::none)
-        v.push_back({"per_param", "param_copy_launch_cost", "est. 20 us, not fitted"});
+    if (in.zero.offload_param != OffloadDevice::none) {
+        v.push_back({"per_param", "param_fetch_sync_cost", "fitted on G1 and G3 (2021 synchronous fetches)"});
+        v.push_back({"offload", "param_copy_overlap", "0: blocking copy (partition_parameters.py), not fitted"});
+    }
     if (in.zero.offload_optimizer == OffloadDevice::nvme || in.zero.offload_param == OffloadDevice::nvme)
         v.push_back({"optimizer", "nvme_request_latency", "est. 100 us, not fitted"});
     return v;

@@ -187,10 +187,20 @@ struct SpeedConstants {
     /// [est., not fitted: bounded by G3, whose z0 - z1 gap of 0.7% on
     /// BERT-base's ~200 tensors leaves < 42 us per tensor].
     double zero12_per_tensor_cost = 20e-6;
-    /// Cost of one host-to-device copy launch of an offloaded parameter
-    /// partition (one per fetched tensor per fetch), s [est.: cudaMemcpyAsync
-    /// launch plus the Python of the fetch, not fitted].
-    double param_copy_launch_cost = 20e-6;
+    /// Fraction of the parameter-offload copies that the prefetch can hide
+    /// behind compute. 0: DeepSpeed copies an offloaded partition with a
+    /// blocking ds_tensor.to(device) inside the fetch (partition_parameters.py
+    /// _all_gather / all_gather_coalesced; the single-parameter path
+    /// synchronizes the device first), so the copy waits for queued compute
+    /// and compute waits for it; prefetch only moves it earlier.
+    double param_copy_overlap = 0.0;
+    /// Cost of one synchronous fetch of an offloaded module partition (one
+    /// per fetched tensor, forward and backward), s: the blocking copy drains
+    /// the GPU's queue, so each fetch exposes the module's launch latency
+    /// and Python bookkeeping - the regime of 2021's synchronous ZeRO-3
+    /// fetches. CALIBRATED: the same value, fitted on G1 and G3 (the 2021
+    /// z3 - z2 gaps, speed_constants_era2021); G1 and G3 are not evidence for it.
+    double param_fetch_sync_cost = 1.1e-3;
     /// Latency of one NVMe aio request, s: throughput per drive set =
     /// B x qd bs / (qd bs + B lat) (Little's law) [est.: ~100 us NVMe read].
     double nvme_request_latency = 100e-6;
