@@ -136,3 +136,54 @@ TEST(CliSpeed, BadInputsGiveOneLineAndNonzeroExit) {
     expect_error("plan " + kLlama + " --cpu-adam-rate -1", "--cpu-adam-rate");
     expect_error("fit --gpu A100-80GB", "fit:");
 }
+
+// compare shows each term per option and marks the ones resting on a
+// calibrated or estimated constant: the json lists them per row; the
+// per-parameter column exists; a term sum equals the step time.
+TEST(CliSpeed, CompareShowsTermsAndCalibration) {
+    const Outcome r = zeromem("compare " + kLlama + " --global-batch 64 --host dgx-a100 --format json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    bool saw_g8 = false;
+    for (const auto& row : j) {
+        const double sum = row["compute_s"].get<double>() + row["exposed_comm_s"].get<double>() +
+                           row["optimizer_s"].get<double>() + row["offload_s"].get<double>() +
+                           row["per_param_s"].get<double>() + row["overhead_s"].get<double>();
+        EXPECT_NEAR(sum, row["step_time_s"].get<double>(), 1e-9 * sum);
+        ASSERT_TRUE(row["calibrated_terms"].is_array());
+        for (const auto& c : row["calibrated_terms"])
+            if (c["constant"] == "cpu_adam_memory_efficiency") saw_g8 = c["basis"].get<std::string>().find("G8") != std::string::npos;
+    }
+    EXPECT_TRUE(saw_g8) << "optimizer-offload rows on a host preset name the G8 fit";
+    const Outcome t = zeromem("compare " + kLlama + " --global-batch 64 --host dgx-a100");
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    EXPECT_NE(t.out.find("per-param"), std::string::npos);
+    EXPECT_NE(t.out.find("Host: dgx-a100"), std::string::npos);
+    EXPECT_NE(t.out.find("*"), std::string::npos);
+}
+
+// Host flags: an override needs a preset; bad values name the flag.
+TEST(CliSpeed, HostFlagErrors) {
+    expect_error("compare " + kLlama + " --host dgx-a1000", "--host");
+    expect_error("compare " + kLlama + " --pcie-lanes 8", "--host");
+    expect_error("compare " + kLlama + " --host dgx-a100 --pcie-lanes 0", "--pcie-lanes");
+    expect_error("compare " + kLlama + " --host dgx-a100 --pcie-gen 9", "--pcie-gen");
+    expect_error("compare " + kLlama + " --host dgx-a100 --host-memory-bandwidth -3GB", "--host-memory-bandwidth");
+}
+
+// Halving the PCIe share of a GPU (two GPUs per uplink instead of one)
+// slows an offloaded option's transfers: the dgx-a100 preset with
+// --gpus-per-pcie-link 1 gives each GPU min(27.7 GB/s of the A100 preset,
+// 0.88 x 31.5 GB/s) = 27.7 GB/s instead of 0.88 x 31.5 / 2 = 13.86 GB/s.
+TEST(CliSpeed, SharedPcieLinkSlowsOffload) {
+    auto offload_s = [](const std::string& extra) {
+        const Outcome r = zeromem("compare " + kLlama + " --global-batch 64 --host dgx-a100 --format json" + extra);
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        for (const auto& row : nlohmann::json::parse(r.out))
+            if (row["option"] == "ZeRO-2 + optimizer cpu") return row["offload_s"].get<double>();
+        return -1.0;
+    };
+    const double shared = offload_s(""), alone = offload_s(" --gpus-per-pcie-link 1");
+    ASSERT_GT(alone, 0);
+    EXPECT_NEAR(shared / alone, 27.7e9 / (0.88 * 31.5e9 / 2), 1e-6);
+}
