@@ -10,6 +10,7 @@
 // all of them count as evidence. The constants that are fitted (speed.h):
 // stage3_launch_cost on G7, the 2021 fetch cost on G1 and G3,
 // cpu_adam_memory_efficiency on G8 - those cases are not evidence for them.
+#include "zeromem/ds_config.h"
 #include "zeromem/estimate.h"
 #include "zeromem/gpu.h"
 #include "zeromem/model.h"
@@ -542,4 +543,24 @@ TEST(SpeedModel, ParameterOffloadPerFetch) {
     EXPECT_NEAR(step_time(in, h, k).offload, copy, 1e-9);
     in.zero.stage3_prefetch_bucket_size = 1000000000;
     EXPECT_NEAR(step_time(in, h, k).offload, 0.0, 1e-9);
+}
+
+// The DeepSpeed keys the speed model reads: aio.block_size / queue_depth
+// (defaults 1048576 and 8, DeepSpeed runtime/swap_tensor/aio_config.py) and
+// zero_force_ds_cpu_optimizer (default true, runtime/config.py).
+TEST(SpeedModel, DsConfigKeysForSpeed) {
+    AutoSources autos;
+    ZeroSettings zero;
+    TrainingSettings train;
+    Provenance prov;
+    apply_ds_config(nlohmann::json::object(), "cfg.json", autos, zero, train, prov);
+    EXPECT_EQ(zero.aio_block_size, 1048576);
+    EXPECT_EQ(zero.aio_queue_depth, 8);
+    EXPECT_TRUE(zero.zero_force_ds_cpu_optimizer);
+    apply_ds_config({{"aio", {{"block_size", 262144}, {"queue_depth", 32}}}, {"zero_force_ds_cpu_optimizer", false}},
+                    "cfg.json", autos, zero, train, prov);
+    EXPECT_EQ(zero.aio_block_size, 262144);
+    EXPECT_EQ(zero.aio_queue_depth, 32);
+    EXPECT_FALSE(zero.zero_force_ds_cpu_optimizer);
+    EXPECT_EQ(prov.count("aio.queue_depth"), 1u);
 }
