@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -84,12 +85,22 @@ struct TensorGroup {
 /// weights (and biases); then the embeddings, their norm, the final norm,
 /// an untied LM head and OPT's input/output projections. Mirrors the
 /// modules count_params() sums (model.cpp), as tensors instead of a total.
-std::vector<TensorGroup> tensor_groups(const ModelArch& a) {
+/// At most 20 groups, held without a heap allocation (the planner calls
+/// this for every candidate).
+struct TensorGroups {
+    std::array<TensorGroup, 20> g{};
+    size_t size = 0;
+    void push_back(TensorGroup t) { g[size++] = t; }
+    const TensorGroup* begin() const { return g.data(); }
+    const TensorGroup* end() const { return g.data() + size; }
+};
+
+TensorGroups tensor_groups(const ModelArch& a) {
     const double L = double(a.num_layers), h = double(a.hidden_size), f = double(a.ffn_size);
     const double hd = double(a.head_dim > 0 ? a.head_dim : a.hidden_size / std::max<int64_t>(1, a.num_heads));
     const double q = double(a.num_heads) * hd;
     const double kv = double(a.num_kv_heads > 0 ? a.num_kv_heads : a.num_heads) * hd;
-    std::vector<TensorGroup> g;
+    TensorGroups g;
     if (a.fused_qkv) {
         g.push_back({h * (q + 2 * kv), L});
         if (a.qkv_bias) g.push_back({q + 2 * kv, L});
