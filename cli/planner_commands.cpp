@@ -133,7 +133,7 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
         apply_candidate(c, ci);
         const auto notes = calibration_notes(ci, hw, c.time);
         const StepTime& t = c.time;
-        std::printf("%-52s %4lld x%-4lld %8s %9s %-4s %8.3f %9s %9s %9s %9s %9s %9s %10.0f %7.1f %5.1f\n",
+        std::printf("%-58s %4lld x%-4lld %8s %9s %-4s %8.3f %9s %9s %9s %9s %9s %9s %10.0f %7.1f %5.1f\n",
                     c.option.label().c_str(), (long long)c.micro_batch, (long long)c.grad_accum,
                     gib(c.memory.per_gpu.total).c_str(), gib(c.memory.per_node.host_memory).c_str(),
                     c.fits ? "yes" : "no", t.total, term_cell(t.compute, has_term(notes, "compute")).c_str(),
@@ -144,7 +144,7 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
                     term_cell(t.overhead, has_term(notes, "overhead")).c_str(), t.tokens_per_s, t.tflops_per_gpu,
                     t.mfu * 100);
     };
-    const char* header = "%-52s %11s %8s %9s %-4s %8s %9s %9s %9s %9s %9s %9s %10s %7s %5s\n";
+    const char* header = "%-58s %11s %8s %9s %-4s %8s %9s %9s %9s %9s %9s %9s %10s %7s %5s\n";
     auto print_header = [&]() {
         std::printf(header, "option", "micro x acc", "GPU GiB", "host GiB", "fits", "step s", "compute", "comm",
                     "optim", "offload", "per-param", "other", "tokens/s", "TFLOP/s", "MFU%");
