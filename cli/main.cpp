@@ -107,6 +107,8 @@ int main(int argc, char** argv) {
     gpus->footer("\nExample: zeromem gpus");
     auto* ics = app.add_subcommand("interconnects", "List the interconnect presets in data/interconnects");
     ics->footer("\nExample: zeromem interconnects");
+    auto* hosts = app.add_subcommand("hosts", "List the host presets in data/hosts (for --host)");
+    hosts->footer("\nExample: zeromem hosts");
 
     if (argc > 1 && argv[1][0] != '-') {
         const std::string sub = argv[1];
@@ -164,6 +166,16 @@ int main(int argc, char** argv) {
                 else
                     std::printf("%-20s intra-node  all-reduce busbw %7.1f GB/s, latency %.0f us\n", n.c_str(),
                                 ic.allreduce_busbw / 1e9, ic.latency * 1e6);
+            }
+            return 0;
+        }
+        if (*hosts) {
+            for (const auto& n : list_host_presets(dir)) {
+                const HostSpec h = load_host_preset(n, dir);
+                std::printf("%-20s %4lld cores, DRAM %6.1f GB/s, PCIe gen%d x%d, %d GPU(s) per uplink: %5.1f GB/s per GPU, "
+                            "CPU Adam %.2g params/s per node\n",
+                            n.c_str(), (long long)h.cores, h.memory_bandwidth / 1e9, h.pcie_gen, h.pcie_lanes_per_gpu,
+                            h.gpus_per_pcie_link, host_pcie_bandwidth(h) / 1e9, host_cpu_adam_rate(h, SpeedConstants{}));
             }
             return 0;
         }

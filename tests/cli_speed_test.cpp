@@ -187,3 +187,15 @@ TEST(CliSpeed, SharedPcieLinkSlowsOffload) {
     ASSERT_GT(alone, 0);
     EXPECT_NEAR(shared / alone, 27.7e9 / (0.88 * 31.5e9 / 2), 1e-6);
 }
+
+// `zeromem hosts` lists the presets with the derived rates: dgx-h100's PCIe
+// gen5 x16 at 88% of 63 GB/s = 55.4 GB/s, the measured H2D rate of an H200
+// node (hardware.json, nvbandwidth 55.43 GB/s).
+TEST(CliSpeed, HostsListing) {
+    const Outcome r = zeromem("hosts");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("dgx-a100"), std::string::npos);
+    const auto line = r.out.find("dgx-h100");
+    ASSERT_NE(line, std::string::npos);
+    EXPECT_NE(r.out.find("55.4 GB/s per GPU", line), std::string::npos) << r.out;
+}

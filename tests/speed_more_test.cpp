@@ -443,6 +443,9 @@ TEST(SpeedHost, DgxA100Derivations) {
     apply_host(h, a100, SpeedConstants{});
     EXPECT_NEAR(h.pcie_bandwidth, 0.88 * 31.5e9 / 2, 1e3);
     EXPECT_THROW(load_host_preset("dgx-a1000", kData), InputError);
+    // dgx-h100 reproduces G8's 2.2e9 params/s per node by construction: G8
+    // is the case cpu_adam_memory_efficiency is fitted on (not evidence).
+    EXPECT_NEAR(host_cpu_adam_rate(load_host_preset("dgx-h100", kData), SpeedConstants{}), 2.2e9, 1e3);
 }
 
 // G11 against the host model (evidence: G11 is not the case the DRAM
