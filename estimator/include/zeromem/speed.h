@@ -6,6 +6,14 @@
 // 2 (compute), 3 (offload); hardware figures come from data/gpus and
 // data/interconnects (sourced from hardware.json). Every constant is a field
 // of SpeedConstants, overridable by the caller.
+//
+// Second pass (issue 14): the offload, per-parameter and host costs follow
+// their mechanisms - parameter offload per synchronous fetch, optimizer
+// offload copies and the CPU optimizer's rate from the host (data/hosts:
+// cores, DRAM bandwidth, PCIe generation, lanes and sharing), per-tensor
+// hooks and per-module launches from the architecture's real tensor count,
+// trainable vs frozen parameters, and NVMe aio queue depth / block size.
+// Constants fitted on a measured case say which (G7, G1/G3, G8, G9).
 #pragma once
 
 #include "zeromem/estimate.h"
@@ -134,11 +142,13 @@ struct SpeedConstants {
     /// seconds [7: ~100 us (2024+) to ~300 us (2021)]; 100 us keeps G7
     /// (Llama-3-70B ZeRO-3, 2025) within 25%.
     double stage3_launch_cost = 100e-6;
-    /// Launches per parameter tensor per micro-step under ZeRO-3 (forward
-    /// gather, backward gather, gradient reduce) [7: N_fetch ~ 3 x tensors].
+    /// Launches per fetched module (tensor above the persistence
+    /// threshold) per micro-step under ZeRO-3 (forward gather, backward
+    /// gather, gradient reduce) [7: N_fetch ~ 3 x tensors].
     double stage3_launches_per_tensor = 3;
-    /// Parameters per fetched tensor when the architecture is unknown
-    /// (--params alone): N_tensors = Psi / this [est.; one 4096^2 matrix ~ 1.7e7].
+    /// Parameters per tensor when the architecture is unknown (--params
+    /// alone): both the parameter-tensor count and the ZeRO-3 fetched count
+    /// are Psi / this [est.; one 4096^2 matrix ~ 1.7e7].
     double params_per_tensor_unknown_arch = 2e7;
     /// c2: per-micro-step gradient-partition bookkeeping of stages 2 and 3
     /// (gradient partition copies, IPG buffer) as a fraction of
@@ -182,7 +192,7 @@ struct SpeedConstants {
     /// DeepSpeedCPUAdam [hardware.json cpu_adam_vs_torch: "5x-7x faster",
     /// DeepSpeed ZeRO-Offload tutorial; midpoint, not fitted].
     double torch_cpu_adam_slowdown = 6;
-    /// ZeRO-1/2 cost per parameter tensor each time its gradient is handled
+    /// ZeRO-1/2/3 cost per parameter tensor each time its gradient is handled
     /// (autograd hook, IPG bucket bookkeeping, the copy into the bucket), s
     /// [est., not fitted: bounded by G3, whose z0 - z1 gap of 0.7% on
     /// BERT-base's ~200 tensors leaves < 42 us per tensor].
