@@ -61,6 +61,72 @@ bool has_term(const std::vector<zeromem::CalibrationNote>& notes, const char* te
     return false;
 }
 
+/// One compare/plan row as json: option, memory, each step-time term, and
+/// the constants the terms rest on (speed.h calibration_notes).
+nlohmann::json candidate_json(const zeromem::Candidate& c, const zeromem::EstimateInput& in,
+                              const zeromem::SpeedHardware& hw) {
+    using namespace zeromem;
+    EstimateInput ci = in;
+    apply_candidate(c, ci);
+    nlohmann::json cal = nlohmann::json::array();
+    for (const auto& n : calibration_notes(ci, hw, c.time))
+        cal.push_back({{"term", n.term}, {"constant", n.constant}, {"basis", n.basis}});
+    return nlohmann::json{{"option", c.option.label()},
+                          {"stage", c.option.stage},
+                          {"offload_optimizer", to_string(c.option.offload_optimizer)},
+                          {"offload_param", to_string(c.option.offload_param)},
+                          {"gradient_checkpointing", to_string(c.option.checkpointing)},
+                          {"dtype", to_string(c.dtype)},
+                          {"micro_batch", c.micro_batch},
+                          {"grad_accum", c.grad_accum},
+                          {"overlap_comm", c.overlap_comm},
+                          {"reduce_bucket_size", c.reduce_bucket_size},
+                          {"per_gpu_total", c.memory.per_gpu.total},
+                          {"host_memory", c.memory.per_node.host_memory},
+                          {"nvme", c.memory.per_node.nvme},
+                          {"fits", c.fits},
+                          {"step_time_s", c.time.total},
+                          {"compute_s", c.time.compute},
+                          {"exposed_comm_s", c.time.exposed_comm},
+                          {"optimizer_s", c.time.optimizer},
+                          {"offload_s", c.time.offload},
+                          {"per_param_s", c.time.per_param},
+                          {"overhead_s", c.time.overhead},
+                          {"parameter_tensors", c.time.parameter_tensors},
+                          {"cpu_optimizer", c.option.offload_optimizer == OffloadDevice::none ? "none"
+                                            : c.time.torch_cpu_optimizer ? "torch AdamW" : "DeepSpeedCPUAdam"},
+                          {"calibrated_terms", cal},
+                          {"tokens_per_s", c.time.tokens_per_s},
+                          {"tflops_per_gpu", c.time.tflops_per_gpu},
+                          {"mfu", c.time.mfu}};
+}
+
+void print_compare_header() {
+    std::printf("%-58s %11s %8s %9s %-4s %8s %9s %9s %9s %9s %9s %9s %10s %7s %5s\n", "option", "micro x acc",
+                "GPU GiB", "host GiB", "fits", "step s", "compute", "comm", "optim", "offload", "per-param", "other",
+                "tokens/s", "TFLOP/s", "MFU%");
+}
+
+/// One table row; a term resting on a calibrated/estimated constant ends in '*'.
+void print_compare_row(const zeromem::Candidate& c, const zeromem::EstimateInput& in,
+                       const zeromem::SpeedHardware& hw) {
+    using namespace zeromem;
+    EstimateInput ci = in;
+    apply_candidate(c, ci);
+    const auto notes = calibration_notes(ci, hw, c.time);
+    const StepTime& t = c.time;
+    std::printf("%-58s %4lld x%-4lld %8s %9s %-4s %8.3f %9s %9s %9s %9s %9s %9s %10.0f %7.1f %5.1f\n",
+                c.option.label().c_str(), (long long)c.micro_batch, (long long)c.grad_accum,
+                gib(c.memory.per_gpu.total).c_str(), gib(c.memory.per_node.host_memory).c_str(), c.fits ? "yes" : "no",
+                t.total, term_cell(t.compute, has_term(notes, "compute")).c_str(),
+                term_cell(t.exposed_comm, has_term(notes, "exposed_comm")).c_str(),
+                term_cell(t.optimizer, has_term(notes, "optimizer")).c_str(),
+                term_cell(t.offload, has_term(notes, "offload")).c_str(),
+                term_cell(t.per_param, has_term(notes, "per_param")).c_str(),
+                term_cell(t.overhead, has_term(notes, "overhead")).c_str(), t.tokens_per_s, t.tflops_per_gpu,
+                t.mfu * 100);
+}
+
 }  // namespace
 
 int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, const SpeedFlags& f,
@@ -93,62 +159,7 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
                            : in.train.train_batch_size ? *in.train.train_batch_size
                                                        : 16 * in.cluster.gpus;
     const bool json_out = format == "json";
-    auto row_json = [&](const Candidate& c) {
-        EstimateInput ci = in;
-        apply_candidate(c, ci);
-        nlohmann::json cal = nlohmann::json::array();
-        for (const auto& n : calibration_notes(ci, hw, c.time))
-            cal.push_back({{"term", n.term}, {"constant", n.constant}, {"basis", n.basis}});
-        return nlohmann::json{{"option", c.option.label()},
-                              {"stage", c.option.stage},
-                              {"offload_optimizer", to_string(c.option.offload_optimizer)},
-                              {"offload_param", to_string(c.option.offload_param)},
-                              {"gradient_checkpointing", to_string(c.option.checkpointing)},
-                              {"dtype", to_string(c.dtype)},
-                              {"micro_batch", c.micro_batch},
-                              {"grad_accum", c.grad_accum},
-                              {"overlap_comm", c.overlap_comm},
-                              {"reduce_bucket_size", c.reduce_bucket_size},
-                              {"per_gpu_total", c.memory.per_gpu.total},
-                              {"host_memory", c.memory.per_node.host_memory},
-                              {"nvme", c.memory.per_node.nvme},
-                              {"fits", c.fits},
-                              {"step_time_s", c.time.total},
-                              {"compute_s", c.time.compute},
-                              {"exposed_comm_s", c.time.exposed_comm},
-                              {"optimizer_s", c.time.optimizer},
-                              {"offload_s", c.time.offload},
-                              {"per_param_s", c.time.per_param},
-                              {"overhead_s", c.time.overhead},
-                              {"parameter_tensors", c.time.parameter_tensors},
-                              {"cpu_optimizer", c.option.offload_optimizer == OffloadDevice::none ? "none"
-                                                : c.time.torch_cpu_optimizer ? "torch AdamW" : "DeepSpeedCPUAdam"},
-                              {"calibrated_terms", cal},
-                              {"tokens_per_s", c.time.tokens_per_s},
-                              {"tflops_per_gpu", c.time.tflops_per_gpu},
-                              {"mfu", c.time.mfu}};
-    };
-    auto print_row = [&](const Candidate& c) {
-        EstimateInput ci = in;
-        apply_candidate(c, ci);
-        const auto notes = calibration_notes(ci, hw, c.time);
-        const StepTime& t = c.time;
-        std::printf("%-58s %4lld x%-4lld %8s %9s %-4s %8.3f %9s %9s %9s %9s %9s %9s %10.0f %7.1f %5.1f\n",
-                    c.option.label().c_str(), (long long)c.micro_batch, (long long)c.grad_accum,
-                    gib(c.memory.per_gpu.total).c_str(), gib(c.memory.per_node.host_memory).c_str(),
-                    c.fits ? "yes" : "no", t.total, term_cell(t.compute, has_term(notes, "compute")).c_str(),
-                    term_cell(t.exposed_comm, has_term(notes, "exposed_comm")).c_str(),
-                    term_cell(t.optimizer, has_term(notes, "optimizer")).c_str(),
-                    term_cell(t.offload, has_term(notes, "offload")).c_str(),
-                    term_cell(t.per_param, has_term(notes, "per_param")).c_str(),
-                    term_cell(t.overhead, has_term(notes, "overhead")).c_str(), t.tokens_per_s, t.tflops_per_gpu,
-                    t.mfu * 100);
-    };
-    const char* header = "%-58s %11s %8s %9s %-4s %8s %9s %9s %9s %9s %9s %9s %10s %7s %5s\n";
-    auto print_header = [&]() {
-        std::printf(header, "option", "micro x acc", "GPU GiB", "host GiB", "fits", "step s", "compute", "comm",
-                    "optim", "offload", "per-param", "other", "tokens/s", "TFLOP/s", "MFU%");
-    };
+    auto row_json = [&](const Candidate& c) { return candidate_json(c, in, hw); };
     std::printf("%s", "");
     if (cmd == "compare") {
         const auto rows = compare_options(in, hw, global, {});
@@ -168,8 +179,8 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
                     "tensor/module), other (ZeRO-2/3 bookkeeping, fixed cost); * = the term rests on a calibrated or "
                     "estimated constant (--format json lists them). Host: %s. Memory in GiB (2^30 bytes).\n\n",
                     hw.host ? hw.host->name.c_str() : "none given (--host; CPU Adam 1.5e9 params/s per node)");
-        print_header();
-        for (const auto& c : rows) print_row(c);
+        print_compare_header();
+        for (const auto& c : rows) print_compare_row(c, in, hw);
         std::printf("\n");
         for (const auto& line : statement) std::printf("%s\n", line.c_str());
         return 0;
