@@ -541,7 +541,7 @@ TEST(SpeedGolden, G14_Gpt2LargeTuningHeadroom) {
 
 // Parameter offload is never free: every micro-step the rank's 16-bit
 // partition crosses PCIe twice (forward and backward gathers) and each fetched
-// tensor pays a copy launch, so at the same micro batch ZeRO-3 +
+// tensor pays a synchronous fetch, so at the same micro batch ZeRO-3 +
 // offload_param is slower than ZeRO-3, and NVMe is slower than CPU
 // (speed_model.md 3.1-3.2: PCIe and NVMe bandwidth below HBM).
 TEST(SpeedModel, ParameterOffloadCostsTime) {

@@ -486,6 +486,8 @@ std::vector<CalibrationNote> calibration_notes(const EstimateInput& in, const Sp
         v.push_back({"per_param", "stage3_launch_cost",
                      k.stage3_launch_cost == era.stage3_launch_cost ? "fitted on G1 and G3 (2021 z3 - z2 gaps)"
                                                                     : "fitted on G7 (Llama-3-70B ZeRO-3, 32x H100)"});
+    } else if (in.zero.stage == 0 && k.stage0_overlap > 0) {
+        v.push_back({"exposed_comm", "stage0_overlap", "torch DDP overlap, est. as overlap_fraction, not fitted"});
     } else if (in.zero.stage > 0 && in.zero.overlap_comm_effective()) {
         v.push_back({"exposed_comm", "overlap_fraction", "est. 0.8 (speed_model.md 7), not fitted"});
     }
