@@ -567,3 +567,29 @@ TEST(SpeedModel, DsConfigKeysForSpeed) {
     EXPECT_FALSE(zero.zero_force_ds_cpu_optimizer);
     EXPECT_EQ(prov.count("aio.queue_depth"), 1u);
 }
+
+// compare's marks: a ZeRO-3 + both offloads step on a host preset rests on
+// the G7 launch cost, the G1/G3 synchronous-fetch cost and the G8 CPU Adam
+// efficiency; ZeRO-0 on one GPU only on estimates (compute efficiency, the
+// GPU Adam's HBM efficiency), not on a fitted constant.
+TEST(SpeedModel, CalibrationNotesNameTheFitCases) {
+    ModelInfo m;
+    m.params = 7000000000;
+    SpeedHardware h = hw("A100-80GB", Dtype::bf16);
+    apply_host(h, load_host_preset("dgx-a100", kData), SpeedConstants{});
+    EstimateInput in = input(m, 8, 1, 3, 1, 2048);
+    in.zero.offload_optimizer = OffloadDevice::cpu;
+    in.zero.offload_param = OffloadDevice::cpu;
+    auto basis_of = [](const std::vector<CalibrationNote>& v, const std::string& constant) {
+        for (const auto& n : v)
+            if (n.constant == constant) return n.basis;
+        return std::string();
+    };
+    const auto notes = calibration_notes(in, h, step_time(in, h));
+    EXPECT_NE(basis_of(notes, "stage3_launch_cost").find("G7"), std::string::npos);
+    EXPECT_NE(basis_of(notes, "param_fetch_sync_cost").find("G1 and G3"), std::string::npos);
+    EXPECT_NE(basis_of(notes, "cpu_adam_memory_efficiency").find("G8"), std::string::npos);
+    const EstimateInput one = input(m, 1, 1, 0, 1, 2048);
+    for (const auto& n : calibration_notes(one, h, step_time(one, h)))
+        EXPECT_EQ(n.basis.find("fitted on"), std::string::npos) << n.constant << ": " << n.basis;
+}
