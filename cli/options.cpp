@@ -39,7 +39,7 @@ void add_speed_options(CLI::App* sub, SpeedFlags& f) {
     sub->add_option_function<std::string>("--nvme-write", [&f](const std::string& v) { f.nvme_write = v; },
                                           "NVMe write bandwidth per node per second, e.g. 5GB (default 5GB)")
         ->group(g)->type_name("SIZE");
-    sub->add_option("--host", f.host, "Host preset: CPU cores, DRAM bandwidth, PCIe per GPU (see data/hosts)")
+    sub->add_option("--host", f.host, "Host preset: CPU cores, DRAM bandwidth, PCIe per GPU (see `zeromem hosts`)")
         ->group(g)->type_name("NAME");
     auto host_int = [&](const char* name, std::optional<int64_t>& out, const char* help) {
         sub->add_option_function<std::string>(name, [&out, name](const std::string& v) {
