@@ -123,6 +123,9 @@ void MainWindow::build_tabs() {
 
     breakdown_ = make_breakdown_chart(this);
     tabs_->addTab(breakdown_->widget(), tr("&Breakdown"));
+    connect(tabs_, &QTabWidget::currentChanged, this, [this](int) {
+        if (breakdown_dirty_ && tabs_->currentWidget() == breakdown_->widget()) show_breakdown();
+    });
 
     auto* plan_page = new QWidget(this);
     auto* pv = new QVBoxLayout(plan_page);
@@ -209,7 +212,8 @@ void MainWindow::recompute() {
     for (size_t i = 0; i < ev_->rows.size(); ++i)
         if (ev_->rows[i].option.label() == selected_label_) selected_ = int(i);
     show_chart();
-    show_breakdown();
+    breakdown_dirty_ = true;  // drawn now if visible, else when its tab is opened
+    if (tabs_->currentWidget() == breakdown_->widget()) show_breakdown();
     show_table();
     show_plan();
     chart_->setSelected(selected_);
@@ -248,6 +252,8 @@ void MainWindow::show_chart() {
 }
 
 void MainWindow::show_breakdown() {
+    if (!ev_) return;
+    breakdown_dirty_ = false;
     BreakdownData d;
     d.segment_names = {tr("parameters"), tr("gradients"), tr("optimizer states"), tr("activations"),
                        tr("temporary buffers"), tr("CUDA context"), tr("fragmentation")};

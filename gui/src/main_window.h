@@ -76,6 +76,7 @@ private:
     QTabWidget* tabs_ = nullptr;
     std::unique_ptr<SpeedMemoryChart> chart_;
     std::unique_ptr<BreakdownChart> breakdown_;
+    bool breakdown_dirty_ = false;  ///< the breakdown tab shows an older evaluation
     QLabel* ordering_ = nullptr;
     QTableView* table_ = nullptr;
     QStandardItemModel* model_ = nullptr;

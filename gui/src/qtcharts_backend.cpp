@@ -226,42 +226,81 @@ public:
 
     void setData(const BreakdownData& data) override {
         QStringList cats;
-        for (const BreakdownBar& b : data.bars) cats.prepend(b.label);  // first option on top
-        auto* stack = new QHorizontalStackedBarSeries;
-        stack->setObjectName("gpuBreakdown");
-        for (int s = 0; s < data.segment_names.size(); ++s) {
-            auto* set = new QBarSet(data.segment_names[s]);
-            for (int b = int(data.bars.size()) - 1; b >= 0; --b) set->append(data.bars[b].segments_gib.value(s));
-            stack->append(set);
+        double gpu_max = 0, host_max = 0;
+        for (const BreakdownBar& b : data.bars) {
+            cats.prepend(b.label);  // first option on top
+            double sum = 0;
+            for (double v : b.segments_gib) sum += v;  // bar length, to size the axis
+            gpu_max = std::max(gpu_max, sum);
+            host_max = std::max(host_max, b.host_gib);
         }
-        auto* hosts = new QHorizontalBarSeries;
-        hosts->setObjectName("hostMemory");
-        auto* hset = new QBarSet("host RAM per node (GiB)");
-        for (int b = int(data.bars.size()) - 1; b >= 0; --b) hset->append(data.bars[b].host_gib);
-        hosts->append(hset);
-        fill(gpu_->chart(), stack, cats, "GiB per GPU (2^30 bytes)");
-        fill(host_->chart(), hosts, cats, "GiB per node (2^30 bytes)");
+        if (!same_shape(data)) rebuild(data);
+        // Update values in place: rebuilding the series costs ~10 ms a change.
+        const int n = int(data.bars.size());
+        for (int s = 0; s < data.segment_names.size(); ++s)
+            for (int b = 0; b < n; ++b) stack_->barSets()[s]->replace(b, data.bars[n - 1 - b].segments_gib.value(s));
+        for (int b = 0; b < n; ++b) hosts_->barSets()[0]->replace(b, data.bars[n - 1 - b].host_gib);
+        set_axes(gpu_axes_, cats, gpu_max);
+        set_axes(host_axes_, cats, host_max);
     }
 
 private:
-    static void fill(QChart* chart, QAbstractBarSeries* series, const QStringList& cats, const QString& unit) {
+    struct Axes {
+        QBarCategoryAxis* cats = nullptr;
+        QValueAxis* values = nullptr;
+    };
+
+    bool same_shape(const BreakdownData& data) const {
+        if (!stack_ || stack_->count() != data.segment_names.size()) return false;
+        for (int s = 0; s < stack_->count(); ++s)
+            if (stack_->barSets()[s]->count() != data.bars.size() || stack_->barSets()[s]->label() != data.segment_names[s])
+                return false;
+        return true;
+    }
+
+    void rebuild(const BreakdownData& data) {
+        stack_ = new QHorizontalStackedBarSeries;
+        stack_->setObjectName("gpuBreakdown");
+        for (const QString& name : data.segment_names) {
+            auto* set = new QBarSet(name);
+            for (int b = 0; b < data.bars.size(); ++b) set->append(0);
+            stack_->append(set);
+        }
+        hosts_ = new QHorizontalBarSeries;
+        hosts_->setObjectName("hostMemory");
+        auto* hset = new QBarSet("host RAM per node (GiB)");
+        for (int b = 0; b < data.bars.size(); ++b) hset->append(0);
+        hosts_->append(hset);
+        gpu_axes_ = fill(gpu_->chart(), stack_, "GiB per GPU (2^30 bytes)");
+        host_axes_ = fill(host_->chart(), hosts_, "GiB per node (2^30 bytes)");
+    }
+
+    static void set_axes(const Axes& a, const QStringList& cats, double max) {
+        if (a.cats->categories() != cats) a.cats->setCategories(cats);
+        a.values->setRange(0, max > 0 ? max * 1.05 : 1);
+        a.values->applyNiceNumbers();
+    }
+
+    static Axes fill(QChart* chart, QAbstractBarSeries* series, const QString& unit) {
         chart->removeAllSeries();
         for (QAbstractAxis* a : chart->axes()) {
             chart->removeAxis(a);
             delete a;
         }
         chart->addSeries(series);
-        auto* y = new QBarCategoryAxis;
-        y->append(cats);
-        auto* x = new QValueAxis;
-        x->setTitleText(unit);
-        x->setLabelFormat("%.0f");
-        chart->addAxis(y, Qt::AlignLeft);
-        chart->addAxis(x, Qt::AlignBottom);
-        series->attachAxis(y);
-        series->attachAxis(x);
+        Axes a{new QBarCategoryAxis, new QValueAxis};
+        a.values->setTitleText(unit);
+        a.values->setLabelFormat("%.0f");
+        chart->addAxis(a.cats, Qt::AlignLeft);
+        chart->addAxis(a.values, Qt::AlignBottom);
+        series->attachAxis(a.cats);
+        series->attachAxis(a.values);
+        return a;
     }
 
+    QHorizontalStackedBarSeries* stack_ = nullptr;
+    QHorizontalBarSeries* hosts_ = nullptr;
+    Axes gpu_axes_, host_axes_;
     QWidget* box_ = nullptr;
     QChartView *gpu_ = nullptr, *host_ = nullptr;
 };

@@ -22,6 +22,7 @@
 #include <QListWidget>
 #include <QProcess>
 #include <QScatterSeries>
+#include <QSettings>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
 #include <QStandardPaths>
@@ -347,18 +348,41 @@ private slots:
         QCOMPARE(w.plan_table()->rowCount(), int(pr.steps.size()));
         QCOMPARE(w.plan_table()->item(0, 0)->text().toInt(), pr.steps[0].recipe_step);
 
+        w.tabs()->setCurrentIndex(1);  // the breakdown is drawn when its tab is shown
         auto* gpu_view = w.findChild<QChartView*>("breakdownGpuView");
         QVERIFY(gpu_view);
-        auto* stack = qobject_cast<QAbstractBarSeries*>(gpu_view->chart()->series().value(0));
-        QVERIFY(stack);
-        QCOMPARE(stack->count(), 7);  // parameters ... fragmentation
-        const auto rows = w.evaluation()->rows;
-        const int n = int(rows.size());
-        for (int b = 0; b < n; ++b) {  // bars are drawn bottom-up: the last row first
-            double sum = 0;
-            for (QBarSet* s : stack->barSets()) sum += s->at(n - 1 - b);
-            QVERIFY(std::abs(sum - double(rows[size_t(b)].memory.per_gpu.total) / kGiB) < 1e-6);
+        for (int gpus : {8, 2}) {  // first drawing, then an in-place update after an input change
+            w.inputs()->gpus->setValue(gpus);
+            auto* stack = qobject_cast<QAbstractBarSeries*>(gpu_view->chart()->series().value(0));
+            QVERIFY(stack);
+            QCOMPARE(stack->count(), 7);  // parameters ... fragmentation
+            const auto rows = w.evaluation()->rows;
+            const int n = int(rows.size());
+            QCOMPARE(stack->barSets()[0]->count(), n);
+            for (int b = 0; b < n; ++b) {  // bars are drawn bottom-up: the last row first
+                double sum = 0;
+                for (QBarSet* set : stack->barSets()) sum += set->at(n - 1 - b);
+                // The seven components of the peak phase add up to the per-GPU peak.
+                QVERIFY(std::abs(sum - double(rows[size_t(b)].memory.per_gpu.total) / kGiB) < 1e-6);
+            }
         }
+    }
+
+    void window_size_is_remembered() {
+        QCoreApplication::setOrganizationName("zeromem-test");
+        QCoreApplication::setApplicationName("zeromem-gui-test");
+        QSettings().clear();
+        {
+            MainWindow w(default_request(), {}, kData, true);
+            QCOMPARE(w.size(), QSize(1400, 900));  // the default size
+            w.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&w));
+            w.resize(1111, 777);
+            w.close();
+        }
+        MainWindow again(default_request(), {}, kData, true);
+        QCOMPARE(again.size(), QSize(1111, 777));
+        QSettings().clear();
     }
 
     void inputs_are_keyboard_reachable() {
