@@ -139,6 +139,9 @@ void MainWindow::build_tabs() {
     plan_table_->setWordWrap(true);
     plan_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
     plan_table_->horizontalHeader()->setStretchLastSection(true);
+    plan_table_->verticalHeader()->hide();
+    const int widths[] = {80, 260, 360, 280, 130};
+    for (int c = 0; c < 5; ++c) plan_table_->setColumnWidth(c, widths[c]);
     plan_winner_ = new QLabel(plan_page);
     plan_winner_->setWordWrap(true);
     plan_winner_->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::TextSelectableByKeyboard);
@@ -307,7 +310,6 @@ void MainWindow::show_plan() {
         plan_table_->setItem(i, 4, new QTableWidgetItem(c ? QString::number(gib(c->memory.per_gpu.total), 'f', 2) : ""));
         plan_table_->setItem(i, 5, new QTableWidgetItem(c ? QString::number(c->time.tokens_per_s, 'f', 0) : ""));
     }
-    plan_table_->resizeColumnsToContents();
     plan_table_->resizeRowsToContents();
     if (!r.winner) {
         plan_winner_->setText(tr("<b>No configuration fits</b>, not even with NVMe offload at micro batch 1."));

@@ -216,10 +216,11 @@ public:
         gpu_->setObjectName("breakdownGpuView");
         host_->setObjectName("breakdownHostView");
         gpu_->chart()->setTitle("Per-GPU memory at the peak phase (GiB)");
-        host_->chart()->setTitle("Host RAM per node at its peak (GiB)");
+        host_->chart()->setTitle("Host RAM per node (GiB)");
         host_->chart()->legend()->hide();
-        lay->addWidget(gpu_, 3);
-        lay->addWidget(host_, 1);
+        gpu_->chart()->legend()->setAlignment(Qt::AlignRight);
+        lay->addWidget(gpu_, 5);
+        lay->addWidget(host_, 2);
     }
 
     QWidget* widget() override { return box_; }
@@ -272,7 +273,7 @@ private:
         for (int b = 0; b < data.bars.size(); ++b) hset->append(0);
         hosts_->append(hset);
         gpu_axes_ = fill(gpu_->chart(), stack_, "GiB per GPU (2^30 bytes)");
-        host_axes_ = fill(host_->chart(), hosts_, "GiB per node (2^30 bytes)");
+        host_axes_ = fill(host_->chart(), hosts_, "GiB per node");
     }
 
     static void set_axes(const Axes& a, const QStringList& cats, double max) {
