@@ -79,6 +79,7 @@ QWidget* InputsPanel::with_error(QWidget* field, const QString& flag, QWidget* e
     h->addWidget(field, 1);
     if (extra) h->addWidget(extra);
     v->addLayout(h);
+    box->setFocusProxy(field);  // the row's mnemonic focuses the field
     auto* err = new QLabel(box);
     err->setObjectName("error" + flag);
     err->setWordWrap(true);
@@ -92,7 +93,7 @@ QWidget* InputsPanel::with_error(QWidget* field, const QString& flag, QWidget* e
 void InputsPanel::build_model_group(QFormLayout* form, const std::string& data_dir) {
     model_source = new QComboBox(this);
     model_source->addItems({tr("preset"), tr("parameter count (--params)"), tr("Hugging Face config.json")});
-    form->addRow(tr("&Model from"), model_source);
+    form->addRow(tr("M&odel from"), model_source);
     preset_search = new QLineEdit(this);
     preset_search->setPlaceholderText(tr("search presets"));
     preset_search->setClearButtonEnabled(true);
@@ -103,7 +104,7 @@ void InputsPanel::build_model_group(QFormLayout* form, const std::string& data_d
     form->addRow(tr("Pr&eset"), with_error(presets, "--model"));
     params = new QLineEdit(this);
     params->setPlaceholderText(tr("e.g. 7e9, 7B, 1.3b"));
-    form->addRow(tr("&Parameters Ψ"), with_error(params, "--params"));
+    form->addRow(tr("Pa&rameters Ψ"), with_error(params, "--params"));
     hf_config = new QLineEdit(this);
     hf_config->setPlaceholderText(tr("path to config.json"));
     form->addRow(tr("&config.json"), with_error(hf_config, "--hf-config", open_button(hf_config, tr("a Hugging Face config.json"), this)));
@@ -115,7 +116,7 @@ void InputsPanel::build_cluster_group(QFormLayout* form, const std::string& data
     gpu->addItems(to_qt(zeromem::list_gpu_presets(data_dir)));
     form->addRow(tr("&GPU type"), with_error(gpu, "--gpu"));
     gpus = spin(1, 65536, tr(" GPUs"));
-    form->addRow(tr("GPU &count (N)"), with_error(gpus, "--gpus"));
+    form->addRow(tr("GPU co&unt (N)"), with_error(gpus, "--gpus"));
     nodes = spin(1, 65536, tr(" node(s)"));
     form->addRow(tr("&Nodes"), with_error(nodes, "--nodes"));
     const QStringList nets = to_qt(zeromem::list_interconnect_presets(data_dir));

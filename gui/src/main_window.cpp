@@ -118,11 +118,11 @@ void MainWindow::build_tabs() {
     ordering_->setWordWrap(true);
     ordering_->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::TextSelectableByKeyboard);
     v->addWidget(ordering_);
-    tabs_->addTab(page, tr("Speed vs &memory"));
+    tabs_->addTab(page, tr("Speed vs memory"));
     connect(chart_.get(), &SpeedMemoryChart::pointClicked, this, &MainWindow::select);
 
     breakdown_ = make_breakdown_chart(this);
-    tabs_->addTab(breakdown_->widget(), tr("&Breakdown"));
+    tabs_->addTab(breakdown_->widget(), tr("Breakdown"));
     connect(tabs_, &QTabWidget::currentChanged, this, [this](int) {
         if (breakdown_dirty_ && tabs_->currentWidget() == breakdown_->widget()) show_breakdown();
     });
@@ -148,7 +148,7 @@ void MainWindow::build_tabs() {
     pv->addWidget(plan_header_);
     pv->addWidget(plan_table_, 1);
     pv->addWidget(plan_winner_);
-    tabs_->addTab(plan_page, tr("&Plan"));
+    tabs_->addTab(plan_page, tr("Plan"));
 
     model_ = new QStandardItemModel(this);
     model_->setHorizontalHeaderLabels({tr("option"), tr("micro batch"), tr("grad accum steps"), tr("per-GPU peak (GiB)"),
@@ -164,7 +164,7 @@ void MainWindow::build_tabs() {
     table_->setSelectionBehavior(QAbstractItemView::SelectRows);
     table_->setSelectionMode(QAbstractItemView::SingleSelection);
     table_->horizontalHeader()->setStretchLastSection(true);
-    tabs_->addTab(table_, tr("&Table"));
+    tabs_->addTab(table_, tr("Table"));
     connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             [this](const QModelIndex& cur, const QModelIndex&) {
                 if (!cur.isValid()) return;
@@ -193,7 +193,7 @@ void MainWindow::build_menu() {
     connect(quit, &QAction::triggered, this, &QWidget::close);
     QMenu* view = menuBar()->addMenu(tr("&View"));
     for (int i = 0; i < tabs_->count(); ++i) {
-        QAction* a = view->addAction(tabs_->tabText(i).remove('&'));
+        QAction* a = view->addAction(tabs_->tabText(i));
         a->setShortcut(QKeySequence(Qt::ALT | Qt::Key(Qt::Key_1 + i)));
         connect(a, &QAction::triggered, this, [this, i]() { tabs_->setCurrentIndex(i); });
     }

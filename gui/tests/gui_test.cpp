@@ -394,6 +394,18 @@ private slots:
                                         w.inputs()->lora_rank, w.inputs()->trainable, w.inputs()->ds_config,
                                         w.chart()->widget(), w.table()};
         for (QWidget* f : fields) QVERIFY(f->focusPolicy() & Qt::TabFocus);
+        // Tab moves from the GPU type to the GPU count, and the arrow keys change it.
+        w.show();
+        QApplication::setActiveWindow(&w);
+        QVERIFY(QTest::qWaitForWindowActive(&w));
+        w.inputs()->gpu->setFocus();
+        QTest::keyClick(w.inputs()->gpu, Qt::Key_Tab);
+        QWidget* focus = QApplication::focusWidget();
+        QVERIFY2(focus == w.inputs()->gpus || (focus && focus->parentWidget() == w.inputs()->gpus),
+                 focus ? focus->metaObject()->className() : "no focus");
+        QTest::keyClick(focus, Qt::Key_Up);
+        QCOMPARE(w.inputs()->gpus->value(), 9);
+        QCOMPARE(w.evaluation()->resolved.input.cluster.gpus, int64_t(9));
     }
 };
 
