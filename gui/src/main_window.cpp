@@ -385,6 +385,10 @@ QString MainWindow::export_ds_config(const QString& path) {
     std::ofstream out(path.toStdString());
     out << cfg.dump(2) << "\n";
     if (!out) return tr("%1: cannot write the DeepSpeed config").arg(path);
+    const auto ck = ev_->rows[size_t(selected_)].option.checkpointing;
+    if (ck != zeromem::Checkpointing::none)
+        export_note_ = tr("; enable gradient checkpointing (%1) in the model, it is not a DeepSpeed config key")
+                           .arg(zeromem::to_string(ck));
     return {};
 }
 
@@ -392,11 +396,12 @@ void MainWindow::export_with_dialog(const QString& what, const QString& filter,
                                     QString (MainWindow::*fn)(const QString&)) {
     const QString path = QFileDialog::getSaveFileName(this, what, QString(), filter);
     if (path.isEmpty()) return;
+    export_note_.clear();
     const QString err = (this->*fn)(path);
     if (!err.isEmpty())
         QMessageBox::warning(this, what, err);
     else
-        statusBar()->showMessage(tr("Wrote %1").arg(path));
+        statusBar()->showMessage(tr("Wrote %1").arg(path) + export_note_);
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {

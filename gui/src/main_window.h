@@ -86,6 +86,7 @@ private:
     QLabel* plan_winner_ = nullptr;
     std::optional<Evaluation> ev_;
     QString last_error_;
+    QString export_note_;  ///< said after an export (e.g. checkpointing is not a DeepSpeed key)
     int selected_ = -1;
     std::string selected_label_;
 };

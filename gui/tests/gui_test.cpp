@@ -6,6 +6,7 @@
 // the exported DeepSpeed config.
 #include "main_window.h"
 
+#include "zeromem/model.h"
 #include "zeromem/planner.h"
 #include "zeromem/request.h"
 #include "zeromem/speed.h"
@@ -383,6 +384,42 @@ private slots:
         MainWindow again(default_request(), {}, kData, true);
         QCOMPARE(again.size(), QSize(1111, 777));
         QSettings().clear();
+    }
+
+    void ordering_path_joins_each_groups_fastest_fitting_option() {
+        const Request r = default_request();
+        MainWindow w(r, {}, kData, false);
+        const auto rows = library_rows(r);
+        QList<QPointF> expected;
+        for (const OrderingGroup& g : ordering_groups(rows))
+            if (g.row >= 0)
+                expected.append(QPointF(double(rows[size_t(g.row)].memory.per_gpu.total) / kGiB,
+                                        rows[size_t(g.row)].time.tokens_per_s));
+        QVERIFY(expected.size() >= 2);
+        auto* path = series<QLineSeries>(w, "ordering");
+        QVERIFY(path);
+        QVERIFY(same_points(path->points(), expected));  // in the recipe's order, not sorted
+    }
+
+    void model_from_hf_config_and_ds_config_inputs() {
+        MainWindow w(default_request(), {}, kData, false);
+        const QString hf = QString(ZEROMEM_TEST_DATA_DIR) + "/hf_configs/falcon-7b-refinedwebmodel.json";
+        w.inputs()->hf_config->setText(hf);
+        w.inputs()->model_source->setCurrentIndex(2);
+        QVERIFY2(w.last_error().isEmpty(), qPrintable(w.last_error()));
+        QCOMPARE(w.evaluation()->resolved.input.model.params, count_params(load_hf_config(hf.toStdString())).total);
+        w.inputs()->hf_config->setText(hf + ".missing");
+        QVERIFY(w.last_error().startsWith("--hf-config"));
+        QCOMPARE(w.inputs()->error_text("--hf-config"), w.last_error());
+
+        w.inputs()->model_source->setCurrentIndex(0);
+        QVERIFY(w.last_error().isEmpty());
+        w.inputs()->ds_config->setText(QString::fromStdString(kData) + "/ds_configs/ds_zero3_config.json");
+        QVERIFY2(w.last_error().isEmpty(), qPrintable(w.last_error()));
+        QCOMPARE(w.evaluation()->resolved.input.zero.stage, 3);  // the config's zero_optimization.stage
+        w.inputs()->ds_config->setText("/nonexistent/ds.json");
+        QVERIFY(w.last_error().startsWith("--ds-config"));
+        QCOMPARE(w.inputs()->error_text("--ds-config"), w.last_error());
     }
 
     void inputs_are_keyboard_reachable() {
