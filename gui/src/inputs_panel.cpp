@@ -170,6 +170,14 @@ void InputsPanel::connect_changes() {
     for (QSpinBox* s : {gpus, nodes, micro_batch, seq_len, grad_accum, lora_rank})
         connect(s, &QSpinBox::valueChanged, this, emit_changed);
     connect(presets, &QListWidget::currentRowChanged, this, emit_changed);
+    // Typing in or picking a model source makes it the one used.
+    auto use_source = [this](int i) {
+        if (model_source->currentIndex() != i) model_source->setCurrentIndex(i);
+    };
+    connect(presets, &QListWidget::itemActivated, this, [use_source](QListWidgetItem*) { use_source(0); });
+    connect(presets, &QListWidget::itemClicked, this, [use_source](QListWidgetItem*) { use_source(0); });
+    connect(params, &QLineEdit::textChanged, this, [use_source](const QString&) { use_source(1); });
+    connect(hf_config, &QLineEdit::textChanged, this, [use_source](const QString&) { use_source(2); });
 }
 
 void InputsPanel::filter_presets(const QString& text) {
@@ -210,8 +218,8 @@ zeromem::Request InputsPanel::request(const zeromem::Request& base) const {
     r.model.reset();
     r.params.reset();
     r.hf_config.reset();
-    if (model_source->currentIndex() == 0 && presets->currentItem())
-        r.model = presets->currentItem()->text().toStdString();
+    if (model_source->currentIndex() == 0)  // no row matches an unknown --model: the library names it
+        r.model = presets->currentItem() ? presets->currentItem()->text().toStdString() : base.model;
     else if (model_source->currentIndex() == 1)
         r.params = params->text().trimmed().toStdString();
     else if (model_source->currentIndex() == 2)

@@ -232,8 +232,8 @@ private slots:
         QVERIFY(w.last_error().isEmpty());
         QVERIFY(w.inputs()->error_text("--nodes").isEmpty());
 
-        w.inputs()->model_source->setCurrentIndex(1);  // --params
-        w.inputs()->params->setText("-5");
+        w.inputs()->params->setText("-5");  // typing a parameter count makes --params the model source
+        QCOMPARE(w.inputs()->model_source->currentIndex(), 1);
         QVERIFY(w.last_error().startsWith("--params"));
         QCOMPARE(w.inputs()->error_text("--params"), w.last_error());
         QCOMPARE(fits->points(), good);
@@ -408,6 +408,22 @@ private slots:
         auto* path = series<QLineSeries>(w, "ordering");
         QVERIFY(path);
         QVERIFY(same_points(path->points(), expected));  // in the recipe's order, not sorted
+    }
+
+    void unknown_model_preset_is_named_by_the_library() {
+        Request r = default_request();
+        r.model = "llama-9-7b";
+        MainWindow w(r, {}, kData, false);
+        QString expected;
+        try {
+            resolve_request(r, kData);
+        } catch (const InputError& e) {
+            expected = e.what();
+        }
+        QVERIFY(expected.startsWith("--model"));
+        QCOMPARE(w.last_error(), expected);
+        QCOMPARE(w.inputs()->error_text("--model"), expected);
+        QVERIFY(!w.evaluation());  // no good input yet: nothing drawn
     }
 
     void model_from_hf_config_and_ds_config_inputs() {
