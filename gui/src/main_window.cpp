@@ -161,6 +161,8 @@ void MainWindow::build_tabs() {
     table_ = new QTableView(this);
     table_->setModel(proxy_);
     table_->setSortingEnabled(true);
+    table_->sortByColumn(-1, Qt::AscendingOrder);  // compare's order (fitting first, then by tokens/s) until a header is clicked
+    table_->verticalHeader()->hide();
     table_->setSelectionBehavior(QAbstractItemView::SelectRows);
     table_->setSelectionMode(QAbstractItemView::SingleSelection);
     table_->horizontalHeader()->setStretchLastSection(true);
