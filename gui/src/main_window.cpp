@@ -281,7 +281,7 @@ void MainWindow::show_table() {
         name->setData(int(i), kRowRole);
         name->setEditable(false);
         auto* fits = new QStandardItem(c.fits ? tr("yes") : tr("no"));
-        fits->setData(c.fits ? 1 : 0, kValueRole);
+        fits->setData(c.fits ? QString("yes") : QString("no"), kValueRole);
         fits->setEditable(false);
         model_->appendRow({name, num(double(c.micro_batch), 0), num(double(c.grad_accum), 0),
                            num(gib(c.memory.per_gpu.total), 2), num(gib(c.memory.per_node.host_memory), 2),

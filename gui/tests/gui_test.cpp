@@ -273,9 +273,14 @@ private slots:
             const QStringList cells = csv_split(lines[i]);
             QCOMPARE(cells.size(), 11);
             labels << cells[0];
-            bool ok = false;
-            cells[8].toDouble(&ok);
-            QVERIFY(ok);
+            // The numbers are the library's: per-GPU peak in GiB, tokens/s.
+            const auto it = std::find_if(rows.begin(), rows.end(), [&](const Candidate& row) {
+                return QString::fromStdString(row.option.label()) == cells[0];
+            });
+            QVERIFY(it != rows.end());
+            QVERIFY(std::abs(cells[3].toDouble() - double(it->memory.per_gpu.total) / kGiB) < 1e-9 * cells[3].toDouble());
+            QVERIFY(std::abs(cells[8].toDouble() - it->time.tokens_per_s) < 1e-9 * it->time.tokens_per_s);
+            QCOMPARE(cells[6], QString(it->fits ? "yes" : "no"));
         }
         for (const auto& r : rows) expected_labels << QString::fromStdString(r.option.label());
         labels.sort();
