@@ -207,6 +207,26 @@ private slots:
         QVERIFY(same_points(sorted(fits->points()), expected_points(rows, true)));
     }
 
+    void hollow_and_filled_points_render_differently() {
+        MainWindow w(default_request(), {}, kData, false);  // ZeRO-0 does not fit 80 GiB, ZeRO-1 does
+        w.resize(1400, 900);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        auto* view = w.findChild<QChartView*>("speedMemoryChartView");
+        auto* fits = series<QScatterSeries>(w, "fits");
+        auto* hollow = series<QScatterSeries>(w, "hollow");
+        QVERIFY(fits->count() > 0 && hollow->count() > 0);
+        const QImage img = w.chart()->image();
+        auto centre = [&](const QPointF& v) {
+            return img.pixelColor(view->mapFromScene(view->chart()->mapToPosition(v, fits)));
+        };
+        // A hollow marker's centre shows the white plot background; a filled one is the fill colour.
+        const QColor h = centre(hollow->at(0));
+        QVERIFY2(h.red() > 230 && h.green() > 230 && h.blue() > 230, qPrintable(h.name()));
+        const QColor f = centre(fits->at(0));
+        QCOMPARE(f.name(), fits->color().name());
+    }
+
     void bad_input_shows_message_and_keeps_picture() {
         MainWindow w(default_request(), {}, kData, false);
         auto* fits = series<QScatterSeries>(w, "fits");
