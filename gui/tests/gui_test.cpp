@@ -386,14 +386,17 @@ private slots:
         w.tabs()->setCurrentIndex(1);  // the breakdown is drawn when its tab is shown
         auto* gpu_view = w.findChild<QChartView*>("breakdownGpuView");
         QVERIFY(gpu_view);
-        for (int gpus : {8, 2}) {  // first drawing, then an in-place update after an input change
-            w.inputs()->gpus->setValue(gpus);
+        // First drawing, an in-place update after an input change, then fewer bars (full checkpointing only).
+        for (int step = 0; step < 3; ++step) {
+            if (step == 1) w.inputs()->gpus->setValue(2);
+            if (step == 2) w.inputs()->checkpointing->setCurrentIndex(w.inputs()->checkpointing->findData(QString("full")));
             auto* stack = qobject_cast<QAbstractBarSeries*>(gpu_view->chart()->series().value(0));
             QVERIFY(stack);
             QCOMPARE(stack->count(), 7);  // parameters ... fragmentation
             const auto rows = w.evaluation()->rows;
             const int n = int(rows.size());
             QCOMPARE(stack->barSets()[0]->count(), n);
+            QCOMPARE(n, int(stage_offload_options().size()) * (step == 2 ? 1 : 2));
             for (int b = 0; b < n; ++b) {  // bars are drawn bottom-up: the last row first
                 double sum = 0;
                 for (QBarSet* set : stack->barSets()) sum += set->at(n - 1 - b);
