@@ -3,6 +3,10 @@
 # missing. Runs apt-get through sudo when not root. Safe to run again.
 set -euo pipefail
 pkgs=(cmake g++ make nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev)
+# zeromem-gui: Qt 6 Widgets/Test and Qt Charts (qt6-charts-dev is the real name of
+# the virtual libqt6charts6-dev); Qt6Charts' CMake config also needs Qt6OpenGL
+# (libqt6opengl6-dev, not pulled in by qt6-charts-dev on Debian 12), GL and xkbcommon headers.
+pkgs+=(qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev libxkbcommon-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

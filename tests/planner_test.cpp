@@ -221,3 +221,38 @@ TEST(Planner, BadGlobalBatchIsAnInputError) {
     no_cap.cluster.gpu_memory.reset();
     EXPECT_THROW(compare_options(no_cap, a100(), 64), InputError);
 }
+
+// ordering_groups: hand-made rows; each group's representative is its
+// fastest row that fits (a faster row that does not fit is passed over).
+TEST(Planner, OrderingGroupsPickFastestFittingRowPerGroup) {
+    auto row = [](int stage, OffloadDevice opt, OffloadDevice par, double tok, bool fits) {
+        Candidate c;
+        c.option.stage = stage;
+        c.option.offload_optimizer = opt;
+        c.option.offload_param = par;
+        c.time.tokens_per_s = tok;
+        c.fits = fits;
+        return c;
+    };
+    const auto n = OffloadDevice::none, cpu = OffloadDevice::cpu;
+    const std::vector<Candidate> rows = {
+        row(0, n, n, 900, false),   // 0: stage 0, does not fit
+        row(1, n, n, 800, true),    // 1: stage 1
+        row(1, n, n, 850, true),    // 2: stage 1, faster
+        row(2, n, n, 700, true),    // 3: stage 2
+        row(2, cpu, n, 300, true),  // 4: stage 2 + optimizer offload
+        row(3, n, n, 600, true),    // 5: stage 3
+        row(3, cpu, cpu, 100, true),  // 6: stage 3 + offload
+        row(3, n, cpu, 150, true),    // 7: stage 3 + params offload (faster)
+    };
+    const auto g = ordering_groups(rows);
+    ASSERT_EQ(g.size(), 6u);
+    EXPECT_EQ(g[0].name, "stage 0");
+    EXPECT_EQ(g[0].row, -1);
+    EXPECT_EQ(g[1].row, 2);
+    EXPECT_EQ(g[2].row, 3);
+    EXPECT_EQ(g[3].row, 4);
+    EXPECT_EQ(g[4].row, 5);
+    EXPECT_EQ(g[5].name, "stage 3 + offload");
+    EXPECT_EQ(g[5].row, 7);
+}

@@ -154,8 +154,8 @@ std::vector<Candidate> compare_options(const EstimateInput& base, const SpeedHar
     return rows;
 }
 
-std::vector<std::string> ordering_statement(const std::vector<Candidate>& rows) {
-    // The seed's groups, fastest first.
+std::vector<OrderingGroup> ordering_groups(const std::vector<Candidate>& rows) {
+    // The recipe's groups, fastest first.
     struct Group {
         const char* name;
         bool (*match)(const ZeroOption&);
@@ -175,20 +175,31 @@ std::vector<std::string> ordering_statement(const std::vector<Candidate>& rows) 
              return o.stage == 3 && (o.offload_optimizer != OffloadDevice::none || o.offload_param != OffloadDevice::none);
          }},
     };
-    std::vector<const Candidate*> best;
+    std::vector<OrderingGroup> out;
     for (const auto& g : groups) {
-        const Candidate* b = nullptr;
-        for (const auto& r : rows)
-            if (g.match(r.option) && r.fits && (!b || r.time.tokens_per_s > b->time.tokens_per_s)) b = &r;
-        best.push_back(b);
+        OrderingGroup og{g.name, -1};
+        for (size_t i = 0; i < rows.size(); ++i) {
+            const Candidate& r = rows[i];
+            if (g.match(r.option) && r.fits &&
+                (og.row < 0 || r.time.tokens_per_s > rows[size_t(og.row)].time.tokens_per_s))
+                og.row = int(i);
+        }
+        out.push_back(og);
     }
+    return out;
+}
+
+std::vector<std::string> ordering_statement(const std::vector<Candidate>& rows) {
+    const std::vector<OrderingGroup> groups = ordering_groups(rows);
+    std::vector<const Candidate*> best;
+    for (const auto& g : groups) best.push_back(g.row < 0 ? nullptr : &rows[size_t(g.row)]);
     std::vector<std::string> out;
     out.push_back("The seed's ordering, fastest first: stage 0 > 1 > 2 > 2+offload > 3 > 3+offload. "
                   "Each group below is its best fitting option; ties within 5% count as agreeing.");
     int agree = 0, total = 0;
     for (size_t i = 0; i + 1 < best.size(); ++i) {
-        const char* a = groups[i].name;
-        const char* b = groups[i + 1].name;
+        const char* a = groups[i].name.c_str();
+        const char* b = groups[i + 1].name.c_str();
         const Candidate* x = best[i];
         const Candidate* y = best[i + 1];
         std::string s = std::string(a) + " > " + b + ": ";

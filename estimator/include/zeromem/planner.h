@@ -63,6 +63,17 @@ int64_t per_gpu_batch(int64_t global_batch, int64_t gpus);
 std::vector<Candidate> compare_options(const EstimateInput& base, const SpeedHardware& hw, int64_t global_batch,
                                        const SpeedConstants& k = {});
 
+/// One group of the ZeRO tuning recipe's speed ordering (stage 0 > 1 > 2 >
+/// 2+offload > 3 > 3+offload, fastest first) and the row that stands for it.
+struct OrderingGroup {
+    std::string name;  ///< "stage 0", ..., "stage 3 + offload"
+    int row = -1;      ///< index into the rows of the group's fastest fitting option; -1 when none fits
+};
+
+/// The six groups in the recipe's order, each with its fastest fitting row
+/// of `rows` (compare_options' result); ordering_statement judges these.
+std::vector<OrderingGroup> ordering_groups(const std::vector<Candidate>& rows);
+
 /// Plain sentences on where the compare result agrees with the seed's
 /// ordering stage 0 > 1 > 2 > 2+offload > 3 > 3+offload (fastest first) and
 /// where it does not, and why (micro batch, communication, optimizer,

@@ -1,0 +1,78 @@
+// zeromem-gui: every ZeRO option of `zeromem compare` on one picture.
+// Takes the same model/cluster/training flags as `zeromem compare`; with
+// --screenshot PATH it renders the window offscreen to a PNG and exits.
+// cli/options.h before any Qt header: its SpeedFlags has a member named
+// `emit`, which Qt defines as a macro.
+#include "options.h"
+
+#include "main_window.h"
+
+#include "zeromem/util.h"
+
+#include <CLI/CLI.hpp>
+#include <QApplication>
+#include <QTabWidget>
+
+#include <cstdio>
+
+namespace {
+
+/// The picture a user sees first: the README's compare example.
+void fill_defaults(zeromem::Request& r) {
+    if (!r.model && !r.params && !r.hf_config) r.model = "llama-2-7b";
+    if (!r.gpu) r.gpu = "A100-80GB";
+    if (!r.gpus) r.gpus = 8;
+    if (!r.host_memory) r.host_memory = "1TB";
+    if (!r.seq_len) r.seq_len = 4096;
+    if (!r.grad_accum && !r.ds_config) r.grad_accum = 8;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"zeromem-gui: per-GPU memory against throughput for every ZeRO option (Qt 6)"};
+    zeromem::Request req;
+    zeromem_gui::SpeedChoice speed;
+    std::string screenshot, tab;
+    zeromem_cli::add_request_options(&app, req);
+    app.add_option("--interconnect", speed.interconnect, "Intra-node interconnect preset (default: the GPU's)")
+        ->type_name("NAME");
+    app.add_option("--network", speed.network, "Inter-node network preset, required with --nodes > 1")->type_name("NAME");
+    app.add_option("--screenshot", screenshot, "Render the window offscreen to this PNG file and exit")
+        ->type_name("PATH");
+    app.add_option("--tab", tab, "Tab shown first: chart, breakdown, plan or table")
+        ->check(CLI::IsMember({"chart", "breakdown", "plan", "table"}));
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::fprintf(stderr, "zeromem-gui: %s\n", e.what());
+        return 2;
+    }
+    fill_defaults(req);
+    if (!screenshot.empty() && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+    int qt_argc = 1;  // Qt sees only the program name: every flag is ours
+    QApplication qapp(qt_argc, argv);
+    QApplication::setOrganizationName("zeromem");
+    QApplication::setApplicationName("zeromem-gui");
+    zeromem_gui::MainWindow w(req, speed, zeromem::data_dir(), screenshot.empty());
+    const QStringList tabs = {"chart", "breakdown", "plan", "table"};
+    if (!tab.empty()) w.tabs()->setCurrentIndex(int(tabs.indexOf(QString::fromStdString(tab))));
+    if (screenshot.empty()) {
+        w.show();
+        return QApplication::exec();
+    }
+    if (!w.last_error().isEmpty()) {
+        std::fprintf(stderr, "zeromem-gui: %s\n", w.last_error().toUtf8().constData());
+        return 2;
+    }
+    if (!w.evaluation()->rows.empty()) w.select(0);
+    w.show();
+    QApplication::processEvents();
+    if (!w.grab().save(QString::fromStdString(screenshot), "PNG")) {
+        std::fprintf(stderr, "zeromem-gui: --screenshot: cannot write %s\n", screenshot.c_str());
+        return 2;
+    }
+    return 0;
+}

@@ -1,0 +1,85 @@
+// The chart layer: series in, image and selection out. Only
+// qtcharts_backend.cpp includes Qt Charts, so a move to Qt Graphs replaces
+// that file alone. Numbers arrive already computed (by the libraries) and
+// already in display units.
+#pragma once
+
+#include <QImage>
+#include <QObject>
+#include <QString>
+#include <QStringList>
+#include <QVector>
+
+#include <memory>
+
+class QWidget;
+
+namespace zeromem_gui {
+
+/// One ZeRO option on the speed-memory chart.
+struct OptionPoint {
+    QString label;        ///< short label drawn beside the point
+    QString tooltip;      ///< the option's numbers, with units
+    double memory_gib = 0;   ///< x: per-GPU peak memory, GiB (2^30 bytes)
+    double tokens_per_s = 0; ///< y: throughput of the whole cluster, tokens/s
+    bool fits = false;    ///< drawn filled when true, hollow when false
+};
+
+/// Everything the speed-memory chart draws.
+struct SpeedMemoryData {
+    QString title;
+    QVector<OptionPoint> points;
+    double capacity_gib = 0;    ///< vertical line: the GPU's memory, GiB
+    QVector<int> ordering_path; ///< indices into points, the recipe's ordering, fastest first
+    QString ordering_name;      ///< legend text of the path
+};
+
+/// Per-GPU peak memory (x) against tokens/s (y), one point per option.
+class SpeedMemoryChart : public QObject {
+    Q_OBJECT
+public:
+    using QObject::QObject;
+    ~SpeedMemoryChart() override = default;
+    /// The widget to put in a layout (owned by the chart object's parent widget).
+    virtual QWidget* widget() = 0;
+    /// Replaces every series.
+    virtual void setData(const SpeedMemoryData& data) = 0;
+    /// Marks point `index` (into the last data's points) as selected; -1 clears.
+    virtual void setSelected(int index) = 0;
+    virtual int selected() const = 0;
+    /// The chart as drawn now, at the widget's size.
+    virtual QImage image() = 0;
+signals:
+    /// The user clicked point `index`.
+    void pointClicked(int index);
+};
+
+/// One stacked bar: an option's per-GPU memory by component, and its host
+/// memory per node.
+struct BreakdownBar {
+    QString label;
+    QVector<double> segments_gib;  ///< one per BreakdownData::segment_names, GiB
+    double host_gib = 0;           ///< host RAM per node, GiB
+};
+
+/// Everything the breakdown charts draw.
+struct BreakdownData {
+    QStringList segment_names;
+    QVector<BreakdownBar> bars;
+};
+
+/// Stacked per-GPU bars per option, with host memory per node beside them.
+class BreakdownChart : public QObject {
+    Q_OBJECT
+public:
+    using QObject::QObject;
+    ~BreakdownChart() override = default;
+    virtual QWidget* widget() = 0;
+    virtual void setData(const BreakdownData& data) = 0;
+};
+
+/// The Qt Charts implementations; `parent` owns the widgets.
+std::unique_ptr<SpeedMemoryChart> make_speed_memory_chart(QWidget* parent);
+std::unique_ptr<BreakdownChart> make_breakdown_chart(QWidget* parent);
+
+}  // namespace zeromem_gui

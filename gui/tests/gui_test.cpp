@@ -1,0 +1,503 @@
+// Widget tests of zeromem-gui under QT_QPA_PLATFORM=offscreen (Qt Test).
+// Oracles: the estimator/planner libraries called here directly with the
+// same inputs (the GUI must show their numbers, converted to GiB = 2^30
+// bytes), published GPU capacities (A100 40/80 GB, L40S 48 GB), the PNG
+// signature (PNG spec, section 5.2), and the `zeromem estimate` binary for
+// the exported DeepSpeed config.
+#include "main_window.h"
+
+#include "zeromem/model.h"
+#include "zeromem/planner.h"
+#include "zeromem/request.h"
+#include "zeromem/speed.h"
+#include "zeromem/types.h"
+
+#include <QAbstractBarSeries>
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
+#include <QComboBox>
+#include <QFile>
+#include <QLineEdit>
+#include <QLineSeries>
+#include <QListWidget>
+#include <QProcess>
+#include <QScatterSeries>
+#include <QSettings>
+#include <QSortFilterProxyModel>
+#include <QSpinBox>
+#include <QStandardPaths>
+#include <QTableView>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QToolTip>
+#include <QtTest>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <memory>
+
+using namespace zeromem;
+using zeromem_gui::MainWindow;
+using zeromem_gui::SpeedChoice;
+
+namespace {
+
+const std::string kData = ZEROMEM_SOURCE_DATA_DIR;
+constexpr double kGiB = 1073741824.0;  // 2^30 bytes
+
+Request default_request() {
+    Request r;
+    r.model = "llama-2-7b";
+    r.gpu = "A100-80GB";
+    r.gpus = 8;
+    r.host_memory = "1TB";
+    r.seq_len = 4096;
+    r.grad_accum = 8;
+    return r;
+}
+
+/// What the library gives for `r`: compare_options with the global batch
+/// micro x accumulation x GPUs (DeepSpeed's train_batch_size identity).
+std::vector<Candidate> library_rows(const Request& r) {
+    const Resolved res = resolve_request(r, kData);
+    const SpeedHardware hw = speed_hardware(*res.gpu, res.input.train.dtype, "", "", kData);
+    const int64_t global = r.micro_batch.value_or(1) * r.grad_accum.value_or(1) * r.gpus.value_or(1);
+    return compare_options(res.input, hw, global);
+}
+
+QChart* speed_chart(MainWindow& w) {
+    auto* view = w.findChild<QChartView*>("speedMemoryChartView");
+    return view ? view->chart() : nullptr;
+}
+
+template <class T>
+T* series(MainWindow& w, const char* name) {
+    for (QAbstractSeries* s : speed_chart(w)->series())
+        if (s->objectName() == name) return qobject_cast<T*>(s);
+    return nullptr;
+}
+
+/// (x GiB, y tokens/s) of the library rows with the given fits flag, sorted.
+QList<QPointF> expected_points(const std::vector<Candidate>& rows, bool fits) {
+    QList<QPointF> out;
+    for (const auto& c : rows)
+        if (c.fits == fits) out.append(QPointF(double(c.memory.per_gpu.total) / kGiB, c.time.tokens_per_s));
+    std::sort(out.begin(), out.end(), [](const QPointF& a, const QPointF& b) { return a.x() < b.x() || (a.x() == b.x() && a.y() < b.y()); });
+    return out;
+}
+
+QList<QPointF> sorted(QList<QPointF> p) {
+    std::sort(p.begin(), p.end(), [](const QPointF& a, const QPointF& b) { return a.x() < b.x() || (a.x() == b.x() && a.y() < b.y()); });
+    return p;
+}
+
+bool same_points(const QList<QPointF>& a, const QList<QPointF>& b) {
+    if (a.size() != b.size()) return false;
+    for (int i = 0; i < a.size(); ++i)
+        if (std::abs(a[i].x() - b[i].x()) > 1e-9 * std::max(1.0, b[i].x()) ||
+            std::abs(a[i].y() - b[i].y()) > 1e-9 * std::max(1.0, b[i].y()))
+            return false;
+    return true;
+}
+
+/// Splits one CSV line (fields may be quoted with "").
+QStringList csv_split(const QString& line) {
+    QStringList out;
+    QString cur;
+    bool quoted = false;
+    for (int i = 0; i < line.size(); ++i) {
+        const QChar ch = line[i];
+        if (quoted && ch == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+            cur += '"';
+            ++i;
+        } else if (ch == '"') {
+            quoted = !quoted;
+        } else if (ch == ',' && !quoted) {
+            out << cur;
+            cur.clear();
+        } else {
+            cur += ch;
+        }
+    }
+    out << cur;
+    return out;
+}
+
+}  // namespace
+
+class GuiTest : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase() { QStandardPaths::setTestModeEnabled(true); }
+
+    void series_equal_library_and_follow_inputs() {
+        Request r = default_request();
+        MainWindow w(r, {}, kData, false);
+        QVERIFY2(w.last_error().isEmpty(), qPrintable(w.last_error()));
+        auto rows = library_rows(r);
+        const int options = int(stage_offload_options().size());
+        QCOMPARE(int(rows.size()), 2 * options);  // every stage/offload option x {no, full} checkpointing
+        auto* fits = series<QScatterSeries>(w, "fits");
+        auto* hollow = series<QScatterSeries>(w, "hollow");
+        QVERIFY(fits && hollow);
+        QCOMPARE(fits->count() + hollow->count(), 2 * options);
+        QVERIFY(same_points(sorted(fits->points()), expected_points(rows, true)));
+        QVERIFY(same_points(sorted(hollow->points()), expected_points(rows, false)));
+        const QList<QPointF> before = sorted(fits->points());
+
+        w.inputs()->gpus->setValue(16);  // one input change: recomputed at once
+        r.gpus = 16;
+        rows = library_rows(r);
+        QCOMPARE(fits->count() + hollow->count(), int(rows.size()));
+        QVERIFY(same_points(sorted(fits->points()), expected_points(rows, true)));
+        QVERIFY(same_points(sorted(hollow->points()), expected_points(rows, false)));
+        QVERIFY(!same_points(sorted(fits->points()), before));
+
+        w.inputs()->checkpointing->setCurrentIndex(w.inputs()->checkpointing->findData(QString("full")));
+        QCOMPARE(fits->count() + hollow->count(), options);  // only the full-checkpointing rows
+        for (const QPointF& p : fits->points() + hollow->points()) {
+            bool found = false;
+            for (const auto& c : rows)
+                found = found || (c.option.checkpointing == Checkpointing::full &&
+                                  std::abs(double(c.memory.per_gpu.total) / kGiB - p.x()) < 1e-9 &&
+                                  std::abs(c.time.tokens_per_s - p.y()) < 1e-6);
+            QVERIFY(found);
+        }
+    }
+
+    void capacity_line_moves_with_gpu() {
+        MainWindow w(default_request(), {}, kData, false);
+        auto* cap = series<QLineSeries>(w, "capacity");
+        QVERIFY(cap);
+        QCOMPARE(cap->count(), 2);
+        QCOMPARE(cap->at(0).x(), 80.0);  // A100-80GB: 80 GiB of HBM2e
+        QCOMPARE(cap->at(1).x(), 80.0);
+        QComboBox* gpu = w.inputs()->gpu;
+        gpu->setCurrentIndex(gpu->findText("A100-40GB"));
+        QCOMPARE(cap->at(0).x(), 40.0);
+        gpu->setCurrentIndex(gpu->findText("L40S-48GB"));
+        QCOMPARE(cap->at(0).x(), 48.0);
+    }
+
+    void non_fitting_points_are_hollow_and_change_with_gpu() {
+        Request r = default_request();
+        r.model = "llama-2-70b";
+        r.gpu = "A100-40GB";
+        MainWindow w(r, {}, kData, false);
+        QVERIFY2(w.last_error().isEmpty(), qPrintable(w.last_error()));
+        auto* fits = series<QScatterSeries>(w, "fits");
+        auto* hollow = series<QScatterSeries>(w, "hollow");
+        auto rows = library_rows(r);
+        const QList<QPointF> out40 = expected_points(rows, false);
+        QVERIFY(!out40.isEmpty());
+        QVERIFY(same_points(sorted(hollow->points()), out40));
+        QVERIFY(same_points(sorted(fits->points()), expected_points(rows, true)));
+        QCOMPARE(hollow->brush().color().alpha(), 0);  // hollow: no fill
+        QVERIFY(hollow->pen().width() >= 1);
+        QCOMPARE(fits->brush().color().alpha(), 255);  // filled
+
+        w.inputs()->gpu->setCurrentIndex(w.inputs()->gpu->findText("H200-141GB"));
+        r.gpu = "H200-141GB";
+        rows = library_rows(r);
+        const QList<QPointF> out141 = expected_points(rows, false);
+        QVERIFY(out141.size() < out40.size());  // more options fit in 141 GiB than in 40 GiB
+        QVERIFY(same_points(sorted(hollow->points()), out141));
+        QVERIFY(same_points(sorted(fits->points()), expected_points(rows, true)));
+    }
+
+    void hollow_and_filled_points_render_differently() {
+        MainWindow w(default_request(), {}, kData, false);  // ZeRO-0 does not fit 80 GiB, ZeRO-1 does
+        w.resize(1400, 900);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        auto* view = w.findChild<QChartView*>("speedMemoryChartView");
+        auto* fits = series<QScatterSeries>(w, "fits");
+        auto* hollow = series<QScatterSeries>(w, "hollow");
+        QVERIFY(fits->count() > 0 && hollow->count() > 0);
+        const QImage img = w.chart()->image();
+        auto centre = [&](const QPointF& v) {
+            return img.pixelColor(view->mapFromScene(view->chart()->mapToPosition(v, fits)));
+        };
+        // A hollow marker's centre shows the white plot background; a filled one is the fill colour.
+        const QColor h = centre(hollow->at(0));
+        QVERIFY2(h.red() > 230 && h.green() > 230 && h.blue() > 230, qPrintable(h.name()));
+        const QColor f = centre(fits->at(0));
+        QCOMPARE(f.name(), fits->color().name());
+    }
+
+    void bad_input_shows_message_and_keeps_picture() {
+        MainWindow w(default_request(), {}, kData, false);
+        auto* fits = series<QScatterSeries>(w, "fits");
+        const QList<QPointF> good = fits->points();
+        const int good_rows = w.table()->model()->rowCount();
+
+        Request bad = default_request();
+        bad.nodes = 3;
+        QString expected;
+        try {
+            resolve_request(bad, kData);
+        } catch (const InputError& e) {
+            expected = e.what();
+        }
+        QVERIFY(expected.startsWith("--nodes"));
+        w.inputs()->nodes->setValue(3);  // 3 nodes do not divide 8 GPUs
+        QCOMPARE(w.last_error(), expected);
+        QCOMPARE(w.inputs()->error_text("--nodes"), expected);
+        QCOMPARE(fits->points(), good);
+        QCOMPARE(w.table()->model()->rowCount(), good_rows);
+
+        w.inputs()->nodes->setValue(1);
+        QVERIFY(w.last_error().isEmpty());
+        QVERIFY(w.inputs()->error_text("--nodes").isEmpty());
+
+        w.inputs()->params->setText("-5");  // typing a parameter count makes --params the model source
+        QCOMPARE(w.inputs()->model_source->currentIndex(), 1);
+        QVERIFY(w.last_error().startsWith("--params"));
+        QCOMPARE(w.inputs()->error_text("--params"), w.last_error());
+        QCOMPARE(fits->points(), good);
+        w.inputs()->params->setText("7e9");
+        QVERIFY(w.last_error().isEmpty());
+        QVERIFY(fits->points() != good);  // a 7e9-parameter model without architecture: other numbers
+    }
+
+    void exports_write_valid_files() {
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        MainWindow w(default_request(), {}, kData, false);
+        w.resize(1200, 800);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+
+        const QString png = dir.filePath("chart.png");
+        QCOMPARE(w.export_chart_png(png), QString());
+        QFile f(png);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QCOMPARE(f.read(8), QByteArray("\x89PNG\r\n\x1a\n", 8));
+        f.close();
+        QImage img(png);
+        QCOMPARE(img.size(), w.chart()->widget()->size());
+        QVERIFY(img.width() > 300 && img.height() > 200);
+
+        const QString csv = dir.filePath("table.csv");
+        QCOMPARE(w.export_table_csv(csv), QString());
+        QFile c(csv);
+        QVERIFY(c.open(QIODevice::ReadOnly | QIODevice::Text));
+        const QStringList lines = QString::fromUtf8(c.readAll()).split('\n', Qt::SkipEmptyParts);
+        const auto rows = library_rows(default_request());
+        QCOMPARE(lines.size(), 1 + int(rows.size()));
+        QVERIFY(lines[0].contains("GiB") && lines[0].contains("tokens/s"));
+        QStringList labels, expected_labels;
+        for (int i = 1; i < lines.size(); ++i) {
+            const QStringList cells = csv_split(lines[i]);
+            QCOMPARE(cells.size(), 11);
+            labels << cells[0];
+            // The numbers are the library's: per-GPU peak in GiB, tokens/s.
+            const auto it = std::find_if(rows.begin(), rows.end(), [&](const Candidate& row) {
+                return QString::fromStdString(row.option.label()) == cells[0];
+            });
+            QVERIFY(it != rows.end());
+            QVERIFY(std::abs(cells[3].toDouble() - double(it->memory.per_gpu.total) / kGiB) < 1e-9 * cells[3].toDouble());
+            QVERIFY(std::abs(cells[8].toDouble() - it->time.tokens_per_s) < 1e-9 * it->time.tokens_per_s);
+            QCOMPARE(cells[6], QString(it->fits ? "yes" : "no"));
+        }
+        for (const auto& r : rows) expected_labels << QString::fromStdString(r.option.label());
+        labels.sort();
+        expected_labels.sort();
+        QCOMPARE(labels, expected_labels);
+
+        const QString ds = dir.filePath("ds.json");
+        QVERIFY(!w.export_ds_config(ds).isEmpty());  // nothing selected yet
+        w.select(0);
+        QCOMPARE(w.export_ds_config(ds), QString());
+        QFile dj(ds);
+        QVERIFY(dj.open(QIODevice::ReadOnly));
+        const auto cfg = nlohmann::json::parse(dj.readAll().toStdString());
+        QCOMPARE(cfg.at("zero_optimization").at("stage").get<int>(), w.evaluation()->rows[0].option.stage);
+        QProcess p;
+        p.start(ZEROMEM_BINARY, {"estimate", "--ds-config", ds, "--model", "llama-2-7b", "--gpus", "8", "--gpu",
+                                 "A100-80GB", "--seq-len", "4096"});
+        QVERIFY(p.waitForFinished(30000));
+        QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+    }
+
+    void click_selects_point_and_table_row() {
+        MainWindow w(default_request(), {}, kData, false);
+        w.resize(1400, 900);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        auto* view = w.findChild<QChartView*>("speedMemoryChartView");
+        auto* fits = series<QScatterSeries>(w, "fits");
+        QVERIFY(fits->count() > 0);
+        // The point farthest (on screen) from its nearest neighbour, so the click is unambiguous.
+        auto screen = [&](const QPointF& v) { return view->mapFromScene(view->chart()->mapToPosition(v, fits)); };
+        const QList<QPointF> all = fits->points() + series<QScatterSeries>(w, "hollow")->points();
+        QPointF value;
+        double best = -1;
+        for (const QPointF& p : fits->points()) {
+            double nearest = 1e9;
+            for (const QPointF& q : all)
+                if (q != p) nearest = std::min(nearest, double(QLineF(screen(p), screen(q)).length()));
+            if (nearest > best) {
+                best = nearest;
+                value = p;
+            }
+        }
+        QVERIFY(best > 4);
+        const QPoint at = screen(value);
+        QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, at);
+        QVERIFY(w.selected() >= 0);
+        const Candidate& c = w.evaluation()->rows[size_t(w.selected())];
+        QCOMPARE(double(c.memory.per_gpu.total) / kGiB, value.x());
+        QCOMPARE(c.time.tokens_per_s, value.y());
+        auto* ring = series<QScatterSeries>(w, "selected");
+        QCOMPARE(ring->count(), 1);
+        QCOMPARE(ring->at(0), value);
+        // Hovering shows the option's numbers with units (the signal Qt Charts emits on hover;
+        // synthetic mouse moves are flaky offscreen, Qt's own chart tests skip them).
+        emit fits->hovered(value, true);
+        QTRY_VERIFY(QToolTip::isVisible());
+        QVERIFY(QToolTip::text().contains(QString::fromStdString(c.option.label())));
+        QVERIFY(QToolTip::text().contains(QString::number(c.time.tokens_per_s, 'f', 0) + " tokens/s"));
+        QVERIFY(QToolTip::text().contains(QString::number(double(c.memory.per_gpu.total) / kGiB, 'f', 2) + " GiB"));
+        emit fits->hovered(value, false);
+        const QModelIndex cur = w.table()->selectionModel()->currentIndex();
+        QVERIFY(cur.isValid());
+        QCOMPARE(w.table()->model()->data(w.table()->model()->index(cur.row(), 0)).toString(),
+                 QString::fromStdString(c.option.label()));
+    }
+
+    void table_sorts_and_plan_and_breakdown_show_library_numbers() {
+        const Request r = default_request();
+        MainWindow w(r, {}, kData, false);
+        QTableView* t = w.table();
+        t->sortByColumn(8, Qt::DescendingOrder);  // throughput (tokens/s)
+        for (int i = 1; i < t->model()->rowCount(); ++i)
+            QVERIFY(t->model()->data(t->model()->index(i - 1, 8), Qt::UserRole).toDouble() >=
+                    t->model()->data(t->model()->index(i, 8), Qt::UserRole).toDouble());
+
+        const Resolved res = resolve_request(r, kData);
+        const SpeedHardware hw = speed_hardware(*res.gpu, res.input.train.dtype, "", "", kData);
+        const PlanResult pr = plan(res.input, hw, 1 * 8 * 8);
+        QCOMPARE(w.plan_table()->rowCount(), int(pr.steps.size()));
+        QCOMPARE(w.plan_table()->item(0, 0)->text().toInt(), pr.steps[0].recipe_step);
+
+        w.tabs()->setCurrentIndex(1);  // the breakdown is drawn when its tab is shown
+        auto* gpu_view = w.findChild<QChartView*>("breakdownGpuView");
+        QVERIFY(gpu_view);
+        // First drawing, an in-place update after an input change, then fewer bars (full checkpointing only).
+        for (int step = 0; step < 3; ++step) {
+            if (step == 1) w.inputs()->gpus->setValue(2);
+            if (step == 2) w.inputs()->checkpointing->setCurrentIndex(w.inputs()->checkpointing->findData(QString("full")));
+            auto* stack = qobject_cast<QAbstractBarSeries*>(gpu_view->chart()->series().value(0));
+            QVERIFY(stack);
+            QCOMPARE(stack->count(), 7);  // parameters ... fragmentation
+            const auto rows = w.evaluation()->rows;
+            const int n = int(rows.size());
+            QCOMPARE(stack->barSets()[0]->count(), n);
+            QCOMPARE(n, int(stage_offload_options().size()) * (step == 2 ? 1 : 2));
+            for (int b = 0; b < n; ++b) {  // bars are drawn bottom-up: the last row first
+                double sum = 0;
+                for (QBarSet* set : stack->barSets()) sum += set->at(n - 1 - b);
+                // The seven components of the peak phase add up to the per-GPU peak.
+                QVERIFY(std::abs(sum - double(rows[size_t(b)].memory.per_gpu.total) / kGiB) < 1e-6);
+            }
+        }
+    }
+
+    void window_size_is_remembered() {
+        QCoreApplication::setOrganizationName("zeromem-test");
+        QCoreApplication::setApplicationName("zeromem-gui-test");
+        QSettings().clear();
+        {
+            MainWindow w(default_request(), {}, kData, true);
+            QCOMPARE(w.size(), QSize(1400, 900));  // the default size
+            w.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&w));
+            w.resize(1111, 777);
+            w.close();
+        }
+        MainWindow again(default_request(), {}, kData, true);
+        QCOMPARE(again.size(), QSize(1111, 777));
+        QSettings().clear();
+    }
+
+    void ordering_path_joins_each_groups_fastest_fitting_option() {
+        const Request r = default_request();
+        MainWindow w(r, {}, kData, false);
+        const auto rows = library_rows(r);
+        QList<QPointF> expected;
+        for (const OrderingGroup& g : ordering_groups(rows))
+            if (g.row >= 0)
+                expected.append(QPointF(double(rows[size_t(g.row)].memory.per_gpu.total) / kGiB,
+                                        rows[size_t(g.row)].time.tokens_per_s));
+        QVERIFY(expected.size() >= 2);
+        auto* path = series<QLineSeries>(w, "ordering");
+        QVERIFY(path);
+        QVERIFY(same_points(path->points(), expected));  // in the recipe's order, not sorted
+    }
+
+    void unknown_model_preset_is_named_by_the_library() {
+        Request r = default_request();
+        r.model = "llama-9-7b";
+        MainWindow w(r, {}, kData, false);
+        QString expected;
+        try {
+            resolve_request(r, kData);
+        } catch (const InputError& e) {
+            expected = e.what();
+        }
+        QVERIFY(expected.startsWith("--model"));
+        QCOMPARE(w.last_error(), expected);
+        QCOMPARE(w.inputs()->error_text("--model"), expected);
+        QVERIFY(!w.evaluation());  // no good input yet: nothing drawn
+    }
+
+    void model_from_hf_config_and_ds_config_inputs() {
+        MainWindow w(default_request(), {}, kData, false);
+        const QString hf = QString(ZEROMEM_TEST_DATA_DIR) + "/hf_configs/falcon-7b-refinedwebmodel.json";
+        w.inputs()->hf_config->setText(hf);
+        w.inputs()->model_source->setCurrentIndex(2);
+        QVERIFY2(w.last_error().isEmpty(), qPrintable(w.last_error()));
+        QCOMPARE(w.evaluation()->resolved.input.model.params, count_params(load_hf_config(hf.toStdString())).total);
+        w.inputs()->hf_config->setText(hf + ".missing");
+        QVERIFY(w.last_error().startsWith("--hf-config"));
+        QCOMPARE(w.inputs()->error_text("--hf-config"), w.last_error());
+
+        w.inputs()->model_source->setCurrentIndex(0);
+        QVERIFY(w.last_error().isEmpty());
+        w.inputs()->ds_config->setText(QString::fromStdString(kData) + "/ds_configs/ds_zero3_config.json");
+        QVERIFY2(w.last_error().isEmpty(), qPrintable(w.last_error()));
+        QCOMPARE(w.evaluation()->resolved.input.zero.stage, 3);  // the config's zero_optimization.stage
+        w.inputs()->ds_config->setText("/nonexistent/ds.json");
+        QVERIFY(w.last_error().startsWith("--ds-config"));
+        QCOMPARE(w.inputs()->error_text("--ds-config"), w.last_error());
+    }
+
+    void inputs_are_keyboard_reachable() {
+        MainWindow w(default_request(), {}, kData, false);
+        const QList<QWidget*> fields = {w.inputs()->model_source, w.inputs()->preset_search, w.inputs()->presets,
+                                        w.inputs()->gpu, w.inputs()->gpus, w.inputs()->nodes,
+                                        w.inputs()->host_memory, w.inputs()->dtype, w.inputs()->micro_batch,
+                                        w.inputs()->seq_len, w.inputs()->grad_accum, w.inputs()->checkpointing,
+                                        w.inputs()->lora_rank, w.inputs()->trainable, w.inputs()->ds_config,
+                                        w.chart()->widget(), w.table()};
+        for (QWidget* f : fields) QVERIFY(f->focusPolicy() & Qt::TabFocus);
+        // Tab moves from the GPU type to the GPU count, and the arrow keys change it.
+        w.show();
+        QApplication::setActiveWindow(&w);
+        QVERIFY(QTest::qWaitForWindowActive(&w));
+        w.inputs()->gpu->setFocus();
+        QTest::keyClick(w.inputs()->gpu, Qt::Key_Tab);
+        QWidget* focus = QApplication::focusWidget();
+        QVERIFY2(focus == w.inputs()->gpus || (focus && focus->parentWidget() == w.inputs()->gpus),
+                 focus ? focus->metaObject()->className() : "no focus");
+        QTest::keyClick(focus, Qt::Key_Up);
+        QCOMPARE(w.inputs()->gpus->value(), 9);
+        QCOMPARE(w.evaluation()->resolved.input.cluster.gpus, int64_t(9));
+    }
+};
+
+QTEST_MAIN(GuiTest)
+#include "gui_test.moc"
