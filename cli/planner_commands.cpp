@@ -11,10 +11,67 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 
 namespace zeromem_cli {
+
+namespace {
+
+bool any_fits(const std::vector<zeromem::Candidate>& rows) {
+    return std::any_of(rows.begin(), rows.end(), [](const zeromem::Candidate& c) { return c.fits; });
+}
+
+// What decides compare's numbers besides the header: where the dtype came
+// from, the optimizer implementation, overlap_comm per stage, the save-time
+// gather, the attention kind.
+std::string compare_settings(const zeromem::Resolved& res) {
+    using namespace zeromem;
+    const auto& in = res.input;
+    const auto it = res.provenance.find("dtype");
+    return std::string("Settings: dtype ") + to_string(in.train.dtype) + " (" +
+           (it == res.provenance.end() ? "default" : it->second) + "); optimizer " + to_string(in.train.optimizer) +
+           ", " + (in.train.fused_optimizer ? "DeepSpeed fused/CPU Adam" : "torch implementation") +
+           " (CPU Adam under optimizer offload); overlap_comm " +
+           (in.zero.overlap_comm ? (*in.zero.overlap_comm ? "on" : "off") + std::string(" for every stage")
+                                 : std::string("DeepSpeed's default per stage (on for stage 3, off for 0-2)")) +
+           "; stage3_gather_16bit_weights_on_model_save " +
+           (in.zero.stage3_gather_16bit_weights_on_model_save ? "on" : "off") + "; attention " +
+           (in.train.flash_attention ? "flash" : "eager");
+}
+
+// A node's host RAM that a plan may take for granted when --host-memory is
+// not given: 512 GiB, a common 8-GPU training node (e.g. NVIDIA DGX A100
+// ships with 1 TB, many cloud 8-GPU nodes with 1-2 TB, smaller ones 256-512 GB).
+constexpr uint64_t kTypicalNodeHostRam = uint64_t(512) << 30;
+
+// After the winner: the settings written that the user should check, the
+// HF Trainer arguments the plan assumed, and a host RAM warning.
+void print_winner_notes(const zeromem::Candidate& w, const zeromem::EstimateInput& in, const SpeedFlags& f) {
+    using namespace zeromem;
+    if (!in.cluster.host_memory && w.memory.per_node.host_memory > kTypicalNodeHostRam)
+        std::fprintf(stderr,
+                     "zeromem: warning: the winner needs %s GiB of host RAM per node, more than a typical node's "
+                     "%s GiB, and --host-memory was not given: pass it to plan within your nodes\n",
+                     gib(w.memory.per_node.host_memory).c_str(), gib(kTypicalNodeHostRam).c_str());
+    if (f.emit.empty()) return;
+    if (f.target == "hf-trainer") {
+        std::printf("\nThe emitted config leaves to the HF Trainer (\"auto\"): batch sizes, gradient_clipping, "
+                    "fp16/bf16, optimizer lr/betas/eps/weight_decay.\nTrainer arguments this plan assumed: "
+                    "--per_device_train_batch_size %lld --gradient_accumulation_steps %lld%s%s --deepspeed %s\n",
+                    (long long)w.micro_batch, (long long)w.grad_accum,
+                    w.dtype == Dtype::bf16 ? " --bf16" : w.dtype == Dtype::fp16 ? " --fp16" : "",
+                    w.option.checkpointing != Checkpointing::none ? " --gradient_checkpointing" : "", f.emit.c_str());
+    } else {
+        std::printf("\nThe emitted config sets the optimizer AdamW with lr 1e-5, betas (0.9, 0.999), eps 1e-8 and "
+                    "weight_decay 0.0: placeholders for the memory plan, set them to your training's values.\n");
+    }
+    (void)in;
+}
+
+}  // namespace
 
 int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, const SpeedFlags& f,
                         const std::string& format, const std::string& dir) {
@@ -24,6 +81,13 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
     if (f.target != "deepspeed" && f.target != "hf-trainer")
         throw InputError("--for: '" + f.target + "' is not deepspeed or hf-trainer");
     if (!req.gpu) throw InputError("--gpu: " + cmd + " needs a GPU preset for the speed model (see `zeromem gpus`)");
+    if (!f.emit.empty()) {  // before the search: a bad path fails in a moment, not after it
+        const bool existed = std::ifstream(f.emit).good();
+        std::ofstream probe(f.emit, std::ios::app);
+        if (!probe) throw InputError("--emit: cannot write " + f.emit);
+        probe.close();
+        if (!existed) std::remove(f.emit.c_str());
+    }
     const Resolved res = resolve_request(req, dir);
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     const EstimateInput& in = res.input;
@@ -91,19 +155,21 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
             nlohmann::json arr = nlohmann::json::array();
             for (const auto& c : rows) arr.push_back(row_json(c));
             std::cout << arr.dump(2) << "\n";
-            return 0;
+            return any_fits(rows) ? 0 : 1;
         }
         std::printf("%s (%.2f B params), %lld x %s (%lld node%s, %s), global batch %lld, seq %lld tokens, %s\n",
                     in.model.name.c_str(), double(in.model.params) / 1e9, (long long)in.cluster.gpus,
                     hw.gpu_name.c_str(), (long long)in.cluster.nodes, in.cluster.nodes > 1 ? "s" : "",
                     hw.intra.name.c_str(), (long long)global, (long long)in.train.seq_len, to_string(in.train.dtype));
+        std::printf("%s\n", compare_settings(res).c_str());
         std::printf("Times are seconds per optimizer step per GPU (comm = exposed communication; offload column = "
                     "PCIe/NVMe transfers + ZeRO bookkeeping); memory in GiB (2^30 bytes).\n\n");
         print_header();
         for (const auto& c : rows) print_row(c);
         std::printf("\n");
         for (const auto& line : statement) std::printf("%s\n", line.c_str());
-        return 0;
+        if (!any_fits(rows)) std::fprintf(stderr, "zeromem: compare: no option fits\n");
+        return any_fits(rows) ? 0 : 1;
     }
     const PlanResult r = plan(in, hw, global);
     if (json_out) {
@@ -118,7 +184,7 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
         j["winner"] = r.winner ? row_json(*r.winner) : nlohmann::json(nullptr);
         std::cout << j.dump(2) << "\n";
     } else {
-        std::printf("%s (%.2f B params), %lld x %s, global batch %lld, seq %lld tokens: the seed's tuning recipe\n\n",
+        std::printf("%s (%.2f B params), %lld x %s, global batch %lld, seq %lld tokens: the ZeRO tuning recipe, step by step\n\n",
                     in.model.name.c_str(), double(in.model.params) / 1e9, (long long)in.cluster.gpus,
                     hw.gpu_name.c_str(), (long long)global, (long long)in.train.seq_len);
         for (const auto& s : r.steps)
@@ -135,9 +201,12 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
         }
     }
     if (!r.winner) {
-        std::cerr << "zeromem: plan: the model does not fit even with ZeRO-Infinity (NVMe offload) at micro batch 1\n";
+        std::cerr << "zeromem: plan: nothing fits; the model does not fit even with ZeRO-Infinity (NVMe offload) at "
+                     "micro batch 1: "
+                  << (r.steps.empty() ? std::string("no option evaluated") : r.steps.back().outcome) << "\n";
         return 1;
     }
+    if (!json_out) print_winner_notes(*r.winner, in, f);
     if (!f.emit.empty()) {
         const nlohmann::json cfg = emit_ds_config(*r.winner, in, f.target == "hf-trainer");
         std::ofstream out(f.emit);
@@ -156,12 +225,28 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
 int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format, const std::string& dir) {
     using namespace zeromem;
     if (format != "table" && format != "json") throw InputError("--format: '" + format + "' is not table or json for fit");
-    const bool largest = req.gpus.has_value();
-    if (largest && !req.params && !req.model && !req.hf_config) req.params = "1e9";  // placeholder; searched below
-    if (!largest && !req.params && !req.model && !req.hf_config)
+    // README: a model (--model, --hf-config, --params) asks for the fewest
+    // GPUs, up to --gpus when given; --gpus alone asks for the largest model.
+    const bool has_model = req.params || req.model || req.hf_config;
+    const bool largest = !has_model;
+    if (!has_model && !req.gpus)
         throw InputError("fit: give --gpus (largest model per option) or a model (fewest GPUs per option)");
+    const int64_t max_gpus = has_model && req.gpus ? *req.gpus : 65536;
+    if (has_model) {  // the GPU count is searched below
+        req.gpus.reset();
+        req.nodes.reset();
+    } else {
+        req.params = "1e9";  // placeholder; the parameter count is searched below
+    }
     const Resolved res = resolve_request(req, dir);
-    const auto rows = largest ? largest_model(res.input) : fewest_gpus(res.input, f.gpus_per_node);
+    for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
+    const auto rows = largest ? largest_model(res.input) : fewest_gpus(res.input, f.gpus_per_node, max_gpus);
+    auto reason = [&](const FitRow& r) {
+        if (!r.note.empty() || r.value) return r.note;
+        return largest ? std::string("not even a million parameters fit")
+                       : "does not fit on up to " + std::to_string(max_gpus) + " GPUs";
+    };
+    const bool answered = std::any_of(rows.begin(), rows.end(), [](const FitRow& r) { return r.value || r.unbounded; });
     if (format == "json") {
         nlohmann::json arr = nlohmann::json::array();
         for (const auto& r : rows)
@@ -169,11 +254,12 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
                            {"stage", r.option.stage},
                            {"offload_optimizer", to_string(r.option.offload_optimizer)},
                            {"offload_param", to_string(r.option.offload_param)},
-                           {largest ? "max_params" : "min_gpus", r.value},
-                           {"per_gpu_total", r.per_gpu_total},
-                           {"note", r.note}});
+                           {largest ? "max_params" : "min_gpus", r.value ? nlohmann::json(r.value) : nlohmann::json(nullptr)},
+                           {"per_gpu_total", r.value ? nlohmann::json(r.per_gpu_total) : nlohmann::json(nullptr)},
+                           {"unbounded", r.unbounded},
+                           {"note", reason(r)}});
         std::cout << arr.dump(2) << "\n";
-        return 0;
+        return answered ? 0 : 1;
     }
     if (largest)
         std::printf("Largest model (parameters, model states and buffers; no activations without an architecture) on "
@@ -185,7 +271,7 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
                     gib(*res.input.cluster.gpu_memory).c_str(), (long long)f.gpus_per_node,
                     res.input.model.name.c_str(), to_string(res.input.convention), "option", "GPUs", "GPU GiB");
     for (const auto& r : rows) {
-        const std::string note = r.note.empty() ? "" : "  (" + r.note + ")";
+        const std::string note = reason(r).empty() ? "" : "  (" + reason(r) + ")";
         if (largest && r.value)
             std::printf("%-44s %16.3f %12s%s\n", r.option.label().c_str(), double(r.value) / 1e9,
                         gib(r.per_gpu_total).c_str(), note.c_str());
@@ -195,9 +281,11 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
             std::printf("%-44s %16llu %12s%s\n", r.option.label().c_str(), (unsigned long long)r.value,
                         gib(r.per_gpu_total).c_str(), note.c_str());
         else
-            std::printf("%-44s %16s %12s%s\n", r.option.label().c_str(), "> 65536", "-", note.c_str());
+            std::printf("%-44s %16s %12s%s\n", r.option.label().c_str(), ("> " + std::to_string(max_gpus)).c_str(),
+                        "-", note.c_str());
     }
-    return 0;
+    if (!answered) std::fprintf(stderr, "zeromem: fit: no option fits\n");
+    return answered ? 0 : 1;
 }
 
 }  // namespace zeromem_cli

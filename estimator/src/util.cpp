@@ -57,7 +57,13 @@ uint64_t parse_bytes(const std::string& text, const std::string& field) {
     else if (u == "mib") mult = 1048576.0;
     else if (u == "gib") mult = 1073741824.0;
     else if (u == "tib") mult = 1099511627776.0;
-    else
+    else if (u == "k" || u == "m" || u == "g" || u == "t") {
+        // "80G": powers of 1000 or of 1024? Refused alike for every size flag.
+        const std::string number = trim(text).substr(0, trim(text).size() - unit.size());
+        const std::string up(1, static_cast<char>(std::toupper(static_cast<unsigned char>(u[0]))));
+        throw InputError(field + ": '" + text + "' is ambiguous; write " + number + up + "B (powers of 1000) or " +
+                         number + up + "iB (powers of 1024)");
+    } else
         throw InputError(field + ": unknown size unit '" + unit + "' in '" + text +
                          "' (use B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024))");
     const double bytes = std::round(value * mult);

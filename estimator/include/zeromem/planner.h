@@ -120,6 +120,7 @@ struct FitRow {
     uint64_t value = 0;   ///< parameters (largest model) or GPUs (fewest GPUs); 0 = none found
     uint64_t per_gpu_total = 0;
     std::string note;     ///< why value is 0 or what else bounds it (e.g. host RAM unknown)
+    bool unbounded = false;  ///< largest model: not bounded by GPU memory (value 0)
 };
 std::vector<FitRow> largest_model(const EstimateInput& base);
 
