@@ -122,9 +122,19 @@ int main(int argc, char** argv) {
     auto* est = app.add_subcommand("estimate", "Per-GPU and per-node memory of one ZeRO configuration");
     est->footer(std::string(kEstimateExamples) + kExitStatus);
 
-    add_request_options(est, req);
-    est->add_option("--format", format, "table (default), json, csv or md")->group("Output")->type_name("FORMAT");
-    est->add_flag("--explain", explain, "Print each formula with numbers and its source, and where each setting came from")->group("Output");
+    // Start-up cost: only the named subcommand gets its options (CLI11
+    // builds every option eagerly); `zeromem --help` and the like get all.
+    const std::string named = argc > 1 ? argv[1] : "";
+    auto wants = [&named](const char* sub) {
+        for (const char* s : {"estimate", "compare", "plan", "fit", "models", "gpus", "interconnects"})
+            if (named == s) return named == sub;
+        return true;
+    };
+    if (wants("estimate")) {
+        add_request_options(est, req);
+        est->add_option("--format", format, "table (default), json, csv or md")->group("Output")->type_name("FORMAT");
+        est->add_flag("--explain", explain, "Print each formula with numbers and its source, and where each setting came from")->group("Output");
+    }
 
     // compare / plan / fit: the same options plus the speed model's.
     SpeedFlags sf;
@@ -135,17 +145,20 @@ int main(int argc, char** argv) {
     auto* fit = app.add_subcommand("fit", "Fewest GPUs per option for a model, or (with --gpus and no model) the largest model per option");
     fit->footer(std::string(kFitExamples) + kExitStatus);
     for (CLI::App* sub : {cmp, pln}) {
+        if (!wants(sub->get_name().c_str())) continue;
         add_request_options(sub, req);
         add_speed_options(sub, sf);
         sub->add_option("--format", format, "table (default) or json")->group("Output")->type_name("FORMAT");
     }
-    pln->add_option("--emit", sf.emit, "Write the winner's DeepSpeed config to PATH")->group("Output")->type_name("PATH");
-    pln->add_option("--for", sf.target, "deepspeed (default: every value explicit) or hf-trainer (batch sizes \"auto\")")
+    if (wants("plan")) pln->add_option("--emit", sf.emit, "Write the winner's DeepSpeed config to PATH")->group("Output")->type_name("PATH");
+    if (wants("plan")) pln->add_option("--for", sf.target, "deepspeed (default: every value explicit) or hf-trainer (batch sizes \"auto\")")
         ->group("Output")->type_name("TARGET");
-    add_request_options(fit, req);
-    fit->add_option("--gpus-per-node", sf.gpus_per_node, "GPUs per node when searching the fewest GPUs (default 8)")
-        ->group("Cluster")->type_name("N");
-    fit->add_option("--format", format, "table (default) or json")->group("Output")->type_name("FORMAT");
+    if (wants("fit")) {
+        add_request_options(fit, req);
+        fit->add_option("--gpus-per-node", sf.gpus_per_node, "GPUs per node when searching the fewest GPUs (default 8)")
+            ->group("Cluster")->type_name("N");
+        fit->add_option("--format", format, "table (default) or json")->group("Output")->type_name("FORMAT");
+    }
 
     auto* models = app.add_subcommand("models", "List the model presets in data/models");
     models->footer("\nExample: zeromem models");
