@@ -73,9 +73,53 @@ void print_winner_notes(const zeromem::Candidate& w, const zeromem::EstimateInpu
 
 }  // namespace
 
+// `compare --convention deepspeed`: the table DeepSpeed users know from
+// estimate_zero{2,3}_model_states_mem_needs_all_live, in GiB.
+int run_compare_deepspeed(const zeromem::Request& req, const std::string& format, const std::string& dir) {
+    using namespace zeromem;
+    const Resolved res = resolve_request(req, dir);
+    for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
+    const EstimateInput& in = res.input;
+    const auto rows = deepspeed_all_options(in);
+    const auto cap = in.cluster.gpu_memory;
+    bool any = !cap;
+    for (const auto& r : rows) any = any || r.per_gpu <= *cap;
+    auto options = [](const ConventionRow& r) {
+        if (r.stage == 2) return std::string("offload_optimizer=") + to_string(r.offload_optimizer);
+        return std::string("offload_param=") + to_string(r.offload_param) + ", offload_optimizer=" +
+               to_string(r.offload_optimizer) + ", zero_init=" + (r.zero_init ? "1" : "0");
+    };
+    if (format == "json") {
+        nlohmann::json arr = nlohmann::json::array();
+        for (const auto& r : rows)
+            arr.push_back({{"stage", r.stage}, {"offload_optimizer", to_string(r.offload_optimizer)},
+                           {"offload_param", to_string(r.offload_param)}, {"zero_init", r.zero_init},
+                           {"per_gpu", r.per_gpu}, {"per_cpu", r.per_cpu},
+                           {"fits_gpu", cap ? nlohmann::json(r.per_gpu <= *cap) : nlohmann::json(nullptr)}});
+        std::cout << arr.dump(2) << "\n";
+        return any ? 0 : 1;
+    }
+    std::printf("%s: %llu params, largest layer %llu params; %lld node%s x %lld GPUs; DeepSpeed's estimators "
+                "(model states only)\n",
+                in.model.name.c_str(), (unsigned long long)in.model.params,
+                (unsigned long long)in.model.largest_layer_params, (long long)in.cluster.nodes,
+                in.cluster.nodes > 1 ? "s" : "", (long long)in.cluster.gpus_per_node());
+    std::printf("Stages 0 and 1 and NVMe offload are not covered by DeepSpeed's estimators: left out. DeepSpeed "
+                "prints these figures as \"GB\" but divides by 2^30: they are GiB.\n\n");
+    std::printf("%-7s %10s %10s%s  %s\n", "stage", "per CPU", "per GPU", cap ? "  fits" : "", "options");
+    for (const auto& r : rows)
+        std::printf("ZeRO-%d  %10s %10s%s  %s\n", r.stage, gib(r.per_cpu).c_str(), gib(r.per_gpu).c_str(),
+                    cap ? (r.per_gpu <= *cap ? "  yes " : "  no  ") : "", options(r).c_str());
+    if (!any) std::fprintf(stderr, "zeromem: compare: no option fits\n");
+    return any ? 0 : 1;
+}
+
 int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, const SpeedFlags& f,
                         const std::string& format, const std::string& dir) {
     using namespace zeromem;
+    if (cmd == "compare" && req.convention && to_lower(*req.convention) == "deepspeed" &&
+        (format == "table" || format == "json"))
+        return run_compare_deepspeed(req, format, dir);
     if (format != "table" && format != "json")
         throw InputError("--format: '" + format + "' is not table or json for " + cmd);
     if (f.target != "deepspeed" && f.target != "hf-trainer")

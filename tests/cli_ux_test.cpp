@@ -329,3 +329,30 @@ TEST(CliUx, Bf16OnV100IsHandledAlikeEverywhere) {
     EXPECT_EQ(nlohmann::json::parse(r.out).at("training").at("dtype"), "fp16");
     EXPECT_TRUE(has(r.err, "assumed fp16")) << r.err;
 }
+
+// compare --convention deepspeed: DeepSpeed's all-options table. Oracle: the
+// cold columns of DeepSpeed's docs/code-docs/source/memory.rst for t5-3b
+// (P = 2851e6, L = 32e6, 1 node x 8 GPUs), in GiB; the ZeRO-2 "none" row
+// there is the legacy formula (deepspeed_memory.md section 2).
+TEST(CliUx, CompareDeepSpeedConvention) {
+    const Outcome r = zeromem("compare --params 2851e6 --largest-layer-params 32e6 --gpus 8 --convention deepspeed "
+                              "--legacy-zero2");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const char* rows[] = {
+        "ZeRO-2      127.45       5.31  offload_optimizer=cpu",
+        "ZeRO-2      127.45      15.93  offload_optimizer=none",
+        "ZeRO-3       71.69       0.12  offload_param=cpu, offload_optimizer=cpu, zero_init=1",
+        "ZeRO-3      127.45       0.12  offload_param=cpu, offload_optimizer=cpu, zero_init=0",
+        "ZeRO-3       63.72       0.78  offload_param=none, offload_optimizer=cpu, zero_init=1",
+        "ZeRO-3      127.45       0.78  offload_param=none, offload_optimizer=cpu, zero_init=0",
+        "ZeRO-3        1.43       6.09  offload_param=none, offload_optimizer=none, zero_init=1",
+        "ZeRO-3      127.45       6.09  offload_param=none, offload_optimizer=none, zero_init=0",
+    };
+    for (const char* row : rows) EXPECT_TRUE(has(r.out, row)) << row << "\n" << r.out;
+    EXPECT_TRUE(has(r.out, "Stages 0 and 1")) << r.out;
+    // With a capacity: 6.09 GiB per GPU does not fit 4 GiB, the offloads do.
+    EXPECT_EQ(zeromem("compare --params 2851e6 --largest-layer-params 32e6 --gpus 8 --convention deepspeed "
+                      "--gpu-memory 4GiB --format json").exit_code, 0);
+    EXPECT_EQ(zeromem("compare --params 2851e6 --largest-layer-params 32e6 --gpus 8 --convention deepspeed "
+                      "--gpu-memory 64MiB").exit_code, 1);
+}

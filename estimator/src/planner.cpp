@@ -566,4 +566,23 @@ std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node
     return out;
 }
 
+std::vector<ConventionRow> deepspeed_all_options(const EstimateInput& base) {
+    using D = OffloadDevice;
+    EstimateInput in = base;
+    in.convention = Convention::deepspeed;
+    std::vector<ConventionRow> rows;
+    auto add = [&](int stage, D opt, D par, bool zero_init) {
+        in.zero.stage = stage;
+        in.zero.offload_optimizer = opt;
+        in.zero.offload_param = par;
+        in.zero.zero_init = zero_init;
+        const Estimate e = estimate(in);
+        rows.push_back({stage, opt, par, zero_init, e.per_gpu.total, e.per_node.host_memory});
+    };
+    for (D opt : {D::cpu, D::none}) add(2, opt, D::none, true);
+    for (auto [opt, par] : {std::pair<D, D>{D::cpu, D::cpu}, {D::cpu, D::none}, {D::none, D::none}})
+        for (bool zi : {true, false}) add(3, opt, par, zi);
+    return rows;
+}
+
 }  // namespace zeromem
