@@ -356,3 +356,18 @@ TEST(CliUx, CompareDeepSpeedConvention) {
     EXPECT_EQ(zeromem("compare --params 2851e6 --largest-layer-params 32e6 --gpus 8 --convention deepspeed "
                       "--gpu-memory 64MiB").exit_code, 1);
 }
+
+// The README documents what the CLI does: the exit-status rule, the
+// install and data lookup, the recipe in its own words, the global-batch
+// default the code uses (16 per GPU, planner_commands.cpp).
+TEST(CliUx, ReadmeDocumentsExitStatusInstallAndRecipe) {
+    const std::string readme = cli::slurp(std::string(ZEROMEM_SOURCE_DATA_DIR) + "/../README.md");
+    ASSERT_FALSE(readme.empty());
+    for (const char* s : {"### Exit status", "| 3 | internal error |", "ZEROMEM_DATA_DIR", "cpack -G DEB",
+                          "cmake --install", "bash-completion", "_zeromem", "man zeromem", "scripts/bench-startup.sh",
+                          "The **ZeRO tuning recipe**", "speed/memory ordering", "else 16 per GPU"})
+        EXPECT_TRUE(has(readme, s)) << s;
+    EXPECT_FALSE(has(readme, "seed")) << "user-facing text says \"the ZeRO tuning recipe\"";
+    EXPECT_FALSE(has(readme, "(default 128)"));
+    EXPECT_FALSE(has(zeromem("--help").out + zeromem("plan --help").out, "seed"));
+}

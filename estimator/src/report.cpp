@@ -400,8 +400,8 @@ std::string render(const Estimate& e, const Resolved& res, Format format, bool e
             const int ind = c.at_peak.indent * 2;
             const std::string own =
                 c.own_peak_phase.empty() ? "" : format_gib(double(c.own_peak)) + " (" + c.own_peak_phase + ")";
-            std::snprintf(line, sizeof line, "%*s%-*s %12s  %s\n", ind, "", 40 - ind, c.at_peak.label,
-                          format_gib(double(c.at_peak.bytes)).c_str(), own.c_str());
+            std::snprintf(line, sizeof line, "%*s%-*s %12s%s%s\n", ind, "", 40 - ind, c.at_peak.label,
+                          format_gib(double(c.at_peak.bytes)).c_str(), own.empty() ? "" : "  ", own.c_str());
             o << line;
         }
     }
