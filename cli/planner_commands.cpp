@@ -49,13 +49,16 @@ constexpr uint64_t kTypicalNodeHostRam = uint64_t(512) << 30;
 
 // After the winner: the settings written that the user should check, the
 // HF Trainer arguments the plan assumed, and a host RAM warning.
-void print_winner_notes(const zeromem::Candidate& w, const zeromem::EstimateInput& in, const SpeedFlags& f) {
-    using namespace zeromem;
+void warn_host_ram(const zeromem::Candidate& w, const zeromem::EstimateInput& in) {
     if (!in.cluster.host_memory && w.memory.per_node.host_memory > kTypicalNodeHostRam)
         std::fprintf(stderr,
                      "zeromem: warning: the winner needs %s GiB of host RAM per node, more than a typical node's "
                      "%s GiB, and --host-memory was not given: pass it to plan within your nodes\n",
                      gib(w.memory.per_node.host_memory).c_str(), gib(kTypicalNodeHostRam).c_str());
+}
+
+void print_winner_notes(const zeromem::Candidate& w, const SpeedFlags& f) {
+    using namespace zeromem;
     if (f.emit.empty()) return;
     if (f.target == "hf-trainer") {
         std::printf("\nThe emitted config leaves to the HF Trainer (\"auto\"): batch sizes, gradient_clipping, "
@@ -68,7 +71,6 @@ void print_winner_notes(const zeromem::Candidate& w, const zeromem::EstimateInpu
         std::printf("\nThe emitted config sets the optimizer AdamW with lr 1e-5, betas (0.9, 0.999), eps 1e-8 and "
                     "weight_decay 0.0: placeholders for the memory plan, set them to your training's values.\n");
     }
-    (void)in;
 }
 
 }  // namespace
@@ -228,9 +230,9 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
         j["winner"] = r.winner ? row_json(*r.winner) : nlohmann::json(nullptr);
         std::cout << j.dump(2) << "\n";
     } else {
-        std::printf("%s (%.2f B params), %lld x %s, global batch %lld, seq %lld tokens: the ZeRO tuning recipe, step by step\n\n",
+        std::printf("%s (%.2f B params), %lld x %s, global batch %lld, seq %lld tokens: the ZeRO tuning recipe, step by step\n%s\n\n",
                     in.model.name.c_str(), double(in.model.params) / 1e9, (long long)in.cluster.gpus,
-                    hw.gpu_name.c_str(), (long long)global, (long long)in.train.seq_len);
+                    hw.gpu_name.c_str(), (long long)global, (long long)in.train.seq_len, compare_settings(res).c_str());
         for (const auto& s : r.steps)
             std::printf("step %2d  %s\n         -> %s\n", s.recipe_step, s.action.c_str(), s.outcome.c_str());
         if (r.winner) {
@@ -250,7 +252,8 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
                   << (r.steps.empty() ? std::string("no option evaluated") : r.steps.back().outcome) << "\n";
         return 1;
     }
-    if (!json_out) print_winner_notes(*r.winner, in, f);
+    warn_host_ram(*r.winner, in);
+    if (!json_out) print_winner_notes(*r.winner, f);
     if (!f.emit.empty()) {
         const nlohmann::json cfg = emit_ds_config(*r.winner, in, f.target == "hf-trainer");
         std::ofstream out(f.emit);

@@ -371,3 +371,18 @@ TEST(CliUx, ReadmeDocumentsExitStatusInstallAndRecipe) {
     EXPECT_FALSE(has(readme, "(default 128)"));
     EXPECT_FALSE(has(zeromem("--help").out + zeromem("plan --help").out, "seed"));
 }
+
+// A winner that needs more host RAM than a typical node (512 GiB), with no
+// --host-memory given, is flagged: Llama-2-70B's fp32 master weights and
+// Adam moments alone are 12 B x 68.98e9 = 828e9 B = 771 GiB on the host of
+// one node under optimizer offload.
+TEST(CliUx, PlanWarnsWhenTheWinnerNeedsMoreHostRamThanANode) {
+    const std::string m = "plan --model llama-2-70b --gpus 8 --gpu A100-80GB --global-batch 64";
+    for (const char* fmt : {"table", "json"}) {
+        const Outcome r = zeromem(m + " --format " + fmt);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_TRUE(has(r.err, "more than a typical node")) << fmt << "\n" << r.err;
+    }
+    EXPECT_FALSE(has(zeromem(m + " --host-memory 2TiB").err, "typical node"));
+    EXPECT_TRUE(has(zeromem(m).out, "Settings: dtype bf16"));
+}
