@@ -168,6 +168,17 @@ TEST(CliUx, CompareStatesItsSettingsAndOverlapComm) {
     EXPECT_TRUE(has(r.out, "stage3_gather_16bit_weights_on_model_save off")) << r.out;
     EXPECT_TRUE(has(r.out, "overlap_comm is DeepSpeed's default per stage")) << r.out;
     EXPECT_FALSE(has(r.out, "seed")) << r.out;
+    // A pair where one side does not fit is treated like one where neither
+    // fits: stated, not counted. ZeRO-0 needs 16 B x 6.74e9 = 108e9 B > 80 GiB.
+    EXPECT_TRUE(has(r.out, "stage 0 does not fit at micro batch 1, stage 1 does")) << r.out;
+    std::istringstream in(r.out);
+    std::string line;
+    int counted = 0, total = -1;
+    while (std::getline(in, line)) {
+        if (line.rfind("stage ", 0) == 0 && !has(line, "not comparable")) ++counted;
+        if (line.rfind("Agreement: ", 0) == 0) total = std::stoi(line.substr(line.find(" of ") + 4));
+    }
+    EXPECT_EQ(counted, total) << r.out;
 }
 
 // compare, plan and estimate give one option the same host memory (the
