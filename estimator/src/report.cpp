@@ -296,115 +296,115 @@ void explain_text(std::ostringstream& o, const Estimate& e, const Resolved& res)
     }
 }
 
-}  // namespace
-
-Format parse_format(const std::string& text) {
-    if (text == "table") return Format::table;
-    if (text == "json") return Format::json;
-    if (text == "csv") return Format::csv;
-    if (text == "md" || text == "markdown") return Format::md;
-    throw InputError("--format: '" + text + "' is not one of table, json, csv, md");
+// The first line of the table and Markdown outputs: model, cluster, ZeRO,
+// dtype, batch, sequence, convention.
+std::string head_line(const Estimate& e, const EstimateInput& in) {
+    return in.model.name + " (" + params_text(in.model.params) + " params), " + std::to_string(in.cluster.gpus) +
+           " GPU" + (in.cluster.gpus > 1 ? "s" : "") + " (" + std::to_string(in.cluster.nodes) + " node" +
+           (in.cluster.nodes > 1 ? "s" : "") + " x " + std::to_string(in.cluster.gpus_per_node()) + ")" +
+           (in.cluster.tp > 1 || in.cluster.pp > 1
+                ? ", tp " + std::to_string(in.cluster.tp) + " x pp " + std::to_string(in.cluster.pp) + " (N_d " +
+                      std::to_string(in.cluster.data_parallel()) + ")"
+                : std::string()) +
+           ", " + stage_text(in) + ", " + to_string(in.train.dtype) + ", micro batch " +
+           std::to_string(in.train.micro_batch) + ", seq " + std::to_string(in.train.seq_len) + ", convention " +
+           to_string(e.convention);
 }
 
-std::string render(const Estimate& e, const Resolved& res, Format format, bool explain) {
+std::string render_csv(const Estimate& e, const Resolved& res) {
     const auto& in = res.input;
-    std::ostringstream o;
-    if (format == Format::json) {
-        o << to_json(e, res, explain).dump(2) << "\n";
-        return o.str();
-    }
-    const auto grows = gpu_rows(e, in.train.optimizer);
-    const auto nrows = node_rows(e);
-    const std::string settings = settings_line(res);
     const auto crows = component_rows(e, in.train.optimizer);
+    const std::string where = peak_phase_of(e) ? "in " + e.peak_phase : "";
+    std::ostringstream o;
+    o << "scope,component,bytes,GiB,detail\n";
+    for (const auto& c : crows)
+        o << "per_gpu," << c.at_peak.key << "," << c.at_peak.bytes << "," << format_gib(double(c.at_peak.bytes), 3)
+          << "," << where << "\n";
+    o << "per_gpu,total," << e.per_gpu.total << "," << format_gib(double(e.per_gpu.total), 3) << "," << where << "\n";
+    for (const auto& c : crows)
+        if (!c.own_peak_phase.empty())
+            o << "per_gpu_own_peak," << c.at_peak.key << "," << c.own_peak << "," << format_gib(double(c.own_peak), 3)
+              << ",in " << c.own_peak_phase << "\n";
+    for (const auto& r : node_rows(e))
+        o << "per_node," << r.key << "," << r.bytes << "," << format_gib(double(r.bytes), 3) << ",\n";
+    for (const auto& p : e.phases) {
+        o << "phase:" << p.name << ",per_gpu_total," << p.per_gpu.total << "," << format_gib(double(p.per_gpu.total), 3)
+          << "," << (p.fits_gpu ? fits_word(p.fits_gpu) : "") << "\n";
+        o << "phase:" << p.name << ",host_memory," << p.per_node.host_memory << ","
+          << format_gib(double(p.per_node.host_memory), 3) << "," << (p.fits_host ? fits_word(p.fits_host) : "") << "\n";
+    }
+    o << "setting,,,," << csv_field(settings_line(res)) << "\n";
+    csv_answer(o, e, res);
+    return o.str();
+}
+
+std::string render_md(const Estimate& e, const Resolved& res, bool explain) {
+    const auto& in = res.input;
     const bool by_phase = peak_phase_of(e) != nullptr;
-    if (format == Format::csv) {
-        if (explain) throw InputError("--explain: not available with --format csv; use table, md or json");
-        o << "scope,component,bytes,GiB,detail\n";
-        for (const auto& c : crows)
-            o << "per_gpu," << c.at_peak.key << "," << c.at_peak.bytes << "," << format_gib(double(c.at_peak.bytes), 3)
-              << "," << (by_phase ? "in " + e.peak_phase : "") << "\n";
-        o << "per_gpu,total," << e.per_gpu.total << "," << format_gib(double(e.per_gpu.total), 3) << ","
-          << (by_phase ? "in " + e.peak_phase : "") << "\n";
-        for (const auto& c : crows)
-            if (!c.own_peak_phase.empty())
-                o << "per_gpu_own_peak," << c.at_peak.key << "," << c.own_peak << ","
-                  << format_gib(double(c.own_peak), 3) << ",in " << c.own_peak_phase << "\n";
-        for (const auto& r : nrows) o << "per_node," << r.key << "," << r.bytes << "," << format_gib(double(r.bytes), 3) << ",\n";
-        for (const auto& p : e.phases) {
-            o << "phase:" << p.name << ",per_gpu_total," << p.per_gpu.total << "," << format_gib(double(p.per_gpu.total), 3)
-              << "," << (p.fits_gpu ? fits_word(p.fits_gpu) : "") << "\n";
-            o << "phase:" << p.name << ",host_memory," << p.per_node.host_memory << ","
-              << format_gib(double(p.per_node.host_memory), 3) << "," << (p.fits_host ? fits_word(p.fits_host) : "")
-              << "\n";
-        }
-        o << "setting,,,," << csv_field(settings) << "\n";
-        csv_answer(o, e, res);
-        return o.str();
-    }
-    const std::string head = in.model.name + " (" + params_text(in.model.params) + " params), " +
-                             std::to_string(in.cluster.gpus) + " GPU" + (in.cluster.gpus > 1 ? "s" : "") + " (" +
-                             std::to_string(in.cluster.nodes) + " node" + (in.cluster.nodes > 1 ? "s" : "") + " x " +
-                             std::to_string(in.cluster.gpus_per_node()) + ")" +
-                             (in.cluster.tp > 1 || in.cluster.pp > 1
-                                  ? ", tp " + std::to_string(in.cluster.tp) + " x pp " + std::to_string(in.cluster.pp) +
-                                        " (N_d " + std::to_string(in.cluster.data_parallel()) + ")"
-                                  : std::string()) +
-                             ", " + stage_text(in) + ", " +
-                             to_string(in.train.dtype) + ", micro batch " + std::to_string(in.train.micro_batch) +
-                             ", seq " + std::to_string(in.train.seq_len) + ", convention " + to_string(e.convention);
-    const std::string total_label = "total (peak: " + e.peak_phase + ")";
-    if (format == Format::md) {
-        o << "**" << head << "**\n\n" << settings << "\n\n";
-        if (by_phase) o << "| per GPU, in " << e.peak_phase << " | GiB | own peak GiB (phase) |\n|---|---:|---:|\n";
-        else o << "| per GPU | GiB |\n|---|---:|\n";
-        for (const auto& c : crows) {
-            o << "| " << (c.at_peak.indent > 1 ? "&nbsp;&nbsp;" : "") << c.at_peak.label << " | "
-              << format_gib(double(c.at_peak.bytes)) << " |";
-            if (by_phase)
-                o << " " << (c.own_peak_phase.empty() ? "" : format_gib(double(c.own_peak)) + " (" + c.own_peak_phase + ")")
-                  << " |";
-            o << "\n";
-        }
-        o << "| **" << total_label << "** | **" << format_gib(double(e.per_gpu.total)) << "** |" << (by_phase ? " |" : "")
-          << "\n\n";
-        o << "| per node | GiB |\n|---|---:|\n";
-        for (const auto& r : nrows)
-            o << "| " << (r.indent > 1 ? "&nbsp;&nbsp;" : "") << r.label << " | " << format_gib(double(r.bytes)) << " |\n";
-        if (!e.phases.empty()) {
-            o << "\n| phase | GPU GiB | host GiB (node) |\n|---|---:|---:|\n";
-            for (const auto& p : e.phases)
-                o << "| " << p.name << " | " << format_gib(double(p.per_gpu.total)) << " | "
-                  << format_gib(double(p.per_node.host_memory)) << " |\n";
-        }
+    std::ostringstream o;
+    o << "**" << head_line(e, in) << "**\n\n" << settings_line(res) << "\n\n";
+    if (by_phase) o << "| per GPU, in " << e.peak_phase << " | GiB | own peak GiB (phase) |\n|---|---:|---:|\n";
+    else o << "| per GPU | GiB |\n|---|---:|\n";
+    for (const auto& c : component_rows(e, in.train.optimizer)) {
+        o << "| " << (c.at_peak.indent > 1 ? "&nbsp;&nbsp;" : "") << c.at_peak.label << " | "
+          << format_gib(double(c.at_peak.bytes)) << " |";
+        if (by_phase)
+            o << " " << (c.own_peak_phase.empty() ? "" : format_gib(double(c.own_peak)) + " (" + c.own_peak_phase + ")")
+              << " |";
         o << "\n";
-        for (const auto& l : answer_lines(e, in)) o << "- " << l << "\n";
-        for (const auto& n : e.notes) o << "- note: " << n << "\n";
-        for (const auto& w : res.warnings) o << "- warning: " << w << "\n";
-        o << "\nGiB = 2^30 bytes.\n";
-        if (explain) {
-            o << "\n```";
-            explain_text(o, e, res);
-            o << "```\n";
-        }
-        return o.str();
     }
-    // table
+    o << "| **total (peak: " << e.peak_phase << ")** | **" << format_gib(double(e.per_gpu.total)) << "** |"
+      << (by_phase ? " |" : "") << "\n\n";
+    o << "| per node | GiB |\n|---|---:|\n";
+    for (const auto& r : node_rows(e))
+        o << "| " << (r.indent > 1 ? "&nbsp;&nbsp;" : "") << r.label << " | " << format_gib(double(r.bytes)) << " |\n";
+    if (!e.phases.empty()) {
+        o << "\n| phase | GPU GiB | host GiB (node) |\n|---|---:|---:|\n";
+        for (const auto& p : e.phases)
+            o << "| " << p.name << " | " << format_gib(double(p.per_gpu.total)) << " | "
+              << format_gib(double(p.per_node.host_memory)) << " |\n";
+    }
+    o << "\n";
+    for (const auto& l : answer_lines(e, in)) o << "- " << l << "\n";
+    for (const auto& n : e.notes) o << "- note: " << n << "\n";
+    for (const auto& w : res.warnings) o << "- warning: " << w << "\n";
+    o << "\nGiB = 2^30 bytes.\n";
+    if (explain) {
+        o << "\n```";
+        explain_text(o, e, res);
+        o << "```\n";
+    }
+    return o.str();
+}
+
+// The phase table: each phase's GPU and host totals and what fits.
+void phase_table(std::ostringstream& o, const Estimate& e, const EstimateInput& in) {
     char line[160];
-    o << head << "\n" << settings << "\n\n";
-    if (by_phase) {
-        std::snprintf(line, sizeof line, "%-40s %12s  %s\n", ("Per GPU, in " + e.peak_phase).c_str(), "GiB",
-                      "own peak GiB (phase), where higher");
+    std::snprintf(line, sizeof line, "%-18s %14s %18s  %s\n", "Phase", "GPU GiB", "host GiB (node)", "verdict");
+    o << line;
+    for (const auto& p : e.phases) {
+        std::string v;
+        auto one = [&](const char* what, const std::optional<bool>& f, uint64_t need, std::optional<uint64_t> cap) {
+            if (!f) return;
+            if (!v.empty()) v += ", ";
+            const double d = double(*cap) - double(need);
+            v += std::string(what) + (*f ? " fits" : " OOM by " + format_gib(-d) + " GiB");
+        };
+        one("GPU", p.fits_gpu, p.per_gpu.total, in.cluster.gpu_memory);
+        one("host", p.fits_host, p.per_node.host_memory, in.cluster.host_memory);
+        std::snprintf(line, sizeof line, "%-18s %14s %18s  %s\n", p.name.c_str(),
+                      format_gib(double(p.per_gpu.total)).c_str(), format_gib(double(p.per_node.host_memory)).c_str(),
+                      v.c_str());
         o << line;
-        for (const auto& c : crows) {
-            const int ind = c.at_peak.indent * 2;
-            const std::string own =
-                c.own_peak_phase.empty() ? "" : format_gib(double(c.own_peak)) + " (" + c.own_peak_phase + ")";
-            std::snprintf(line, sizeof line, "%*s%-*s %12s%s%s\n", ind, "", 40 - ind, c.at_peak.label,
-                          format_gib(double(c.at_peak.bytes)).c_str(), own.empty() ? "" : "  ", own.c_str());
-            o << line;
-        }
     }
+}
+
+std::string render_table(const Estimate& e, const Resolved& res, bool explain) {
+    const auto& in = res.input;
+    const bool by_phase = peak_phase_of(e) != nullptr;
+    std::ostringstream o;
+    char line[160];
+    o << head_line(e, in) << "\n" << settings_line(res) << "\n\n";
     auto section = [&](const char* title, const std::vector<Row>& rows) {
         std::snprintf(line, sizeof line, "%-40s %12s\n", title, "GiB");
         o << line;
@@ -414,29 +414,28 @@ std::string render(const Estimate& e, const Resolved& res, Format format, bool e
             o << line;
         }
     };
-    if (!by_phase) section("Per GPU", grows);
-    std::snprintf(line, sizeof line, "  %-38s %12s\n", total_label.c_str(), format_gib(double(e.per_gpu.total)).c_str());
-    o << line << "\n";
-    section("Per node", nrows);
-    if (!e.phases.empty()) {
-        o << "\n";
-        std::snprintf(line, sizeof line, "%-18s %14s %18s  %s\n", "Phase", "GPU GiB", "host GiB (node)", "verdict");
+    if (by_phase) {
+        std::snprintf(line, sizeof line, "%-40s %12s  %s\n", ("Per GPU, in " + e.peak_phase).c_str(), "GiB",
+                      "own peak GiB (phase), where higher");
         o << line;
-        for (const auto& p : e.phases) {
-            std::string v;
-            auto one = [&](const char* what, const std::optional<bool>& f, uint64_t need, std::optional<uint64_t> cap) {
-                if (!f) return;
-                if (!v.empty()) v += ", ";
-                const double d = double(*cap) - double(need);
-                v += std::string(what) + (*f ? " fits" : " OOM by " + format_gib(-d) + " GiB");
-            };
-            one("GPU", p.fits_gpu, p.per_gpu.total, in.cluster.gpu_memory);
-            one("host", p.fits_host, p.per_node.host_memory, in.cluster.host_memory);
-            std::snprintf(line, sizeof line, "%-18s %14s %18s  %s\n", p.name.c_str(),
-                          format_gib(double(p.per_gpu.total)).c_str(), format_gib(double(p.per_node.host_memory)).c_str(),
-                          v.c_str());
+        for (const auto& c : component_rows(e, in.train.optimizer)) {
+            const int ind = c.at_peak.indent * 2;
+            const std::string own =
+                c.own_peak_phase.empty() ? "" : format_gib(double(c.own_peak)) + " (" + c.own_peak_phase + ")";
+            std::snprintf(line, sizeof line, "%*s%-*s %12s%s%s\n", ind, "", 40 - ind, c.at_peak.label,
+                          format_gib(double(c.at_peak.bytes)).c_str(), own.empty() ? "" : "  ", own.c_str());
             o << line;
         }
+    } else {
+        section("Per GPU", gpu_rows(e, in.train.optimizer));
+    }
+    std::snprintf(line, sizeof line, "  %-38s %12s\n", ("total (peak: " + e.peak_phase + ")").c_str(),
+                  format_gib(double(e.per_gpu.total)).c_str());
+    o << line << "\n";
+    section("Per node", node_rows(e));
+    if (!e.phases.empty()) {
+        o << "\n";
+        phase_table(o, e, in);
     }
     o << "\n";
     for (const auto& l : answer_lines(e, in)) o << l << "\n";
@@ -449,6 +448,28 @@ std::string render(const Estimate& e, const Resolved& res, Format format, bool e
     o << "\n";
     if (explain) explain_text(o, e, res);
     return o.str();
+}
+
+}  // namespace
+
+Format parse_format(const std::string& text) {
+    if (text == "table") return Format::table;
+    if (text == "json") return Format::json;
+    if (text == "csv") return Format::csv;
+    if (text == "md" || text == "markdown") return Format::md;
+    throw InputError("--format: '" + text + "' is not one of table, json, csv, md");
+}
+
+std::string render(const Estimate& e, const Resolved& res, Format format, bool explain) {
+    switch (format) {
+        case Format::json: return to_json(e, res, explain).dump(2) + "\n";
+        case Format::csv:
+            if (explain) throw InputError("--explain: not available with --format csv; use table, md or json");
+            return render_csv(e, res);
+        case Format::md: return render_md(e, res, explain);
+        case Format::table: break;
+    }
+    return render_table(e, res, explain);
 }
 
 }  // namespace zeromem
