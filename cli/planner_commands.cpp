@@ -116,12 +116,59 @@ int run_compare_deepspeed(const zeromem::Request& req, const std::string& format
     return any ? 0 : 1;
 }
 
-int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, const SpeedFlags& f,
-                        const std::string& format, const std::string& dir) {
+namespace {
+
+nlohmann::json candidate_json(const zeromem::Candidate& c) {
     using namespace zeromem;
-    if (cmd == "compare" && req.convention && to_lower(*req.convention) == "deepspeed" &&
-        (format == "table" || format == "json"))
-        return run_compare_deepspeed(req, format, dir);
+    return nlohmann::json{{"option", c.option.label()},
+                          {"stage", c.option.stage},
+                          {"offload_optimizer", to_string(c.option.offload_optimizer)},
+                          {"offload_param", to_string(c.option.offload_param)},
+                          {"gradient_checkpointing", to_string(c.option.checkpointing)},
+                          {"dtype", to_string(c.dtype)},
+                          {"micro_batch", c.micro_batch},
+                          {"grad_accum", c.grad_accum},
+                          {"overlap_comm", c.overlap_comm},
+                          {"reduce_bucket_size", c.reduce_bucket_size},
+                          {"per_gpu_total", c.memory.per_gpu.total},
+                          {"host_memory", c.memory.per_node.host_memory},
+                          {"nvme", c.memory.per_node.nvme},
+                          {"fits", c.fits},
+                          {"step_time_s", c.time.total},
+                          {"compute_s", c.time.compute},
+                          {"exposed_comm_s", c.time.exposed_comm},
+                          {"optimizer_s", c.time.optimizer},
+                          {"offload_s", c.time.offload},
+                          {"overhead_s", c.time.overhead},
+                          {"tokens_per_s", c.time.tokens_per_s},
+                          {"tflops_per_gpu", c.time.tflops_per_gpu},
+                          {"mfu", c.time.mfu}};
+}
+
+void print_candidate_row(const zeromem::Candidate& c) {
+    std::printf("%-58s %4lld x%-4lld %8s %9s %-4s %9.3f %8.3f %8.3f %8.3f %8.3f %11.0f %7.1f %5.1f\n",
+                c.option.label().c_str(), (long long)c.micro_batch, (long long)c.grad_accum,
+                gib(c.memory.per_gpu.total).c_str(), gib(c.memory.per_node.host_memory).c_str(),
+                c.fits ? "yes" : "no", c.time.total, c.time.compute, c.time.exposed_comm, c.time.optimizer,
+                c.time.offload + c.time.overhead, c.time.tokens_per_s, c.time.tflops_per_gpu, c.time.mfu * 100);
+}
+
+void print_candidate_header() {
+    std::printf("%-58s %11s %8s %9s %-4s %9s %8s %8s %8s %8s %11s %7s %5s\n", "option", "micro x acc", "GPU GiB",
+                "host GiB", "fits", "step s", "compute", "comm s", "optim s", "offload", "tokens/s", "TFLOP/s", "MFU%");
+}
+
+// What compare and plan share: the resolved request, the speed model's
+// hardware and the global batch.
+struct SpeedRun {
+    zeromem::Resolved res;
+    zeromem::SpeedHardware hw;
+    int64_t global = 0;
+};
+
+SpeedRun prepare_speed_run(const std::string& cmd, const zeromem::Request& req, const SpeedFlags& f,
+                           const std::string& format, const std::string& dir) {
+    using namespace zeromem;
     if (format != "table" && format != "json")
         throw InputError("--format: '" + format + "' is not table or json for " + cmd);
     if (f.target != "deepspeed" && f.target != "hf-trainer")
@@ -134,10 +181,13 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
         probe.close();
         if (!existed) std::remove(f.emit.c_str());
     }
-    const Resolved res = resolve_request(req, dir);
+    SpeedRun run;
+    run.res = resolve_request(req, dir);
+    const Resolved& res = run.res;
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     const EstimateInput& in = res.input;
-    SpeedHardware hw = speed_hardware(*res.gpu, in.train.dtype, f.interconnect, f.network, dir);
+    SpeedHardware& hw = run.hw;
+    hw = speed_hardware(*res.gpu, in.train.dtype, f.interconnect, f.network, dir);
     if (in.cluster.nodes > 1 && f.network.empty())
         throw InputError("--network: the cluster spans " + std::to_string(in.cluster.nodes) +
                          " nodes; name the inter-node network (see `zeromem interconnects`)");
@@ -151,83 +201,57 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
     }
     if (f.nvme_read) hw.nvme_read = double(parse_bytes(*f.nvme_read, "--nvme-read"));
     if (f.nvme_write) hw.nvme_write = double(parse_bytes(*f.nvme_write, "--nvme-write"));
-    const int64_t global = f.global_batch ? *f.global_batch
-                           : in.train.train_batch_size ? *in.train.train_batch_size
-                                                       : 16 * in.cluster.gpus;
-    const bool json_out = format == "json";
-    auto row_json = [](const Candidate& c) {
-        return nlohmann::json{{"option", c.option.label()},
-                              {"stage", c.option.stage},
-                              {"offload_optimizer", to_string(c.option.offload_optimizer)},
-                              {"offload_param", to_string(c.option.offload_param)},
-                              {"gradient_checkpointing", to_string(c.option.checkpointing)},
-                              {"dtype", to_string(c.dtype)},
-                              {"micro_batch", c.micro_batch},
-                              {"grad_accum", c.grad_accum},
-                              {"overlap_comm", c.overlap_comm},
-                              {"reduce_bucket_size", c.reduce_bucket_size},
-                              {"per_gpu_total", c.memory.per_gpu.total},
-                              {"host_memory", c.memory.per_node.host_memory},
-                              {"nvme", c.memory.per_node.nvme},
-                              {"fits", c.fits},
-                              {"step_time_s", c.time.total},
-                              {"compute_s", c.time.compute},
-                              {"exposed_comm_s", c.time.exposed_comm},
-                              {"optimizer_s", c.time.optimizer},
-                              {"offload_s", c.time.offload},
-                              {"overhead_s", c.time.overhead},
-                              {"tokens_per_s", c.time.tokens_per_s},
-                              {"tflops_per_gpu", c.time.tflops_per_gpu},
-                              {"mfu", c.time.mfu}};
-    };
-    auto print_row = [](const Candidate& c) {
-        std::printf("%-58s %4lld x%-4lld %8s %9s %-4s %9.3f %8.3f %8.3f %8.3f %8.3f %11.0f %7.1f %5.1f\n",
-                    c.option.label().c_str(), (long long)c.micro_batch, (long long)c.grad_accum,
-                    gib(c.memory.per_gpu.total).c_str(), gib(c.memory.per_node.host_memory).c_str(),
-                    c.fits ? "yes" : "no", c.time.total, c.time.compute, c.time.exposed_comm, c.time.optimizer,
-                    c.time.offload + c.time.overhead, c.time.tokens_per_s, c.time.tflops_per_gpu, c.time.mfu * 100);
-    };
-    const char* header =
-        "%-58s %11s %8s %9s %-4s %9s %8s %8s %8s %8s %11s %7s %5s\n";
-    auto print_header = [&]() {
-        std::printf(header, "option", "micro x acc", "GPU GiB", "host GiB", "fits", "step s", "compute", "comm s",
-                    "optim s", "offload", "tokens/s", "TFLOP/s", "MFU%");
-    };
-    std::printf("%s", "");
-    if (cmd == "compare") {
-        const auto rows = compare_options(in, hw, global, {});
-        const auto statement = ordering_statement(rows);
-        if (json_out) {
-            nlohmann::json arr = nlohmann::json::array();
-            for (const auto& c : rows) arr.push_back(row_json(c));
-            std::cout << arr.dump(2) << "\n";
-            return any_fits(rows) ? 0 : 1;
-        }
-        std::printf("%s (%.2f B params), %lld x %s (%lld node%s, %s), global batch %lld, seq %lld tokens, %s\n",
-                    in.model.name.c_str(), double(in.model.params) / 1e9, (long long)in.cluster.gpus,
-                    hw.gpu_name.c_str(), (long long)in.cluster.nodes, in.cluster.nodes > 1 ? "s" : "",
-                    hw.intra.name.c_str(), (long long)global, (long long)in.train.seq_len, to_string(in.train.dtype));
-        std::printf("%s\n", compare_settings(res).c_str());
-        std::printf("Times are seconds per optimizer step per GPU (comm = exposed communication; offload column = "
-                    "PCIe/NVMe transfers + ZeRO bookkeeping); memory in GiB (2^30 bytes).\n\n");
-        print_header();
-        for (const auto& c : rows) print_row(c);
-        std::printf("\n");
-        for (const auto& line : statement) std::printf("%s\n", line.c_str());
-        if (!any_fits(rows)) std::fprintf(stderr, "zeromem: compare: no option fits\n");
+    run.global = f.global_batch                  ? *f.global_batch
+                 : in.train.train_batch_size ? *in.train.train_batch_size
+                                             : 16 * in.cluster.gpus;  // README: 16 per GPU
+    return run;
+}
+
+int run_compare(const SpeedRun& run, bool json_out) {
+    using namespace zeromem;
+    const EstimateInput& in = run.res.input;
+    const SpeedHardware& hw = run.hw;
+    const int64_t global = run.global;
+    const auto rows = compare_options(in, hw, global, {});
+    const auto statement = ordering_statement(rows);
+    if (json_out) {
+        nlohmann::json arr = nlohmann::json::array();
+        for (const auto& c : rows) arr.push_back(candidate_json(c));
+        std::cout << arr.dump(2) << "\n";
         return any_fits(rows) ? 0 : 1;
     }
+    std::printf("%s (%.2f B params), %lld x %s (%lld node%s, %s), global batch %lld, seq %lld tokens, %s\n",
+                in.model.name.c_str(), double(in.model.params) / 1e9, (long long)in.cluster.gpus,
+                hw.gpu_name.c_str(), (long long)in.cluster.nodes, in.cluster.nodes > 1 ? "s" : "",
+                hw.intra.name.c_str(), (long long)global, (long long)in.train.seq_len, to_string(in.train.dtype));
+    std::printf("%s\n", compare_settings(run.res).c_str());
+    std::printf("Times are seconds per optimizer step per GPU (comm = exposed communication; offload column = "
+                "PCIe/NVMe transfers + ZeRO bookkeeping); memory in GiB (2^30 bytes).\n\n");
+    print_candidate_header();
+    for (const auto& c : rows) print_candidate_row(c);
+    std::printf("\n");
+    for (const auto& line : statement) std::printf("%s\n", line.c_str());
+    if (!any_fits(rows)) std::fprintf(stderr, "zeromem: compare: no option fits\n");
+    return any_fits(rows) ? 0 : 1;
+}
+
+int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
+    using namespace zeromem;
+    const EstimateInput& in = run.res.input;
+    const SpeedHardware& hw = run.hw;
+    const int64_t global = run.global;
+    const Resolved& res = run.res;
     const PlanResult r = plan(in, hw, global);
     if (json_out) {
         nlohmann::json j;
         j["steps"] = nlohmann::json::array();
         for (const auto& s : r.steps) {
             nlohmann::json sj = {{"recipe_step", s.recipe_step}, {"action", s.action}, {"outcome", s.outcome}};
-            if (s.candidate) sj["candidate"] = row_json(*s.candidate);
+            if (s.candidate) sj["candidate"] = candidate_json(*s.candidate);
             j["steps"].push_back(sj);
         }
         j["candidates_evaluated"] = r.candidates;
-        j["winner"] = r.winner ? row_json(*r.winner) : nlohmann::json(nullptr);
+        j["winner"] = r.winner ? candidate_json(*r.winner) : nlohmann::json(nullptr);
         std::cout << j.dump(2) << "\n";
     } else {
         std::printf("%s (%.2f B params), %lld x %s, global batch %lld, seq %lld tokens: the ZeRO tuning recipe, step by step\n%s\n\n",
@@ -267,6 +291,18 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
                          : "");
     }
     return 0;
+}
+
+}  // namespace
+
+int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, const SpeedFlags& f,
+                        const std::string& format, const std::string& dir) {
+    using namespace zeromem;
+    if (cmd == "compare" && req.convention && to_lower(*req.convention) == "deepspeed" &&
+        (format == "table" || format == "json"))
+        return run_compare_deepspeed(req, format, dir);
+    const SpeedRun run = prepare_speed_run(cmd, req, f, format, dir);
+    return cmd == "compare" ? run_compare(run, format == "json") : run_plan(run, f, format == "json");
 }
 
 int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format, const std::string& dir) {
