@@ -110,7 +110,8 @@ std::string unknown_flag_message(const CLI::App* sub, int argc, char** argv) {
 int main(int argc, char** argv) {
     using namespace zeromem;
     using namespace zeromem_cli;
-    CLI::App app{"zeromem: GPU, host and NVMe memory of DeepSpeed ZeRO stages and offload options, before launch."};
+    CLI::App app{"zeromem: GPU, host and NVMe memory of DeepSpeed ZeRO stages and offload options, before launch.",
+                 "zeromem"};
     app.set_version_flag("--version", std::string("zeromem ") + version());
     app.require_subcommand(1);
     app.footer(std::string("\nSubcommands: estimate, compare, plan, fit, models, gpus, interconnects. Run `zeromem estimate --help` for the options.\n"
