@@ -298,6 +298,8 @@ TEST(CliUx, FlagsAsUsersTypeThem) {
     // Preset names in any case.
     EXPECT_EQ(json_of("estimate --model LLAMA-2-7B --gpus 8 --stage 3 --gpu a100-80gb").at("model").at("params").get<uint64_t>(),
               6738415616u);  // published llama-2-7b count
+    EXPECT_EQ(zeromem("compare --model llama-2-7b --gpus 16 --nodes 2 --gpu a100-80gb --interconnect NVLINK-GEN3 "
+                      "--network IB-NDR400 --global-batch 64").exit_code, 0);
     // No arguments: the usage, exit 2.
     r = zeromem("");
     EXPECT_EQ(r.exit_code, 2);
