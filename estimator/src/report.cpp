@@ -185,7 +185,7 @@ std::string prov_of(const Resolved& res, const std::string& key, const std::stri
 std::string settings_line(const Resolved& res) {
     const auto& in = res.input;
     const auto& z = in.zero;
-    std::string s = "Settings: dtype " + std::string(to_string(in.train.dtype)) + " (" +
+    std::string s = "dtype " + std::string(to_string(in.train.dtype)) + " (" +
                     prov_of(res, "dtype", "default") + "); optimizer " + to_string(in.train.optimizer) + ", " +
                     (in.train.fused_optimizer ? "DeepSpeed fused/CPU Adam" : "torch implementation") +
                     "; overlap_comm " + (z.overlap_comm_effective() ? "on" : "off") +
@@ -333,7 +333,7 @@ std::string render_csv(const Estimate& e, const Resolved& res) {
         o << "phase:" << p.name << ",host_memory," << p.per_node.host_memory << ","
           << format_gib(double(p.per_node.host_memory), 3) << "," << (p.fits_host ? fits_word(p.fits_host) : "") << "\n";
     }
-    o << "setting,,,," << csv_field(settings_line(res)) << "\n";
+    o << "settings,,,," << csv_field(settings_line(res)) << "\n";
     csv_answer(o, e, res);
     return o.str();
 }
@@ -342,7 +342,7 @@ std::string render_md(const Estimate& e, const Resolved& res, bool explain) {
     const auto& in = res.input;
     const bool by_phase = peak_phase_of(e) != nullptr;
     std::ostringstream o;
-    o << "**" << head_line(e, in) << "**\n\n" << settings_line(res) << "\n\n";
+    o << "**" << head_line(e, in) << "**\n\nSettings: " << settings_line(res) << "\n\n";
     if (by_phase) o << "| per GPU, in " << e.peak_phase << " | GiB | own peak GiB (phase) |\n|---|---:|---:|\n";
     else o << "| per GPU | GiB |\n|---|---:|\n";
     for (const auto& c : component_rows(e, in.train.optimizer)) {
@@ -404,7 +404,7 @@ std::string render_table(const Estimate& e, const Resolved& res, bool explain) {
     const bool by_phase = peak_phase_of(e) != nullptr;
     std::ostringstream o;
     char line[160];
-    o << head_line(e, in) << "\n" << settings_line(res) << "\n\n";
+    o << head_line(e, in) << "\nSettings: " << settings_line(res) << "\n\n";
     auto section = [&](const char* title, const std::vector<Row>& rows) {
         std::snprintf(line, sizeof line, "%-40s %12s\n", title, "GiB");
         o << line;

@@ -285,7 +285,7 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         in.train.dtype = *dtype_flag;
         prov["dtype"] = "--dtype " + *req.dtype;
     } else if (!req.ds_config) {
-        prov["dtype"] = "default (bf16)";
+        prov["dtype"] = "assumed: neither --dtype nor a DeepSpeed config gives one";
     }
     if (r.gpu && in.train.dtype == Dtype::bf16 && !r.gpu->bf16_tflops) {
         // Every subcommand alike: the Trainer's --bf16 fails on a GPU without
