@@ -17,6 +17,8 @@ zm="$prefix/bin/zeromem"
 if command -v help2man >/dev/null; then
   [ -f "$prefix/share/man/man1/zeromem.1" ] || fail "man page not installed"
   grep -q "estimate" "$prefix/share/man/man1/zeromem.1" || fail "man page lacks the subcommands"
+  grep -q "SS zeromem estimate" "$prefix/share/man/man1/zeromem.1" || fail "man page lacks the estimate section"
+  grep -q -- 'gpu.*memory SIZE' "$prefix/share/man/man1/zeromem.1" || fail "man page lacks the estimate options"
 fi
 # Its own data, even with ZEROMEM_DATA_DIR pointing elsewhere.
 out="$(ZEROMEM_DATA_DIR=/nonexistent "$zm" models)" || fail "installed zeromem models: $out"
