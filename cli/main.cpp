@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
@@ -48,58 +49,117 @@ Examples:
   zeromem plan --model llama-2-7b --gpus 8 --gpu A100-80GB --host-memory 1TB --global-batch 64 --seq-len 4096
   zeromem plan --model llama-2-13b --gpus 8 --gpu A100-40GB --global-batch 32 --emit ds_config.json
   zeromem plan --model llama-3-8b --gpus 8 --gpu H100-80GB --global-batch 64 --emit ds.json --for hf-trainer
+)";
 
-Exit status 1 when nothing fits, 2 for bad input.
+const char* kExitStatus = R"(
+Exit status (every subcommand, as grep and diff do):
+  0  answered, and it fits (compare, plan, fit: at least one option fits), or no capacity was given
+  1  answered, and it does not fit (compare, plan, fit: no option fits)
+  2  bad input (unknown flag or key, malformed value or file)
+  3  internal error
 )";
 
 const char* kFitExamples = R"(
 Examples:
   zeromem fit --gpus 64 --gpu-memory 32GB --convention paper      # largest model per option (ZeRO paper)
   zeromem fit --model llama-2-70b --gpu A100-80GB --host-memory 1TB  # fewest GPUs per option
+  zeromem fit --model llama-2-70b --gpu A100-80GB --gpus 64          # fewest GPUs, searching up to 64
+
+With a model (--model, --hf-config or --params) fit searches the fewest GPUs, up to --gpus when given;
+with --gpus and no model, the largest model. An option that never fits has no number ("null" in json)
+and says why.
 )";
 
+
+// The flags `sub` accepts, long and short forms.
+std::vector<std::string> flag_names(const CLI::App* sub) {
+    std::vector<std::string> names;
+    for (const CLI::Option* o : sub->get_options()) {
+        for (const auto& l : o->get_lnames()) names.push_back("--" + l);
+        for (const auto& f : o->get_fnames()) names.push_back("--" + f);
+    }
+    return names;
+}
+
+// "unknown option --gpu-mem (did you mean --gpu-memory?)" for the first
+// argument `sub` does not take; empty when every flag is known.
+std::string unknown_flag_message(const CLI::App* sub, int argc, char** argv) {
+    const auto names = flag_names(sub);
+    for (int i = 2; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a.rfind("--", 0) != 0) continue;
+        if (const auto eq = a.find('='); eq != std::string::npos) a.resize(eq);
+        if (std::find(names.begin(), names.end(), a) != names.end()) continue;
+        std::string msg = "unknown option '" + a + "' for " + sub->get_name();
+        std::vector<std::string> close;  // flags that start with what was typed, else the nearest
+        for (const auto& n : names)
+            if (n.rfind(a, 0) == 0 && close.size() < 2) close.push_back(n);
+        if (close.empty()) close = zeromem::closest_names(a, names, 2);
+        if (!close.empty()) {
+            msg += " (did you mean ";
+            for (std::size_t k = 0; k < close.size(); ++k) msg += (k ? " or " : "") + close[k];
+            msg += "?)";
+        }
+        return msg + "; see zeromem " + sub->get_name() + " --help";
+    }
+    return {};
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
     using namespace zeromem;
     using namespace zeromem_cli;
-    CLI::App app{"zeromem: GPU, host and NVMe memory of DeepSpeed ZeRO stages and offload options, before launch."};
+    CLI::App app{"zeromem: GPU, host and NVMe memory of DeepSpeed ZeRO stages and offload options, before launch.",
+                 "zeromem"};
     app.set_version_flag("--version", std::string("zeromem ") + version());
     app.require_subcommand(1);
-    app.footer("\nSubcommands: estimate, compare, plan, fit, models, gpus, interconnects. Run `zeromem estimate --help` for the options.\n"
-               "Example: zeromem estimate --params 7e9 --gpus 8 --stage 3");
+    app.footer(std::string("\nSubcommands: estimate, compare, plan, fit, models, gpus, interconnects. Run `zeromem estimate --help` for the options.\n"
+               "Example: zeromem estimate --params 7e9 --gpus 8 --stage 3\n") + kExitStatus);
 
     Request req;
     std::string format = "table";
     bool explain = false;
     auto* est = app.add_subcommand("estimate", "Per-GPU and per-node memory of one ZeRO configuration");
-    est->footer(kEstimateExamples);
+    est->footer(std::string(kEstimateExamples) + kExitStatus);
 
-    add_request_options(est, req);
-    est->add_option("--format", format, "table (default), json, csv or md")->group("Output")->type_name("FORMAT");
-    est->add_flag("--explain", explain, "Print each formula with numbers and its source, and where each setting came from")->group("Output");
+    // Start-up cost: only the named subcommand gets its options (CLI11
+    // builds every option eagerly); `zeromem --help` and the like get all.
+    const std::string named = argc > 1 ? argv[1] : "";
+    auto wants = [&named](const char* sub) {
+        for (const char* s : {"estimate", "compare", "plan", "fit", "models", "gpus", "interconnects"})
+            if (named == s) return named == sub;
+        return true;
+    };
+    if (wants("estimate")) {
+        add_request_options(est, req);
+        est->add_option("--format", format, "table (default), json, csv or md")->group("Output")->type_name("FORMAT");
+        est->add_flag("--explain", explain, "Print each formula with numbers and its source, and where each setting came from")->group("Output");
+    }
 
     // compare / plan / fit: the same options plus the speed model's.
     SpeedFlags sf;
     auto* cmp = app.add_subcommand("compare", "Rank every ZeRO stage / offload option by modelled throughput at its largest fitting micro batch");
-    cmp->footer(kCompareExamples);
-    auto* pln = app.add_subcommand("plan", "Walk the seed's 12-step tuning recipe as a search; --emit writes a DeepSpeed config for the winner");
-    pln->footer(kPlanExamples);
-    auto* fit = app.add_subcommand("fit", "Largest model per option on --gpus GPUs, or (without --gpus) the fewest GPUs for the model");
-    fit->footer(kFitExamples);
+    cmp->footer(std::string(kCompareExamples) + kExitStatus);
+    auto* pln = app.add_subcommand("plan", "Walk the ZeRO tuning recipe (12 steps, cheapest change first) as a search; --emit writes a DeepSpeed config for the winner");
+    pln->footer(std::string(kPlanExamples) + kExitStatus);
+    auto* fit = app.add_subcommand("fit", "Fewest GPUs per option for a model, or (with --gpus and no model) the largest model per option");
+    fit->footer(std::string(kFitExamples) + kExitStatus);
     for (CLI::App* sub : {cmp, pln}) {
+        if (!wants(sub->get_name().c_str())) continue;
         add_request_options(sub, req);
         add_speed_options(sub, sf);
         sub->add_option("--format", format, "table (default) or json")->group("Output")->type_name("FORMAT");
     }
-    pln->add_option("--emit", sf.emit, "Write the winner's DeepSpeed config to PATH")->group("Output")->type_name("PATH");
-    pln->add_option("--for", sf.target, "deepspeed (default: every value explicit) or hf-trainer (batch sizes \"auto\")")
+    if (wants("plan")) pln->add_option("--emit", sf.emit, "Write the winner's DeepSpeed config to PATH")->group("Output")->type_name("PATH");
+    if (wants("plan")) pln->add_option("--for", sf.target, "deepspeed (default: every value explicit) or hf-trainer (batch sizes \"auto\")")
         ->group("Output")->type_name("TARGET");
-    add_request_options(fit, req);
-    fit->add_option("--gpus-per-node", sf.gpus_per_node, "GPUs per node when searching the fewest GPUs (default 8)")
-        ->group("Cluster")->type_name("N");
-    fit->add_option("--format", format, "table (default) or json")->group("Output")->type_name("FORMAT");
+    if (wants("fit")) {
+        add_request_options(fit, req);
+        fit->add_option("--gpus-per-node", sf.gpus_per_node, "GPUs per node when searching the fewest GPUs (default 8)")
+            ->group("Cluster")->type_name("N");
+        fit->add_option("--format", format, "table (default) or json")->group("Output")->type_name("FORMAT");
+    }
 
     auto* models = app.add_subcommand("models", "List the model presets in data/models");
     models->footer("\nExample: zeromem models");
@@ -110,6 +170,15 @@ int main(int argc, char** argv) {
     auto* hosts = app.add_subcommand("hosts", "List the host presets in data/hosts (for --host)");
     hosts->footer("\nExample: zeromem hosts");
 
+    if (argc == 1) {  // no arguments: the usage, as a bad-input exit
+        std::cerr << app.help();
+        return 2;
+    }
+    for (int i = 1; i < argc; ++i)  // --version anywhere, after a subcommand too
+        if (std::string(argv[i]) == "--version") {
+            std::cout << "zeromem " << version() << "\n";
+            return 0;
+        }
     if (argc > 1 && argv[1][0] != '-') {
         const std::string sub = argv[1];
         bool known = false;
@@ -133,7 +202,14 @@ int main(int argc, char** argv) {
         // One line, exit status 2, like every other input error.
         std::string msg = e.what();
         if (const auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
-        std::cerr << "zeromem: error: " << msg << " (see zeromem --help)\n";
+        for (const auto* s : app.get_subcommands())
+            if (const std::string u = unknown_flag_message(s, argc, argv); !u.empty()) {
+                std::cerr << "zeromem: error: " << u << "\n";
+                return 2;
+            }
+        const auto subs = app.get_subcommands();
+        std::cerr << "zeromem: error: " << msg << " (see zeromem "
+                  << (subs.empty() ? std::string() : subs.front()->get_name() + " ") << "--help)\n";
         return 2;
     }
 
@@ -184,7 +260,7 @@ int main(int argc, char** argv) {
         for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
         const Estimate e = estimate(res.input, explain);
         std::cout << render(e, res, fmt, explain);
-        return 0;
+        return (e.fits_gpu == false || e.fits_host == false) ? 1 : 0;
     } catch (const InputError& e) {
         std::cerr << "zeromem: error: " << e.what() << "\n";
         return 2;

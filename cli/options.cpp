@@ -119,6 +119,10 @@ void add_request_options(CLI::App* sub, zeromem::Request& req) {
     sub->add_flag_function("--zero-init,!--no-zero-init",
                            [&req](std::int64_t count) { req.zero_init = count > 0; },
                            "Model built under deepspeed.zero.Init (default: on; --no-zero-init for a model loaded whole on every rank)")->group(gZ);
+    sub->add_flag_function("--gather-on-save,!--no-gather-on-save",
+                           [&req](std::int64_t count) { req.gather_on_save = count > 0; },
+                           "stage3_gather_16bit_weights_on_model_save: rank 0 gathers the 16-bit weights on the host "
+                           "at save (default: the DeepSpeed config's, else off)")->group(gZ);
     opt_str("--ds-config", req.ds_config, "DeepSpeed config JSON; \"auto\" values resolved the HF Trainer way; flags override it", gZ)->type_name("PATH");
     opt_str("--convention", req.convention, "full (default: what DeepSpeed allocates), deepspeed (its estimator), paper (ZeRO Table 1)", gO)->type_name("NAME");
     sub->add_flag("--legacy-zero2", req.legacy_zero2_formula,

@@ -11,6 +11,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 
@@ -60,6 +62,104 @@ bool has_term(const std::vector<zeromem::CalibrationNote>& notes, const char* te
         if (n.term == term) return true;
     return false;
 }
+
+bool any_fits(const std::vector<zeromem::Candidate>& rows) {
+    return std::any_of(rows.begin(), rows.end(), [](const zeromem::Candidate& c) { return c.fits; });
+}
+
+// What decides compare's numbers besides the header: where the dtype came
+// from, the optimizer implementation, overlap_comm per stage, the save-time
+// gather, the attention kind.
+std::string compare_settings(const zeromem::Resolved& res) {
+    using namespace zeromem;
+    const auto& in = res.input;
+    const auto it = res.provenance.find("dtype");
+    return std::string("Settings: dtype ") + to_string(in.train.dtype) + " (" +
+           (it == res.provenance.end() ? "default" : it->second) + "); optimizer " + to_string(in.train.optimizer) +
+           ", " + (in.train.fused_optimizer ? "DeepSpeed fused/CPU Adam" : "torch implementation") +
+           " (CPU Adam under optimizer offload); overlap_comm " +
+           (in.zero.overlap_comm ? (*in.zero.overlap_comm ? "on" : "off") + std::string(" for every stage")
+                                 : std::string("DeepSpeed's default per stage (on for stage 3, off for 0-2)")) +
+           "; stage3_gather_16bit_weights_on_model_save " +
+           (in.zero.stage3_gather_16bit_weights_on_model_save ? "on" : "off") + "; attention " +
+           (in.train.flash_attention ? "flash" : "eager");
+}
+
+// A node's host RAM that a plan may take for granted when --host-memory is
+// not given: 512 GiB, a common 8-GPU training node (e.g. NVIDIA DGX A100
+// ships with 1 TB, many cloud 8-GPU nodes with 1-2 TB, smaller ones 256-512 GB).
+constexpr uint64_t kTypicalNodeHostRam = uint64_t(512) << 30;
+
+// After the winner: the settings written that the user should check, the
+// HF Trainer arguments the plan assumed, and a host RAM warning.
+void warn_host_ram(const zeromem::Candidate& w, const zeromem::EstimateInput& in) {
+    if (!in.cluster.host_memory && w.memory.per_node.host_memory > kTypicalNodeHostRam)
+        std::fprintf(stderr,
+                     "zeromem: warning: the winner needs %s GiB of host RAM per node, more than a typical node's "
+                     "%s GiB, and --host-memory was not given: pass it to plan within your nodes\n",
+                     gib(w.memory.per_node.host_memory).c_str(), gib(kTypicalNodeHostRam).c_str());
+}
+
+void print_winner_notes(const zeromem::Candidate& w, const SpeedFlags& f) {
+    using namespace zeromem;
+    if (f.emit.empty()) return;
+    if (f.target == "hf-trainer") {
+        std::printf("\nThe emitted config leaves to the HF Trainer (\"auto\"): batch sizes, gradient_clipping, "
+                    "fp16/bf16, optimizer lr/betas/eps/weight_decay.\nTrainer arguments this plan assumed: "
+                    "--per_device_train_batch_size %lld --gradient_accumulation_steps %lld%s%s --deepspeed %s\n",
+                    (long long)w.micro_batch, (long long)w.grad_accum,
+                    w.dtype == Dtype::bf16 ? " --bf16" : w.dtype == Dtype::fp16 ? " --fp16" : "",
+                    w.option.checkpointing != Checkpointing::none ? " --gradient_checkpointing" : "", f.emit.c_str());
+    } else {
+        std::printf("\nThe emitted config sets the optimizer AdamW with lr 1e-5, betas (0.9, 0.999), eps 1e-8 and "
+                    "weight_decay 0.0: placeholders for the memory plan, set them to your training's values.\n");
+    }
+}
+
+}  // namespace
+
+// `compare --convention deepspeed`: the table DeepSpeed users know from
+// estimate_zero{2,3}_model_states_mem_needs_all_live, in GiB.
+int run_compare_deepspeed(const zeromem::Request& req, const std::string& format, const std::string& dir) {
+    using namespace zeromem;
+    const Resolved res = resolve_request(req, dir);
+    for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
+    const EstimateInput& in = res.input;
+    const auto rows = deepspeed_all_options(in);
+    const auto cap = in.cluster.gpu_memory;
+    bool any = !cap;
+    for (const auto& r : rows) any = any || r.per_gpu <= *cap;
+    auto options = [](const ConventionRow& r) {
+        if (r.stage == 2) return std::string("offload_optimizer=") + to_string(r.offload_optimizer);
+        return std::string("offload_param=") + to_string(r.offload_param) + ", offload_optimizer=" +
+               to_string(r.offload_optimizer) + ", zero_init=" + (r.zero_init ? "1" : "0");
+    };
+    if (format == "json") {
+        nlohmann::json arr = nlohmann::json::array();
+        for (const auto& r : rows)
+            arr.push_back({{"stage", r.stage}, {"offload_optimizer", to_string(r.offload_optimizer)},
+                           {"offload_param", to_string(r.offload_param)}, {"zero_init", r.zero_init},
+                           {"per_gpu", r.per_gpu}, {"per_cpu", r.per_cpu},
+                           {"fits_gpu", cap ? nlohmann::json(r.per_gpu <= *cap) : nlohmann::json(nullptr)}});
+        std::cout << arr.dump(2) << "\n";
+        return any ? 0 : 1;
+    }
+    std::printf("%s: %llu params, largest layer %llu params; %lld node%s x %lld GPUs; DeepSpeed's estimators "
+                "(model states only)\n",
+                in.model.name.c_str(), (unsigned long long)in.model.params,
+                (unsigned long long)in.model.largest_layer_params, (long long)in.cluster.nodes,
+                in.cluster.nodes > 1 ? "s" : "", (long long)in.cluster.gpus_per_node());
+    std::printf("Stages 0 and 1 and NVMe offload are not covered by DeepSpeed's estimators: left out. DeepSpeed "
+                "prints these figures as \"GB\" but divides by 2^30: they are GiB.\n\n");
+    std::printf("%-7s %10s %10s%s  %s\n", "stage", "per CPU", "per GPU", cap ? "  fits" : "", "options");
+    for (const auto& r : rows)
+        std::printf("ZeRO-%d  %10s %10s%s  %s\n", r.stage, gib(r.per_cpu).c_str(), gib(r.per_gpu).c_str(),
+                    cap ? (r.per_gpu <= *cap ? "  yes " : "  no  ") : "", options(r).c_str());
+    if (!any) std::fprintf(stderr, "zeromem: compare: no option fits\n");
+    return any ? 0 : 1;
+}
+
+namespace {
 
 /// One compare/plan row as json: option, memory, each step-time term, and
 /// the constants the terms rest on (speed.h calibration_notes).
@@ -127,20 +227,36 @@ void print_compare_row(const zeromem::Candidate& c, const zeromem::EstimateInput
                 t.mfu * 100);
 }
 
-}  // namespace
+// What compare and plan share: the resolved request, the speed model's
+// hardware and the global batch.
+struct SpeedRun {
+    zeromem::Resolved res;
+    zeromem::SpeedHardware hw;
+    int64_t global = 0;
+};
 
-int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, const SpeedFlags& f,
-                        const std::string& format, const std::string& dir) {
+SpeedRun prepare_speed_run(const std::string& cmd, const zeromem::Request& req, const SpeedFlags& f,
+                           const std::string& format, const std::string& dir) {
     using namespace zeromem;
     if (format != "table" && format != "json")
         throw InputError("--format: '" + format + "' is not table or json for " + cmd);
     if (f.target != "deepspeed" && f.target != "hf-trainer")
         throw InputError("--for: '" + f.target + "' is not deepspeed or hf-trainer");
     if (!req.gpu) throw InputError("--gpu: " + cmd + " needs a GPU preset for the speed model (see `zeromem gpus`)");
-    const Resolved res = resolve_request(req, dir);
+    if (!f.emit.empty()) {  // before the search: a bad path fails in a moment, not after it
+        const bool existed = std::ifstream(f.emit).good();
+        std::ofstream probe(f.emit, std::ios::app);
+        if (!probe) throw InputError("--emit: cannot write " + f.emit);
+        probe.close();
+        if (!existed) std::remove(f.emit.c_str());
+    }
+    SpeedRun run;
+    run.res = resolve_request(req, dir);
+    const Resolved& res = run.res;
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     const EstimateInput& in = res.input;
-    SpeedHardware hw = speed_hardware(*res.gpu, in.train.dtype, f.interconnect, f.network, dir);
+    SpeedHardware& hw = run.hw;
+    hw = speed_hardware(*res.gpu, in.train.dtype, f.interconnect, f.network, dir);
     if (in.cluster.nodes > 1 && f.network.empty())
         throw InputError("--network: the cluster spans " + std::to_string(in.cluster.nodes) +
                          " nodes; name the inter-node network (see `zeromem interconnects`)");
@@ -155,52 +271,65 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
     }
     if (f.nvme_read) hw.nvme_read = double(parse_bytes(*f.nvme_read, "--nvme-read"));
     if (f.nvme_write) hw.nvme_write = double(parse_bytes(*f.nvme_write, "--nvme-write"));
-    const int64_t global = f.global_batch ? *f.global_batch
-                           : in.train.train_batch_size ? *in.train.train_batch_size
-                                                       : 16 * in.cluster.gpus;
-    const bool json_out = format == "json";
-    auto row_json = [&](const Candidate& c) { return candidate_json(c, in, hw); };
-    std::printf("%s", "");
-    if (cmd == "compare") {
-        const auto rows = compare_options(in, hw, global, {});
-        const auto statement = ordering_statement(rows);
-        if (json_out) {
-            nlohmann::json arr = nlohmann::json::array();
-            for (const auto& c : rows) arr.push_back(row_json(c));
-            std::cout << arr.dump(2) << "\n";
-            return 0;
-        }
-        std::printf("%s (%.2f B params), %lld x %s (%lld node%s, %s), global batch %lld, seq %lld tokens, %s\n",
-                    in.model.name.c_str(), double(in.model.params) / 1e9, (long long)in.cluster.gpus,
-                    hw.gpu_name.c_str(), (long long)in.cluster.nodes, in.cluster.nodes > 1 ? "s" : "",
-                    hw.intra.name.c_str(), (long long)global, (long long)in.train.seq_len, to_string(in.train.dtype));
-        std::printf("Times are seconds per optimizer step per GPU: compute, exposed communication, optimizer step, "
-                    "offload transfers (PCIe/NVMe), per-parameter overhead (hooks, bucket bookkeeping, launches per "
-                    "tensor/module), other (ZeRO-2/3 bookkeeping, fixed cost); * = the term rests on a calibrated or "
-                    "estimated constant (--format json lists them). Host: %s. Memory in GiB (2^30 bytes).\n\n",
-                    hw.host ? hw.host->name.c_str() : "none given (--host; CPU Adam 1.5e9 params/s per node)");
-        print_compare_header();
-        for (const auto& c : rows) print_compare_row(c, in, hw);
-        std::printf("\n");
-        for (const auto& line : statement) std::printf("%s\n", line.c_str());
-        return 0;
+    run.global = f.global_batch                  ? *f.global_batch
+                 : in.train.train_batch_size ? *in.train.train_batch_size
+                                             : 16 * in.cluster.gpus;  // README: 16 per GPU
+    return run;
+}
+
+int run_compare(const SpeedRun& run, bool json_out) {
+    using namespace zeromem;
+    const EstimateInput& in = run.res.input;
+    const SpeedHardware& hw = run.hw;
+    const int64_t global = run.global;
+    const auto rows = compare_options(in, hw, global, {});
+    const auto statement = ordering_statement(rows);
+    if (json_out) {
+        nlohmann::json arr = nlohmann::json::array();
+        for (const auto& c : rows) arr.push_back(candidate_json(c, in, hw));
+        std::cout << arr.dump(2) << "\n";
+        return any_fits(rows) ? 0 : 1;
     }
+    std::printf("%s (%.2f B params), %lld x %s (%lld node%s, %s), global batch %lld, seq %lld tokens, %s\n",
+                in.model.name.c_str(), double(in.model.params) / 1e9, (long long)in.cluster.gpus,
+                hw.gpu_name.c_str(), (long long)in.cluster.nodes, in.cluster.nodes > 1 ? "s" : "",
+                hw.intra.name.c_str(), (long long)global, (long long)in.train.seq_len, to_string(in.train.dtype));
+    std::printf("%s\n", compare_settings(run.res).c_str());
+    std::printf("Times are seconds per optimizer step per GPU: compute, exposed communication, optimizer step, "
+                "offload transfers (PCIe/NVMe), per-parameter overhead (hooks, bucket bookkeeping, launches per "
+                "tensor/module), other (ZeRO-2/3 bookkeeping, fixed cost); * = the term rests on a calibrated or "
+                "estimated constant (--format json lists them). Host: %s. Memory in GiB (2^30 bytes).\n\n",
+                hw.host ? hw.host->name.c_str() : "none given (--host; CPU Adam 1.5e9 params/s per node)");
+    print_compare_header();
+    for (const auto& c : rows) print_compare_row(c, in, hw);
+    std::printf("\n");
+    for (const auto& line : statement) std::printf("%s\n", line.c_str());
+    if (!any_fits(rows)) std::fprintf(stderr, "zeromem: compare: no option fits\n");
+    return any_fits(rows) ? 0 : 1;
+}
+
+int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
+    using namespace zeromem;
+    const EstimateInput& in = run.res.input;
+    const SpeedHardware& hw = run.hw;
+    const int64_t global = run.global;
+    const Resolved& res = run.res;
     const PlanResult r = plan(in, hw, global);
     if (json_out) {
         nlohmann::json j;
         j["steps"] = nlohmann::json::array();
         for (const auto& s : r.steps) {
             nlohmann::json sj = {{"recipe_step", s.recipe_step}, {"action", s.action}, {"outcome", s.outcome}};
-            if (s.candidate) sj["candidate"] = row_json(*s.candidate);
+            if (s.candidate) sj["candidate"] = candidate_json(*s.candidate, in, hw);
             j["steps"].push_back(sj);
         }
         j["candidates_evaluated"] = r.candidates;
-        j["winner"] = r.winner ? row_json(*r.winner) : nlohmann::json(nullptr);
+        j["winner"] = r.winner ? candidate_json(*r.winner, in, hw) : nlohmann::json(nullptr);
         std::cout << j.dump(2) << "\n";
     } else {
-        std::printf("%s (%.2f B params), %lld x %s, global batch %lld, seq %lld tokens: the seed's tuning recipe\n\n",
+        std::printf("%s (%.2f B params), %lld x %s, global batch %lld, seq %lld tokens: the ZeRO tuning recipe, step by step\n%s\n\n",
                     in.model.name.c_str(), double(in.model.params) / 1e9, (long long)in.cluster.gpus,
-                    hw.gpu_name.c_str(), (long long)global, (long long)in.train.seq_len);
+                    hw.gpu_name.c_str(), (long long)global, (long long)in.train.seq_len, compare_settings(res).c_str());
         for (const auto& s : r.steps)
             std::printf("step %2d  %s\n         -> %s\n", s.recipe_step, s.action.c_str(), s.outcome.c_str());
         if (r.winner) {
@@ -215,9 +344,13 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
         }
     }
     if (!r.winner) {
-        std::cerr << "zeromem: plan: the model does not fit even with ZeRO-Infinity (NVMe offload) at micro batch 1\n";
+        std::cerr << "zeromem: plan: nothing fits; the model does not fit even with ZeRO-Infinity (NVMe offload) at "
+                     "micro batch 1: "
+                  << (r.steps.empty() ? std::string("no option evaluated") : r.steps.back().outcome) << "\n";
         return 1;
     }
+    warn_host_ram(*r.winner, in);
+    if (!json_out) print_winner_notes(*r.winner, f);
     if (!f.emit.empty()) {
         const nlohmann::json cfg = emit_ds_config(*r.winner, in, f.target == "hf-trainer");
         std::ofstream out(f.emit);
@@ -233,15 +366,43 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
     return 0;
 }
 
+}  // namespace
+
+int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, const SpeedFlags& f,
+                        const std::string& format, const std::string& dir) {
+    using namespace zeromem;
+    if (cmd == "compare" && req.convention && to_lower(*req.convention) == "deepspeed" &&
+        (format == "table" || format == "json"))
+        return run_compare_deepspeed(req, format, dir);
+    const SpeedRun run = prepare_speed_run(cmd, req, f, format, dir);
+    return cmd == "compare" ? run_compare(run, format == "json") : run_plan(run, f, format == "json");
+}
+
 int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format, const std::string& dir) {
     using namespace zeromem;
     if (format != "table" && format != "json") throw InputError("--format: '" + format + "' is not table or json for fit");
-    const bool largest = req.gpus.has_value();
-    if (largest && !req.params && !req.model && !req.hf_config) req.params = "1e9";  // placeholder; searched below
-    if (!largest && !req.params && !req.model && !req.hf_config)
+    // README: a model (--model, --hf-config, --params) asks for the fewest
+    // GPUs, up to --gpus when given; --gpus alone asks for the largest model.
+    const bool has_model = req.params || req.model || req.hf_config;
+    const bool largest = !has_model;
+    if (!has_model && !req.gpus)
         throw InputError("fit: give --gpus (largest model per option) or a model (fewest GPUs per option)");
+    const int64_t max_gpus = has_model && req.gpus ? *req.gpus : 65536;
+    if (has_model) {  // the GPU count is searched below
+        req.gpus.reset();
+        req.nodes.reset();
+    } else {
+        req.params = "1e9";  // placeholder; the parameter count is searched below
+    }
     const Resolved res = resolve_request(req, dir);
-    const auto rows = largest ? largest_model(res.input) : fewest_gpus(res.input, f.gpus_per_node);
+    for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
+    const auto rows = largest ? largest_model(res.input) : fewest_gpus(res.input, f.gpus_per_node, max_gpus);
+    auto reason = [&](const FitRow& r) {
+        if (!r.note.empty() || r.value) return r.note;
+        return largest ? std::string("not even a million parameters fit")
+                       : "does not fit on up to " + std::to_string(max_gpus) + " GPUs";
+    };
+    const bool answered = std::any_of(rows.begin(), rows.end(), [](const FitRow& r) { return r.value || r.unbounded; });
     if (format == "json") {
         nlohmann::json arr = nlohmann::json::array();
         for (const auto& r : rows)
@@ -249,11 +410,12 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
                            {"stage", r.option.stage},
                            {"offload_optimizer", to_string(r.option.offload_optimizer)},
                            {"offload_param", to_string(r.option.offload_param)},
-                           {largest ? "max_params" : "min_gpus", r.value},
-                           {"per_gpu_total", r.per_gpu_total},
-                           {"note", r.note}});
+                           {largest ? "max_params" : "min_gpus", r.value ? nlohmann::json(r.value) : nlohmann::json(nullptr)},
+                           {"per_gpu_total", r.value ? nlohmann::json(r.per_gpu_total) : nlohmann::json(nullptr)},
+                           {"unbounded", r.unbounded},
+                           {"note", reason(r)}});
         std::cout << arr.dump(2) << "\n";
-        return 0;
+        return answered ? 0 : 1;
     }
     if (largest)
         std::printf("Largest model (parameters, model states and buffers; no activations without an architecture) on "
@@ -265,7 +427,7 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
                     gib(*res.input.cluster.gpu_memory).c_str(), (long long)f.gpus_per_node,
                     res.input.model.name.c_str(), to_string(res.input.convention), "option", "GPUs", "GPU GiB");
     for (const auto& r : rows) {
-        const std::string note = r.note.empty() ? "" : "  (" + r.note + ")";
+        const std::string note = reason(r).empty() ? "" : "  (" + reason(r) + ")";
         if (largest && r.value)
             std::printf("%-44s %16.3f %12s%s\n", r.option.label().c_str(), double(r.value) / 1e9,
                         gib(r.per_gpu_total).c_str(), note.c_str());
@@ -275,9 +437,11 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
             std::printf("%-44s %16llu %12s%s\n", r.option.label().c_str(), (unsigned long long)r.value,
                         gib(r.per_gpu_total).c_str(), note.c_str());
         else
-            std::printf("%-44s %16s %12s%s\n", r.option.label().c_str(), "> 65536", "-", note.c_str());
+            std::printf("%-44s %16s %12s%s\n", r.option.label().c_str(), ("> " + std::to_string(max_gpus)).c_str(),
+                        "-", note.c_str());
     }
-    return 0;
+    if (!answered) std::fprintf(stderr, "zeromem: fit: no option fits\n");
+    return answered ? 0 : 1;
 }
 
 }  // namespace zeromem_cli

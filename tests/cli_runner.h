@@ -46,10 +46,13 @@ inline Outcome zeromem(const std::string& args) {
     return r;
 }
 
-/// Runs with --format json, expects success and parses stdout.
-inline nlohmann::json json_of(const std::string& args) {
+/// Runs with --format json, expects exit status `exit_code` (0: answered
+/// and fits or no capacity given; 1: answered and does not fit; -1: either)
+/// and parses stdout.
+inline nlohmann::json json_of(const std::string& args, int exit_code = 0) {
     const Outcome r = zeromem(args + " --format json");
-    EXPECT_EQ(r.exit_code, 0) << r.err;
+    if (exit_code >= 0) EXPECT_EQ(r.exit_code, exit_code) << r.err;
+    else EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.err;
     return nlohmann::json::parse(r.out);
 }
 

@@ -143,6 +143,7 @@ TEST(Planner, PlanWalksTheRecipeAndEmitsAValidConfigThatRoundTrips) {
         autos.hidden_size = base.model.arch->hidden_size;
         autos.micro_batch = r.winner->micro_batch;
         autos.grad_accum = r.winner->grad_accum;
+        autos.dtype = r.winner->dtype;  // the Trainer's --bf16, which fills "bf16": {"enabled": "auto"}
         Provenance prov;
         apply_ds_config(cfg, "emitted", autos, again.zero, again.train, prov);
         again.train.checkpointing = r.winner->option.checkpointing;

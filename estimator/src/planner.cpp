@@ -194,8 +194,11 @@ std::vector<std::string> ordering_statement(const std::vector<Candidate>& rows) 
     std::vector<const Candidate*> best;
     for (const auto& g : groups) best.push_back(g.row < 0 ? nullptr : &rows[size_t(g.row)]);
     std::vector<std::string> out;
-    out.push_back("The seed's ordering, fastest first: stage 0 > 1 > 2 > 2+offload > 3 > 3+offload. "
-                  "Each group below is its best fitting option; ties within 5% count as agreeing.");
+    out.push_back("The ZeRO tuning recipe's expected ordering, fastest first: stage 0 > 1 > 2 > 2+offload > 3 > "
+                  "3+offload (less partitioning and offload, less communication and transfer per step). "
+                  "Each group below is its best fitting option; ties within 5% count as agreeing. "
+                  "overlap_comm is DeepSpeed's default per stage (on for stage 3, off for stages 1-2), which moves "
+                  "exposed communication between the groups; only pairs where both sides fit are counted.");
     int agree = 0, total = 0;
     for (size_t i = 0; i + 1 < best.size(); ++i) {
         const char* a = groups[i].name.c_str();
@@ -206,13 +209,10 @@ std::vector<std::string> ordering_statement(const std::vector<Candidate>& rows) 
         if (!x && !y) {
             s += "neither fits; not comparable.";
         } else if (!x) {
-            s += "disagrees - " + std::string(a) + " does not fit at micro batch 1, so " + b + " (" +
-                 tok_s(y->time.tokens_per_s) + ") is ahead by default.";
-            ++total;
+            s += std::string(a) + " does not fit at micro batch 1, " + b + " does (" + tok_s(y->time.tokens_per_s) +
+                 "); not comparable by speed.";
         } else if (!y) {
-            s += std::string("agrees - ") + b + " does not fit, " + a + " does.";
-            ++total;
-            ++agree;
+            s += std::string(b) + " does not fit, " + a + " does; not comparable by speed.";
         } else {
             ++total;
             const double tx = x->time.tokens_per_s, ty = y->time.tokens_per_s;
@@ -271,7 +271,23 @@ static void apply_emitted_settings(EstimateInput& in) {
         in.zero.stage3_prefetch_bucket_size = int64_t(std::llround(0.9 * double(h) * double(h)));
         in.zero.stage3_param_persistence_threshold = 10 * h;
     }
-    in.zero.stage3_gather_16bit_weights_on_model_save = true;
+    // stage3_gather_16bit_weights_on_model_save stays the user's (default
+    // off, DeepSpeed's), so compare, plan and estimate agree on host memory.
+}
+
+// "fits: 30.1 GiB per GPU" or what overflowed: the GPU, the host, or both,
+// each with what it needs.
+static std::string fit_outcome(const Estimate& m) {
+    const std::string gpu = gib(m.per_gpu.total) + " per GPU";
+    const bool gpu_ok = m.fits_gpu.value_or(false);
+    const bool host_ok = m.fits_host.value_or(true);
+    if (gpu_ok && host_ok) return "fits: " + gpu;
+    std::string s;
+    if (!gpu_ok) s = "GPU out of memory: " + gpu;
+    if (!host_ok)
+        s += (s.empty() ? "GPU fits (" + gpu + ") but host memory exceeded: " : "; host memory exceeded: ") +
+             gib(m.per_node.host_memory) + " per node";
+    return s;
 }
 
 PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t global_batch, const PlanSpace& space,
@@ -327,8 +343,7 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
         evaluate(c, in, hw, k);
         ++r.candidates;
         PlanStep s{rung.step, rung.action, "", c};
-        s.outcome = (c.fits ? "fits: " : "out of memory: ") + gib(c.memory.per_gpu.total) + " per GPU" +
-                    (c.memory.fits_host == std::optional<bool>(false) ? ", host memory exceeded" : "");
+        s.outcome = fit_outcome(c.memory);
         r.steps.push_back(s);
         if (c.fits) {
             fit = c;
@@ -408,8 +423,13 @@ nlohmann::json emit_ds_config(const Candidate& c, const EstimateInput& base, boo
         j["gradient_accumulation_steps"] = c.grad_accum;
         j["gradient_clipping"] = 1.0;
     }
-    if (c.dtype == Dtype::bf16) j["bf16"] = {{"enabled", true}};
-    if (c.dtype == Dtype::fp16) j["fp16"] = {{"enabled", true}};
+    if (hf_trainer) {  // the Trainer fills these from --bf16 / --fp16
+        j["bf16"] = {{"enabled", "auto"}};
+        j["fp16"] = {{"enabled", "auto"}};
+    } else {
+        if (c.dtype == Dtype::bf16) j["bf16"] = {{"enabled", true}};
+        if (c.dtype == Dtype::fp16) j["fp16"] = {{"enabled", true}};
+    }
     json opt = {{"type", "AdamW"}};
     if (hf_trainer)
         opt["params"] = {{"lr", "auto"}, {"betas", "auto"}, {"eps", "auto"}, {"weight_decay", "auto"}};
@@ -476,6 +496,7 @@ std::vector<FitRow> largest_model(const EstimateInput& base) {
             if (fits_at(lo)) {
                 while (hi < cap && fits_at(hi * 2)) hi *= 2;
                 if (hi >= cap) {
+                    row.unbounded = true;
                     row.note = offloads && !base.cluster.host_memory
                                    ? "not bounded by GPU memory; give --host-memory to bound the offloaded states"
                                    : "not bounded by GPU memory";
@@ -498,6 +519,25 @@ std::vector<FitRow> largest_model(const EstimateInput& base) {
         out.push_back(row);
     }
     return out;
+}
+
+// Why an option does not fit on even `max_gpus` GPUs: what is left per GPU
+// when ZeRO has partitioned all it partitions. The 16-bit weights stay
+// replicated below stage 3 (ZeRO paper Sec. 5.1-5.2).
+static std::string why_never_fits(EstimateInput& in, int64_t max_gpus, int64_t gpus_per_node) {
+    in.cluster.gpus = max_gpus;
+    in.cluster.nodes = max_gpus <= gpus_per_node ? 1 : max_gpus / gpus_per_node;
+    const Estimate e = estimate(in);
+    const uint64_t cap = in.cluster.gpu_memory.value_or(0);
+    const GpuMemory& m = e.per_gpu;
+    if (e.fits_gpu.value_or(false) && e.fits_host == false)
+        return "host memory per node is exceeded at every size (" + format_gib(double(e.per_node.host_memory)) +
+               " GiB needed)";
+    if (in.zero.stage < 3 && m.parameters >= cap)
+        return "the replicated 16-bit weights alone (" + format_gib(double(m.parameters)) + " GiB) exceed the GPU (" +
+               format_gib(double(cap)) + " GiB)";
+    return "even on " + std::to_string(max_gpus) + " GPUs each needs " + format_gib(double(m.total)) + " GiB of " +
+           format_gib(double(cap)) + " GiB (what is not partitioned: activations, buffers, context)";
 }
 
 std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node, int64_t max_gpus) {
@@ -531,10 +571,31 @@ std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node
         if (found) {
             fits_at(found);
             row.per_gpu_total = estimate(in).per_gpu.total;
+        } else {
+            row.note = why_never_fits(in, max_gpus, gpus_per_node);
         }
         out.push_back(row);
     }
     return out;
+}
+
+std::vector<ConventionRow> deepspeed_all_options(const EstimateInput& base) {
+    using D = OffloadDevice;
+    EstimateInput in = base;
+    in.convention = Convention::deepspeed;
+    std::vector<ConventionRow> rows;
+    auto add = [&](int stage, D opt, D par, bool zero_init) {
+        in.zero.stage = stage;
+        in.zero.offload_optimizer = opt;
+        in.zero.offload_param = par;
+        in.zero.zero_init = zero_init;
+        const Estimate e = estimate(in);
+        rows.push_back({stage, opt, par, zero_init, e.per_gpu.total, e.per_node.host_memory});
+    };
+    for (D opt : {D::cpu, D::none}) add(2, opt, D::none, true);
+    for (auto [opt, par] : {std::pair<D, D>{D::cpu, D::cpu}, {D::cpu, D::none}, {D::none, D::none}})
+        for (bool zi : {true, false}) add(3, opt, par, zi);
+    return rows;
 }
 
 }  // namespace zeromem

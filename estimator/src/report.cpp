@@ -76,6 +76,127 @@ std::string verdict(const char* what, std::optional<bool> fits, uint64_t need, s
            format_gib(diff < 0 ? -diff : diff) + " GiB" + (*fits ? " free" : "") + ")";
 }
 
+// The phase whose GPU total is the peak (full convention), or none.
+const PhaseMemory* peak_phase_of(const Estimate& e) {
+    for (const auto& p : e.phases)
+        if (p.name == e.peak_phase) return &p;
+    return nullptr;
+}
+
+// One per-GPU component row: its bytes in the peak phase (so the rows add
+// up to the total) and its own peak over all phases, with that phase.
+struct ComponentRow {
+    Row at_peak;
+    uint64_t own_peak = 0;
+    std::string own_peak_phase;  // empty when it peaks in the peak phase
+};
+
+std::vector<ComponentRow> component_rows(const Estimate& e, Optimizer opt) {
+    const PhaseMemory* peak = peak_phase_of(e);
+    const auto rows = peak ? gpu_rows(*peak, opt) : gpu_rows(e, opt);
+    std::vector<ComponentRow> out;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        ComponentRow c{rows[i], rows[i].bytes, {}};
+        for (const auto& p : e.phases) {
+            const uint64_t b = gpu_rows(p, opt)[i].bytes;
+            if (b > c.own_peak) {
+                c.own_peak = b;
+                c.own_peak_phase = p.name;
+            }
+        }
+        out.push_back(c);
+    }
+    return out;
+}
+
+// " (first OOM at X)" / " (peak at X)" after a verdict line.
+std::string phase_suffix(const Estimate& e, const std::string& first_oom, const std::string& peak) {
+    if (e.phases.empty()) return "";
+    return first_oom.empty() ? " (peak at " + peak + ")" : " (first OOM at " + first_oom + ")";
+}
+
+// The answer in sentences: the GPU and host verdicts (need, capacity, first
+// phase out of memory) and, for what does not fit, the recipe's change.
+std::vector<std::string> answer_lines(const Estimate& e, const EstimateInput& in) {
+    std::vector<std::string> out;
+    out.push_back(verdict("GPU", e.fits_gpu, e.per_gpu.total, in.cluster.gpu_memory, "pass --gpu or --gpu-memory") +
+                  phase_suffix(e, e.first_oom_phase, e.peak_phase));
+    out.push_back(verdict("Host", e.fits_host, e.per_node.host_memory, in.cluster.host_memory, "pass --host-memory") +
+                  phase_suffix(e, e.first_host_oom_phase, e.host_peak_phase));
+    for (const auto& a : advise(in, e)) {
+        const std::string what = a.resource == "gpu" ? "GPU" : "host";
+        if (a.found)
+            out.push_back("To fit the " + what + ": " + a.change + " (" + a.why + "; needs " +
+                          format_gib(double(a.need_after)) + " GiB)");
+        else
+            out.push_back("No single change from the tuning recipe makes the " + what +
+                          " fit: use more GPUs or nodes, or a smaller micro batch or sequence.");
+    }
+    return out;
+}
+
+// A CSV field, quoted when it holds a comma, quote or newline (RFC 4180).
+std::string csv_field(const std::string& s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string q = "\"";
+    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+}
+
+std::string fits_word(const std::optional<bool>& f) {
+    return !f ? "capacity unknown" : *f ? "fits" : "does not fit";
+}
+
+void csv_answer(std::ostringstream& o, const Estimate& e, const Resolved& res) {
+    const auto& in = res.input;
+    auto cap = [&](const char* key, const std::optional<uint64_t>& c, const std::string& prov_key) {
+        const auto it = res.provenance.find(prov_key);
+        o << "capacity," << key << "," << (c ? std::to_string(*c) : "") << ","
+          << (c ? format_gib(double(*c), 3) : "") << "," << csv_field(it == res.provenance.end() ? "" : it->second)
+          << "\n";
+    };
+    cap("gpu_memory", in.cluster.gpu_memory, "cluster.gpu_memory");
+    cap("host_memory", in.cluster.host_memory, "cluster.host_memory");
+    o << "verdict,gpu," << e.per_gpu.total << "," << format_gib(double(e.per_gpu.total), 3) << ","
+      << fits_word(e.fits_gpu) << "\n";
+    o << "verdict,host," << e.per_node.host_memory << "," << format_gib(double(e.per_node.host_memory), 3) << ","
+      << fits_word(e.fits_host) << "\n";
+    o << "verdict,peak_phase,,," << e.peak_phase << "\n";
+    o << "verdict,first_oom_phase,,," << e.first_oom_phase << "\n";
+    o << "verdict,host_peak_phase,,," << e.host_peak_phase << "\n";
+    o << "verdict,first_host_oom_phase,,," << e.first_host_oom_phase << "\n";
+    for (const auto& a : advise(in, e))
+        o << "advice," << a.resource << "," << (a.found ? std::to_string(a.need_after) : "") << ","
+          << (a.found ? format_gib(double(a.need_after), 3) : "") << ","
+          << csv_field(a.found ? a.change + " (" + a.why + ")" : "no single change from the tuning recipe fits")
+          << "\n";
+    for (const auto& n : e.notes) o << "note,,,," << csv_field(n) << "\n";
+    for (const auto& w : res.warnings) o << "warning,,,," << csv_field(w) << "\n";
+}
+
+std::string prov_of(const Resolved& res, const std::string& key, const std::string& fallback) {
+    const auto it = res.provenance.find(key);
+    return it == res.provenance.end() ? fallback : it->second;
+}
+
+// What decides the numbers besides the header: the dtype and where it came
+// from, the optimizer implementation, overlap_comm, the save-time gather and
+// the attention kind.
+std::string settings_line(const Resolved& res) {
+    const auto& in = res.input;
+    const auto& z = in.zero;
+    std::string s = "dtype " + std::string(to_string(in.train.dtype)) + " (" +
+                    prov_of(res, "dtype", "default") + "); optimizer " + to_string(in.train.optimizer) + ", " +
+                    (in.train.fused_optimizer ? "DeepSpeed fused/CPU Adam" : "torch implementation") +
+                    "; overlap_comm " + (z.overlap_comm_effective() ? "on" : "off") +
+                    (z.overlap_comm ? "" : " (DeepSpeed's default for stage " + std::to_string(z.stage) + ")");
+    if (z.stage == 3)
+        s += std::string("; stage3_gather_16bit_weights_on_model_save ") +
+             (z.stage3_gather_16bit_weights_on_model_save ? "on" : "off");
+    s += std::string("; attention ") + (in.train.flash_attention ? "flash (no s^2 scores)" : "eager (s^2 scores kept)");
+    return s;
+}
+
 ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
     const auto& in = res.input;
     ojson j;
@@ -104,7 +225,21 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
     ojson g;
     for (const auto& r : gpu_rows(e, in.train.optimizer)) g[r.key] = r.bytes;
     g["total"] = e.per_gpu.total;
-    j["per_gpu"] = g;
+    j["per_gpu"] = g;  // each component at its own peak; total = the peak phase's
+    if (const PhaseMemory* peak = peak_phase_of(e)) {
+        ojson pk;
+        for (const auto& r : gpu_rows(*peak, in.train.optimizer)) pk[r.key] = r.bytes;
+        pk["total"] = peak->per_gpu.total;
+        j["per_gpu_in_peak_phase"] = pk;  // the components that add up to the total
+    }
+    j["settings"] = {{"dtype", to_string(in.train.dtype)},
+                     {"dtype_source", prov_of(res, "dtype", "default")},
+                     {"optimizer", to_string(in.train.optimizer)},
+                     {"optimizer_implementation", in.train.fused_optimizer ? "deepspeed" : "torch"},
+                     {"overlap_comm", in.zero.overlap_comm_effective()},
+                     {"overlap_comm_source", in.zero.overlap_comm ? "set" : "DeepSpeed default for the stage"},
+                     {"stage3_gather_16bit_weights_on_model_save", in.zero.stage3_gather_16bit_weights_on_model_save},
+                     {"attention", in.train.flash_attention ? "flash" : "eager"}};
     ojson n;
     for (const auto& r : node_rows(e)) n[r.key] = r.bytes;
     j["per_node"] = n;
@@ -161,6 +296,160 @@ void explain_text(std::ostringstream& o, const Estimate& e, const Resolved& res)
     }
 }
 
+// The first line of the table and Markdown outputs: model, cluster, ZeRO,
+// dtype, batch, sequence, convention.
+std::string head_line(const Estimate& e, const EstimateInput& in) {
+    return in.model.name + " (" + params_text(in.model.params) + " params), " + std::to_string(in.cluster.gpus) +
+           " GPU" + (in.cluster.gpus > 1 ? "s" : "") + " (" + std::to_string(in.cluster.nodes) + " node" +
+           (in.cluster.nodes > 1 ? "s" : "") + " x " + std::to_string(in.cluster.gpus_per_node()) + ")" +
+           (in.cluster.tp > 1 || in.cluster.pp > 1
+                ? ", tp " + std::to_string(in.cluster.tp) + " x pp " + std::to_string(in.cluster.pp) + " (N_d " +
+                      std::to_string(in.cluster.data_parallel()) + ")"
+                : std::string()) +
+           ", " + stage_text(in) + ", " + to_string(in.train.dtype) + ", micro batch " +
+           std::to_string(in.train.micro_batch) + ", seq " + std::to_string(in.train.seq_len) + ", convention " +
+           to_string(e.convention);
+}
+
+std::string render_csv(const Estimate& e, const Resolved& res) {
+    const auto& in = res.input;
+    const auto crows = component_rows(e, in.train.optimizer);
+    const std::string where = peak_phase_of(e) ? "in " + e.peak_phase : "";
+    std::ostringstream o;
+    o << "scope,component,bytes,GiB,detail\n";
+    for (const auto& c : crows)
+        o << "per_gpu," << c.at_peak.key << "," << c.at_peak.bytes << "," << format_gib(double(c.at_peak.bytes), 3)
+          << "," << where << "\n";
+    o << "per_gpu,total," << e.per_gpu.total << "," << format_gib(double(e.per_gpu.total), 3) << "," << where << "\n";
+    for (const auto& c : crows)
+        if (!c.own_peak_phase.empty())
+            o << "per_gpu_own_peak," << c.at_peak.key << "," << c.own_peak << "," << format_gib(double(c.own_peak), 3)
+              << ",in " << c.own_peak_phase << "\n";
+    for (const auto& r : node_rows(e))
+        o << "per_node," << r.key << "," << r.bytes << "," << format_gib(double(r.bytes), 3) << ",\n";
+    for (const auto& p : e.phases) {
+        o << "phase:" << p.name << ",per_gpu_total," << p.per_gpu.total << "," << format_gib(double(p.per_gpu.total), 3)
+          << "," << (p.fits_gpu ? fits_word(p.fits_gpu) : "") << "\n";
+        o << "phase:" << p.name << ",host_memory," << p.per_node.host_memory << ","
+          << format_gib(double(p.per_node.host_memory), 3) << "," << (p.fits_host ? fits_word(p.fits_host) : "") << "\n";
+    }
+    o << "settings,,,," << csv_field(settings_line(res)) << "\n";
+    csv_answer(o, e, res);
+    return o.str();
+}
+
+std::string render_md(const Estimate& e, const Resolved& res, bool explain) {
+    const auto& in = res.input;
+    const bool by_phase = peak_phase_of(e) != nullptr;
+    std::ostringstream o;
+    o << "**" << head_line(e, in) << "**\n\nSettings: " << settings_line(res) << "\n\n";
+    if (by_phase) o << "| per GPU, in " << e.peak_phase << " | GiB | own peak GiB (phase) |\n|---|---:|---:|\n";
+    else o << "| per GPU | GiB |\n|---|---:|\n";
+    for (const auto& c : component_rows(e, in.train.optimizer)) {
+        o << "| " << (c.at_peak.indent > 1 ? "&nbsp;&nbsp;" : "") << c.at_peak.label << " | "
+          << format_gib(double(c.at_peak.bytes)) << " |";
+        if (by_phase)
+            o << " " << (c.own_peak_phase.empty() ? "" : format_gib(double(c.own_peak)) + " (" + c.own_peak_phase + ")")
+              << " |";
+        o << "\n";
+    }
+    o << "| **total (peak: " << e.peak_phase << ")** | **" << format_gib(double(e.per_gpu.total)) << "** |"
+      << (by_phase ? " |" : "") << "\n\n";
+    o << "| per node | GiB |\n|---|---:|\n";
+    for (const auto& r : node_rows(e))
+        o << "| " << (r.indent > 1 ? "&nbsp;&nbsp;" : "") << r.label << " | " << format_gib(double(r.bytes)) << " |\n";
+    if (!e.phases.empty()) {
+        o << "\n| phase | GPU GiB | host GiB (node) |\n|---|---:|---:|\n";
+        for (const auto& p : e.phases)
+            o << "| " << p.name << " | " << format_gib(double(p.per_gpu.total)) << " | "
+              << format_gib(double(p.per_node.host_memory)) << " |\n";
+    }
+    o << "\n";
+    for (const auto& l : answer_lines(e, in)) o << "- " << l << "\n";
+    for (const auto& n : e.notes) o << "- note: " << n << "\n";
+    for (const auto& w : res.warnings) o << "- warning: " << w << "\n";
+    o << "\nGiB = 2^30 bytes.\n";
+    if (explain) {
+        o << "\n```";
+        explain_text(o, e, res);
+        o << "```\n";
+    }
+    return o.str();
+}
+
+// The phase table: each phase's GPU and host totals and what fits.
+void phase_table(std::ostringstream& o, const Estimate& e, const EstimateInput& in) {
+    char line[160];
+    std::snprintf(line, sizeof line, "%-18s %14s %18s  %s\n", "Phase", "GPU GiB", "host GiB (node)", "verdict");
+    o << line;
+    for (const auto& p : e.phases) {
+        std::string v;
+        auto one = [&](const char* what, const std::optional<bool>& f, uint64_t need, std::optional<uint64_t> cap) {
+            if (!f) return;
+            if (!v.empty()) v += ", ";
+            const double d = double(*cap) - double(need);
+            v += std::string(what) + (*f ? " fits" : " OOM by " + format_gib(-d) + " GiB");
+        };
+        one("GPU", p.fits_gpu, p.per_gpu.total, in.cluster.gpu_memory);
+        one("host", p.fits_host, p.per_node.host_memory, in.cluster.host_memory);
+        std::snprintf(line, sizeof line, "%-18s %14s %18s  %s\n", p.name.c_str(),
+                      format_gib(double(p.per_gpu.total)).c_str(), format_gib(double(p.per_node.host_memory)).c_str(),
+                      v.c_str());
+        o << line;
+    }
+}
+
+std::string render_table(const Estimate& e, const Resolved& res, bool explain) {
+    const auto& in = res.input;
+    const bool by_phase = peak_phase_of(e) != nullptr;
+    std::ostringstream o;
+    char line[160];
+    o << head_line(e, in) << "\nSettings: " << settings_line(res) << "\n\n";
+    auto section = [&](const char* title, const std::vector<Row>& rows) {
+        std::snprintf(line, sizeof line, "%-40s %12s\n", title, "GiB");
+        o << line;
+        for (const auto& r : rows) {
+            std::snprintf(line, sizeof line, "%*s%-*s %12s\n", r.indent * 2, "", 40 - r.indent * 2, r.label,
+                          format_gib(double(r.bytes)).c_str());
+            o << line;
+        }
+    };
+    if (by_phase) {
+        std::snprintf(line, sizeof line, "%-40s %12s  %s\n", ("Per GPU, in " + e.peak_phase).c_str(), "GiB",
+                      "own peak GiB (phase), where higher");
+        o << line;
+        for (const auto& c : component_rows(e, in.train.optimizer)) {
+            const int ind = c.at_peak.indent * 2;
+            const std::string own =
+                c.own_peak_phase.empty() ? "" : format_gib(double(c.own_peak)) + " (" + c.own_peak_phase + ")";
+            std::snprintf(line, sizeof line, "%*s%-*s %12s%s%s\n", ind, "", 40 - ind, c.at_peak.label,
+                          format_gib(double(c.at_peak.bytes)).c_str(), own.empty() ? "" : "  ", own.c_str());
+            o << line;
+        }
+    } else {
+        section("Per GPU", gpu_rows(e, in.train.optimizer));
+    }
+    std::snprintf(line, sizeof line, "  %-38s %12s\n", ("total (peak: " + e.peak_phase + ")").c_str(),
+                  format_gib(double(e.per_gpu.total)).c_str());
+    o << line << "\n";
+    section("Per node", node_rows(e));
+    if (!e.phases.empty()) {
+        o << "\n";
+        phase_table(o, e, in);
+    }
+    o << "\n";
+    for (const auto& l : answer_lines(e, in)) o << l << "\n";
+    for (const auto& n : e.notes) o << "note: " << n << "\n";
+    o << "GiB = 2^30 bytes.";
+    if (by_phase)
+        o << " Per GPU: the components live in the peak phase (" << e.peak_phase
+          << "), which add up to the total, CUDA context and fragmentation included; a component that is larger in "
+             "another phase shows that peak beside it.";
+    o << "\n";
+    if (explain) explain_text(o, e, res);
+    return o.str();
+}
+
 }  // namespace
 
 Format parse_format(const std::string& text) {
@@ -172,120 +461,15 @@ Format parse_format(const std::string& text) {
 }
 
 std::string render(const Estimate& e, const Resolved& res, Format format, bool explain) {
-    const auto& in = res.input;
-    std::ostringstream o;
-    if (format == Format::json) {
-        o << to_json(e, res, explain).dump(2) << "\n";
-        return o.str();
+    switch (format) {
+        case Format::json: return to_json(e, res, explain).dump(2) + "\n";
+        case Format::csv:
+            if (explain) throw InputError("--explain: not available with --format csv; use table, md or json");
+            return render_csv(e, res);
+        case Format::md: return render_md(e, res, explain);
+        case Format::table: break;
     }
-    const auto grows = gpu_rows(e, in.train.optimizer);
-    const auto nrows = node_rows(e);
-    if (format == Format::csv) {
-        if (explain) throw InputError("--explain: not available with --format csv; use table, md or json");
-        o << "scope,component,bytes,GiB\n";
-        for (const auto& r : grows) o << "per_gpu," << r.key << "," << r.bytes << "," << format_gib(double(r.bytes), 3) << "\n";
-        o << "per_gpu,total," << e.per_gpu.total << "," << format_gib(double(e.per_gpu.total), 3) << "\n";
-        for (const auto& r : nrows) o << "per_node," << r.key << "," << r.bytes << "," << format_gib(double(r.bytes), 3) << "\n";
-        for (const auto& p : e.phases) {
-            o << "phase:" << p.name << ",per_gpu_total," << p.per_gpu.total << "," << format_gib(double(p.per_gpu.total), 3) << "\n";
-            o << "phase:" << p.name << ",host_memory," << p.per_node.host_memory << ","
-              << format_gib(double(p.per_node.host_memory), 3) << "\n";
-        }
-        return o.str();
-    }
-    const std::string head = in.model.name + " (" + params_text(in.model.params) + " params), " +
-                             std::to_string(in.cluster.gpus) + " GPU" + (in.cluster.gpus > 1 ? "s" : "") + " (" +
-                             std::to_string(in.cluster.nodes) + " node" + (in.cluster.nodes > 1 ? "s" : "") + " x " +
-                             std::to_string(in.cluster.gpus_per_node()) + ")" +
-                             (in.cluster.tp > 1 || in.cluster.pp > 1
-                                  ? ", tp " + std::to_string(in.cluster.tp) + " x pp " + std::to_string(in.cluster.pp) +
-                                        " (N_d " + std::to_string(in.cluster.data_parallel()) + ")"
-                                  : std::string()) +
-                             ", " + stage_text(in) + ", " +
-                             to_string(in.train.dtype) + ", micro batch " + std::to_string(in.train.micro_batch) +
-                             ", seq " + std::to_string(in.train.seq_len) + ", convention " + to_string(e.convention);
-    const std::string total_label = "total (peak: " + e.peak_phase + ")";
-    if (format == Format::md) {
-        o << "**" << head << "**\n\n| per GPU | GiB |\n|---|---:|\n";
-        for (const auto& r : grows)
-            o << "| " << (r.indent > 1 ? "&nbsp;&nbsp;" : "") << r.label << " | " << format_gib(double(r.bytes)) << " |\n";
-        o << "| **" << total_label << "** | **" << format_gib(double(e.per_gpu.total)) << "** |\n\n";
-        o << "| per node | GiB |\n|---|---:|\n";
-        for (const auto& r : nrows)
-            o << "| " << (r.indent > 1 ? "&nbsp;&nbsp;" : "") << r.label << " | " << format_gib(double(r.bytes)) << " |\n";
-        if (!e.phases.empty()) {
-            o << "\n| phase | GPU GiB | host GiB (node) |\n|---|---:|---:|\n";
-            for (const auto& p : e.phases)
-                o << "| " << p.name << " | " << format_gib(double(p.per_gpu.total)) << " | "
-                  << format_gib(double(p.per_node.host_memory)) << " |\n";
-        }
-        o << "\nGiB = 2^30 bytes.\n";
-        if (explain) {
-            o << "\n```";
-            explain_text(o, e, res);
-            o << "```\n";
-        }
-        return o.str();
-    }
-    // table
-    char line[160];
-    o << head << "\n\n";
-    auto section = [&](const char* title, const std::vector<Row>& rows) {
-        std::snprintf(line, sizeof line, "%-40s %12s\n", title, "GiB");
-        o << line;
-        for (const auto& r : rows) {
-            std::snprintf(line, sizeof line, "%*s%-*s %12s\n", r.indent * 2, "", 40 - r.indent * 2, r.label,
-                          format_gib(double(r.bytes)).c_str());
-            o << line;
-        }
-    };
-    section("Per GPU", grows);
-    std::snprintf(line, sizeof line, "  %-38s %12s\n", total_label.c_str(), format_gib(double(e.per_gpu.total)).c_str());
-    o << line << "\n";
-    section("Per node", nrows);
-    if (!e.phases.empty()) {
-        o << "\n";
-        std::snprintf(line, sizeof line, "%-18s %14s %18s  %s\n", "Phase", "GPU GiB", "host GiB (node)", "verdict");
-        o << line;
-        for (const auto& p : e.phases) {
-            std::string v;
-            auto one = [&](const char* what, const std::optional<bool>& f, uint64_t need, std::optional<uint64_t> cap) {
-                if (!f) return;
-                if (!v.empty()) v += ", ";
-                const double d = double(*cap) - double(need);
-                v += std::string(what) + (*f ? " fits" : " OOM by " + format_gib(-d) + " GiB");
-            };
-            one("GPU", p.fits_gpu, p.per_gpu.total, in.cluster.gpu_memory);
-            one("host", p.fits_host, p.per_node.host_memory, in.cluster.host_memory);
-            std::snprintf(line, sizeof line, "%-18s %14s %18s  %s\n", p.name.c_str(),
-                          format_gib(double(p.per_gpu.total)).c_str(), format_gib(double(p.per_node.host_memory)).c_str(),
-                          v.c_str());
-            o << line;
-        }
-    }
-    o << "\n"
-      << verdict("GPU", e.fits_gpu, e.per_gpu.total, in.cluster.gpu_memory, "pass --gpu or --gpu-memory")
-      << (e.phases.empty() ? "" : (e.first_oom_phase.empty() ? " (peak at " + e.peak_phase + ")"
-                                                           : " (first OOM at " + e.first_oom_phase + ")")) << "\n"
-      << verdict("Host", e.fits_host, e.per_node.host_memory, in.cluster.host_memory, "pass --host-memory")
-      << (e.phases.empty() ? "" : (e.first_host_oom_phase.empty() ? " (peak at " + e.host_peak_phase + ")"
-                                                                : " (first OOM at " + e.first_host_oom_phase + ")")) << "\n";
-    for (const auto& a : advise(in, e)) {
-        if (a.found)
-            o << "To fit the " << (a.resource == "gpu" ? "GPU" : "host") << ": " << a.change << " (" << a.why << "; needs "
-              << format_gib(double(a.need_after)) << " GiB)\n";
-        else
-            o << "No single change from the tuning recipe makes the " << (a.resource == "gpu" ? "GPU" : "host")
-              << " fit: use more GPUs or nodes, or a smaller micro batch or sequence.\n";
-    }
-    for (const auto& n : e.notes) o << "note: " << n << "\n";
-    o << "GiB = 2^30 bytes.";
-    if (e.convention == Convention::full)
-        o << " Components are each at their own peak; the total is the largest phase total (see the phase "
-             "table), CUDA context and fragmentation included.";
-    o << "\n";
-    if (explain) explain_text(o, e, res);
-    return o.str();
+    return render_table(e, res, explain);
 }
 
 }  // namespace zeromem

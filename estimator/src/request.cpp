@@ -3,6 +3,11 @@
 #include "zeromem/ds_config.h"
 #include "zeromem/util.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+
 namespace zeromem {
 
 namespace {
@@ -13,6 +18,155 @@ constexpr int64_t kMaxGpus = 1 << 20;
 int64_t positive(int64_t v, const char* flag) {
     if (v <= 0) throw InputError(std::string(flag) + ": must be a positive integer, got " + std::to_string(v));
     return v;
+}
+
+namespace fs = std::filesystem;
+
+// Accepted but probably not meant: one warning each (printed on stderr by
+// every subcommand).
+void add_plausibility_warnings(const Request& req, const EstimateInput& in, std::vector<std::string>& w) {
+    const auto& t = in.train;
+    const int64_t tp = in.cluster.tp;
+    if (in.model.params < 1000000)
+        w.push_back("the model has " + std::to_string(in.model.params) +
+                    " parameters, fewer than a million: --params counts parameters (7e9 or 7B), not billions");
+    if (const auto& a = in.model.arch) {
+        if (a->max_position_embeddings > 0 && t.seq_len > a->max_position_embeddings)
+            w.push_back("--seq-len " + std::to_string(t.seq_len) + " is longer than the model's " +
+                        std::to_string(a->max_position_embeddings) + " max_position_embeddings");
+        if (t.lora_rank > a->hidden_size && a->hidden_size > 0)
+            w.push_back("--lora-rank " + std::to_string(t.lora_rank) + " is above the hidden size " +
+                        std::to_string(a->hidden_size) + ": the adapters are larger than the layers they adapt");
+        if (tp > 1 && a->num_heads > 0 && (a->num_heads % tp != 0 || (a->num_kv_heads > 0 && a->num_kv_heads % tp != 0)))
+            w.push_back("--tp " + std::to_string(tp) + " does not divide the " + std::to_string(a->num_heads) +
+                        " attention heads and " + std::to_string(a->num_kv_heads) +
+                        " key-value heads; Megatron-style tensor parallelism splits whole heads");
+    }
+    if (tp > in.cluster.gpus_per_node())
+        w.push_back("--tp " + std::to_string(tp) + " spans nodes (" + std::to_string(in.cluster.gpus_per_node()) +
+                    " GPUs per node): tensor-parallel all-reduces then cross the inter-node network");
+    if (t.sequence_parallel && tp == 1)
+        w.push_back("--sequence-parallel with --tp 1 changes nothing: sequence parallelism splits activations across "
+                    "the tensor-parallel group");
+    if (t.checkpointing == Checkpointing::selective && t.flash_attention)
+        w.push_back("--gradient-checkpointing selective changes nothing under flash attention: selective "
+                    "recomputation drops only the s^2 attention scores, which flash attention never stores "
+                    "(Korthikanti et al. 2022, Table 2); use full, or --attention eager");
+    if (t.optimizer == Optimizer::sgd && req.optimizer)
+        w.push_back("--optimizer sgd: the optimizer-step temporary is still charged as torch Adam's multi-tensor "
+                    "temporary (4 B per trainable parameter per rank), an upper bound for SGD");
+}
+
+// The Hugging Face hub cache: $HF_HUB_CACHE, else $HF_HOME/hub, else
+// ~/.cache/huggingface/hub (huggingface_hub constants.py).
+fs::path hf_hub_cache() {
+    if (const char* c = std::getenv("HF_HUB_CACHE"); c && *c) return c;
+    if (const char* h = std::getenv("HF_HOME"); h && *h) return fs::path(h) / "hub";
+    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "huggingface" / "hub";
+    const char* home = std::getenv("HOME");
+    return fs::path(home && *home ? home : "/") / ".cache" / "huggingface" / "hub";
+}
+
+// "org/name" (a Hub model id), not a path.
+bool looks_like_hub_id(const std::string& s) {
+    if (s.empty() || s[0] == '/' || s[0] == '.' || s[0] == '~') return false;
+    if (std::count(s.begin(), s.end(), '/') != 1 || s.back() == '/') return false;
+    return s.size() < 5 || s.compare(s.size() - 5, 5, ".json") != 0;
+}
+
+// The config.json of a Hub id in the local cache: the snapshot refs/main
+// names, else the first snapshot with a config.json. Layout:
+// <cache>/models--ORG--NAME/{refs/main, snapshots/<commit>/config.json}.
+std::string cached_hub_config(const std::string& id) {
+    std::string folder = "models--" + id;
+    folder.replace(folder.find('/'), 1, "--");
+    const fs::path repo = hf_hub_cache() / folder;
+    std::error_code ec;
+    std::string commit;
+    try {
+        commit = read_text_file((repo / "refs" / "main").string());
+    } catch (const InputError&) {
+    }
+    while (!commit.empty() && std::isspace(static_cast<unsigned char>(commit.back()))) commit.pop_back();
+    if (!commit.empty() && fs::is_regular_file(repo / "snapshots" / commit / "config.json", ec))
+        return (repo / "snapshots" / commit / "config.json").string();
+    std::vector<std::string> found;
+    for (fs::directory_iterator it(repo / "snapshots", ec), end; !ec && it != end; it.increment(ec))
+        if (fs::is_regular_file(it->path() / "config.json")) found.push_back((it->path() / "config.json").string());
+    std::sort(found.begin(), found.end());
+    if (found.empty())
+        throw InputError("--hf-config: '" + id + "' is not a file or directory, and the Hub model is not in the local "
+                         "Hugging Face cache (" + (hf_hub_cache() / folder / "snapshots").string() +
+                         "; zeromem works offline): run `huggingface-cli download " + id +
+                         " config.json` or pass the path of its config.json");
+    return found.front();
+}
+
+// --hf-config as users have it: a config.json, a model directory holding
+// one, or a Hub id ("meta-llama/Llama-2-7b-hf") found in the local cache.
+std::string resolve_hf_config_path(const std::string& arg) {
+    std::error_code ec;
+    if (fs::is_directory(arg, ec)) {
+        const fs::path cfg = fs::path(arg) / "config.json";
+        if (!fs::is_regular_file(cfg, ec))
+            throw InputError("--hf-config: " + arg + " is a directory without a config.json");
+        return cfg.string();
+    }
+    if (!fs::exists(arg, ec) && looks_like_hub_id(arg)) return cached_hub_config(arg);
+    return arg;
+}
+
+// A preset name as the files spell it, matched case-insensitively.
+std::string preset_spelling(const std::string& name, const std::vector<std::string>& known) {
+    for (const auto& k : known)
+        if (to_lower(k) == to_lower(name)) return k;
+    return name;
+}
+
+// True when a size is written with a decimal unit (KB, MB, GB, TB).
+bool decimal_unit(const std::string& text) {
+    const std::string t = to_lower(text);
+    for (const char* u : {"kb", "mb", "gb", "tb"})
+        if (t.size() >= 2 && t.compare(t.size() - 2, 2, u) == 0) return true;
+    return false;
+}
+
+// The "enabled" value of a DeepSpeed precision block: true, false, "auto"
+// or absent (nullopt).
+std::optional<std::string> precision_enabled(const nlohmann::json& cfg, const char* block) {
+    if (!cfg.is_object() || !cfg.contains(block) || !cfg[block].is_object() || !cfg[block].contains("enabled"))
+        return std::nullopt;
+    const auto& v = cfg[block]["enabled"];
+    if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+    if (v.is_string()) return v.get<std::string>();
+    return std::nullopt;
+}
+
+// The HF Trainer's mismatch check for fp16/bf16 (transformers
+// integrations/deepspeed.py HfTrainerDeepSpeedConfig.trainer_config_process,
+// fill_match): an explicit "enabled" that contradicts --fp16/--bf16 (our
+// --dtype) is an error. Returns a warning when "auto" meets no --dtype.
+std::optional<std::string> check_precision(const nlohmann::json& cfg, const std::string& file,
+                                           const std::optional<Dtype>& flag) {
+    bool any_auto = false;
+    for (const auto& [block, d] : {std::pair<const char*, Dtype>{"fp16", Dtype::fp16}, {"bf16", Dtype::bf16}}) {
+        const auto v = precision_enabled(cfg, block);
+        if (!v) continue;
+        if (*v == "auto") {
+            any_auto = true;
+            continue;
+        }
+        if (flag && (*v == "true") != (*flag == d))
+            throw InputError("--dtype " + std::string(to_string(*flag)) + " contradicts \"" + block +
+                             "\": {\"enabled\": " + *v + "} in " + file +
+                             " (the HF Trainer refuses this mismatch too); change one of them");
+    }
+    if (any_auto && !flag)
+        return std::string("DTYPE ASSUMED fp32: ") + file +
+               " has \"enabled\": \"auto\" for fp16/bf16 and --dtype was not given; the HF Trainer fills these "
+               "from --fp16/--bf16 and, with neither, trains in fp32 (twice the 16-bit memory). Pass --dtype bf16 or "
+               "--dtype fp16 as you pass --bf16 or --fp16 to the Trainer";
+    return std::nullopt;
 }
 
 }  // namespace
@@ -33,7 +187,8 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     } else {
         ModelArch arch;
         try {
-            arch = req.model ? load_model_preset(*req.model, data_dir) : load_hf_config(*req.hf_config);
+            arch = req.model ? load_model_preset(preset_spelling(*req.model, list_model_presets(data_dir)), data_dir)
+                             : load_hf_config(resolve_hf_config_path(*req.hf_config));
         } catch (const InputError& e) {
             const std::string flag = req.model ? "--model" : "--hf-config";
             const std::string msg = e.what();
@@ -94,6 +249,10 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     }
     if (req.gpu_memory) {
         in.cluster.gpu_memory = parse_bytes(*req.gpu_memory, "--gpu-memory");
+        if (decimal_unit(*req.gpu_memory))
+            r.warnings.push_back("--gpu-memory " + *req.gpu_memory + " is " + format_gib(double(*in.cluster.gpu_memory)) +
+                                 " GiB: GB/TB are powers of 1000, while a GPU sold as \"80GB\" (the A100-80GB preset) "
+                                 "has 80 GiB; write GiB if that is what you mean");
         prov["cluster.gpu_memory"] = "--gpu-memory " + *req.gpu_memory;
     }
     if (req.host_memory) {
@@ -119,13 +278,25 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         } catch (const InputError& e) {
             throw InputError(std::string("--ds-config: ") + e.what());
         }
+        if (auto w = check_precision(cfg, *req.ds_config, dtype_flag)) r.warnings.push_back(*w);
         apply_ds_config(cfg, *req.ds_config, autos, in.zero, in.train, prov);
     }
     if (dtype_flag) {
         in.train.dtype = *dtype_flag;
         prov["dtype"] = "--dtype " + *req.dtype;
     } else if (!req.ds_config) {
-        prov["dtype"] = "default (bf16)";
+        prov["dtype"] = "assumed: neither --dtype nor a DeepSpeed config gives one";
+    }
+    if (r.gpu && in.train.dtype == Dtype::bf16 && !r.gpu->bf16_tflops) {
+        // Every subcommand alike: the Trainer's --bf16 fails on a GPU without
+        // bf16 support; the unstated default falls back to fp16, said aloud.
+        if (dtype_flag || req.ds_config)
+            throw InputError("--dtype: " + r.gpu->name + " has no bf16 support (" + prov["dtype"] +
+                             "); use fp16");
+        in.train.dtype = Dtype::fp16;
+        prov["dtype"] = "default for " + r.gpu->name + " (fp16: it has no bf16)";
+        r.warnings.push_back("dtype not given: assumed fp16, since " + r.gpu->name +
+                             " has no bf16 (bf16 is assumed elsewhere); pass --dtype to choose");
     }
     if (req.micro_batch) {
         in.train.micro_batch = *req.micro_batch;
@@ -247,6 +418,12 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     if (!in.model.arch && !req.largest_layer_params && in.zero.stage == 3 && in.convention != Convention::paper)
         r.warnings.push_back("largest layer unknown with --params alone: counted as 0; ZeRO-3 figures miss the "
                              "gathered largest module (pass --largest-layer-params, --model or --hf-config)");
+    if (req.gather_on_save) {
+        in.zero.stage3_gather_16bit_weights_on_model_save = *req.gather_on_save;
+        prov["zero_optimization.stage3_gather_16bit_weights_on_model_save"] =
+            *req.gather_on_save ? "--gather-on-save" : "--no-gather-on-save";
+    }
+    add_plausibility_warnings(req, in, r.warnings);
     if (req.ds_config)
         complete_batch_settings(in.train, in.cluster.data_parallel(), prov);  // DeepSpeed fills a missing one of the three
     else

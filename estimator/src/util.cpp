@@ -57,7 +57,13 @@ uint64_t parse_bytes(const std::string& text, const std::string& field) {
     else if (u == "mib") mult = 1048576.0;
     else if (u == "gib") mult = 1073741824.0;
     else if (u == "tib") mult = 1099511627776.0;
-    else
+    else if (u == "k" || u == "m" || u == "g" || u == "t") {
+        // "80G": powers of 1000 or of 1024? Refused alike for every size flag.
+        const std::string number = trim(text).substr(0, trim(text).size() - unit.size());
+        const std::string up(1, static_cast<char>(std::toupper(static_cast<unsigned char>(u[0]))));
+        throw InputError(field + ": '" + text + "' is ambiguous; write " + number + up + "B (powers of 1000) or " +
+                         number + up + "iB (powers of 1024)");
+    } else
         throw InputError(field + ": unknown size unit '" + unit + "' in '" + text +
                          "' (use B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024))");
     const double bytes = std::round(value * mult);
@@ -167,8 +173,13 @@ std::vector<std::string> list_presets(const std::string& data_dir, const std::st
     std::vector<std::string> names;
     std::error_code ec;
     const std::filesystem::path dir = std::filesystem::path(data_dir) / subdir;
+    if (!std::filesystem::is_directory(dir, ec))
+        throw InputError(dir.string() + ": data folder missing; reinstall zeromem or set ZEROMEM_DATA_DIR to its data/");
     for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
         if (it->path().extension() == ".json") names.push_back(it->path().stem().string());
+    if (names.empty())
+        throw InputError(dir.string() + ": data folder has no presets (*.json); reinstall zeromem or set "
+                         "ZEROMEM_DATA_DIR to its data/");
     std::sort(names.begin(), names.end());
     return names;
 }
@@ -190,8 +201,15 @@ std::string unknown_preset_message(const std::string& what, const std::string& n
 }
 
 std::string data_dir() {
+    // Installed: <prefix>/bin/zeromem finds <prefix>/share/zeromem/data.
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        const std::filesystem::path rel = self.parent_path().parent_path() / "share" / "zeromem" / "data";
+        if (std::filesystem::is_directory(rel, ec)) return rel.string();
+    }
     if (const char* env = std::getenv("ZEROMEM_DATA_DIR"); env && *env) return env;
-    return ZEROMEM_SOURCE_DATA_DIR;
+    return ZEROMEM_SOURCE_DATA_DIR;  // run from the build tree
 }
 
 std::string read_text_file(const std::string& path) {

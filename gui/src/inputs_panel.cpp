@@ -135,7 +135,9 @@ void InputsPanel::build_cluster_group(QFormLayout* form, const std::string& data
 
 void InputsPanel::build_training_group(QFormLayout* form) {
     dtype = new QComboBox(this);
-    dtype->addItems({"bf16", "fp16", "fp32"});
+    // "auto": as the DeepSpeed config says, else the library's default (bf16, said in a warning),
+    // the way the HF Trainer resolves "auto" from its --bf16/--fp16 arguments.
+    dtype->addItems({"auto", "bf16", "fp16", "fp32"});
     form->addRow(tr("&dtype"), with_error(dtype, "--dtype"));
     micro_batch = spin(1, 1 << 20, tr(" samples"));
     micro_batch->setToolTip(tr("Micro batch per GPU; with the accumulation steps and GPUs it sets the global batch "
@@ -202,7 +204,7 @@ void InputsPanel::set_from(const zeromem::Request& req, const SpeedChoice& speed
     interconnect->setCurrentIndex(std::max(0, interconnect->findData(QString::fromStdString(speed.interconnect))));
     network->setCurrentIndex(std::max(0, network->findData(QString::fromStdString(speed.network))));
     host_memory->setText(QString::fromStdString(req.host_memory.value_or("")));
-    dtype->setCurrentIndex(std::max(0, dtype->findText(QString::fromStdString(req.dtype.value_or("bf16")))));
+    dtype->setCurrentIndex(std::max(0, dtype->findText(QString::fromStdString(req.dtype.value_or("auto")))));
     micro_batch->setValue(int(req.micro_batch.value_or(1)));
     seq_len->setValue(int(req.seq_len.value_or(2048)));
     grad_accum->setValue(int(req.grad_accum.value_or(1)));
@@ -228,7 +230,10 @@ zeromem::Request InputsPanel::request(const zeromem::Request& base) const {
     r.gpus = gpus->value();
     r.nodes = nodes->value();
     r.host_memory = text_or_none(host_memory);
-    r.dtype = dtype->currentText().toStdString();
+    if (dtype->currentText() == "auto")
+        r.dtype.reset();
+    else
+        r.dtype = dtype->currentText().toStdString();
     r.micro_batch = micro_batch->value();
     r.seq_len = seq_len->value();
     r.grad_accum = grad_accum->value();

@@ -123,6 +123,25 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
 /// sizes, gradient clipping and optimizer hyper-parameters are "auto".
 nlohmann::json emit_ds_config(const Candidate& c, const EstimateInput& base, bool hf_trainer);
 
+/// One row of DeepSpeed's all-options table (`compare --convention deepspeed`).
+struct ConventionRow {
+    int stage = 2;
+    OffloadDevice offload_optimizer = OffloadDevice::none;
+    OffloadDevice offload_param = OffloadDevice::none;
+    bool zero_init = true;
+    uint64_t per_gpu = 0;  ///< bytes, DeepSpeed's per-GPU figure
+    uint64_t per_cpu = 0;  ///< bytes, DeepSpeed's per-CPU (per node) figure
+};
+
+/// The rows DeepSpeed's estimate_zero2_model_states_mem_needs_all_cold
+/// (stage_1_and_2.py: offload_optimizer cpu, none) and
+/// estimate_zero3_model_states_mem_needs_all_cold (stage3.py: offload_param
+/// and offload_optimizer cpu/cpu, none/cpu, none/none, each with zero_init
+/// 1 and 0) print, in their order, from estimate() at the deepspeed
+/// convention on `base`'s model and cluster. Stages 0 and 1 and NVMe are
+/// not covered by that convention and are left out.
+std::vector<ConventionRow> deepspeed_all_options(const EstimateInput& base);
+
 /// Largest model (parameters, no architecture: model states and buffers)
 /// that fits per option on `base`'s cluster at its convention; 0 when not
 /// even 1e6 parameters fit. Binary search on estimate().
@@ -131,6 +150,7 @@ struct FitRow {
     uint64_t value = 0;   ///< parameters (largest model) or GPUs (fewest GPUs); 0 = none found
     uint64_t per_gpu_total = 0;
     std::string note;     ///< why value is 0 or what else bounds it (e.g. host RAM unknown)
+    bool unbounded = false;  ///< largest model: not bounded by GPU memory (value 0)
 };
 std::vector<FitRow> largest_model(const EstimateInput& base);
 

@@ -18,9 +18,16 @@ Format parse_format(const std::string& text);
 /// print GiB (2^30 bytes) and say so; JSON carries integer byte counts:
 /// {"per_gpu": {"parameters", "gradients", "optimizer_states",
 /// "activations", "temporary_buffers", "cuda_context", "fragmentation",
-/// "total", ...}, "per_node": {"host_memory", "nvme", ...}, "fits_gpu",
-/// "fits_host", ...}. With `explain`, every component's formula with the
-/// numbers substituted and its source, and where each setting came from.
+/// "total", ...} (each component at its own peak), "per_gpu_in_peak_phase"
+/// (the peak phase's components, which add up to its total), "settings"
+/// (dtype and its source, optimizer implementation, overlap_comm, save-time
+/// gather, attention), "per_node": {"host_memory", "nvme", ...}, "fits_gpu",
+/// "fits_host", "advice", ...}. Every format carries the same answer:
+/// capacities, verdicts, peak and first out-of-memory phases, advice, notes.
+/// The table and Markdown show the peak phase's components with each one's
+/// own peak beside it where higher. With `explain`, every component's
+/// formula with the numbers substituted and its source, and where each
+/// setting came from. Throws InputError for --explain with CSV.
 std::string render(const Estimate& est, const Resolved& res, Format format, bool explain);
 
 }  // namespace zeromem

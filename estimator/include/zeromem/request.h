@@ -49,6 +49,7 @@ struct Request {
     std::optional<std::string> load_in;          ///< --load-in 4bit|8bit
     std::optional<std::string> optimizer_impl;   ///< --optimizer-impl fused|torch
     bool ds_checkpointing = false;               ///< --ds-checkpointing
+    std::optional<bool> gather_on_save;          ///< --gather-on-save / --no-gather-on-save (stage 3)
 };
 
 /// The resolved input plus what --explain needs.

@@ -47,6 +47,7 @@ std::vector<std::string> closest_names(const std::string& name,
                                        std::size_t max = 3);
 
 /// Stems of the *.json files in `<data_dir>/<subdir>`, sorted (preset names).
+/// Throws InputError naming the folder when it is missing or holds no preset.
 std::vector<std::string> list_presets(const std::string& data_dir, const std::string& subdir);
 
 /// The one-line message for an unknown preset: "<what> 'name' (did you
@@ -54,8 +55,10 @@ std::vector<std::string> list_presets(const std::string& data_dir, const std::st
 std::string unknown_preset_message(const std::string& what, const std::string& name,
                                    const std::vector<std::string>& known, const std::string& hint);
 
-/// The data directory with models/, gpus/, ds_configs/: $ZEROMEM_DATA_DIR if
-/// set, else the source tree's data/ baked in at build time.
+/// The data directory with models/, gpus/, ds_configs/: `../share/zeromem/data`
+/// beside the running executable (an installed zeromem), else
+/// $ZEROMEM_DATA_DIR if set, else the source tree's data/ baked in at build
+/// time (a build-tree zeromem). No file is read.
 std::string data_dir();
 
 /// Reads a whole file; throws InputError "<path>: cannot open file" if it

@@ -1,0 +1,43 @@
+#!/bin/bash
+# Installs the build into a scratch prefix and checks the installed zeromem:
+# it finds its data relative to itself (not through the source tree), a
+# missing data folder is an error, the bash completion completes flags.
+# Usage: install_test.sh BUILD_DIR
+set -u
+build="$1"
+prefix="$(mktemp -d)"
+trap 'rm -rf "$prefix"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+cmake --install "$build" --prefix "$prefix" >/dev/null || fail "cmake --install"
+zm="$prefix/bin/zeromem"
+[ -x "$zm" ] || fail "no $zm"
+[ -f "$prefix/share/zeromem/data/models/llama-2-7b.json" ] || fail "data not installed"
+[ -f "$prefix/share/bash-completion/completions/zeromem" ] || fail "bash completion not installed"
+[ -f "$prefix/share/zsh/vendor-completions/_zeromem" ] || fail "zsh completion not installed"
+if command -v help2man >/dev/null; then
+  [ -f "$prefix/share/man/man1/zeromem.1" ] || fail "man page not installed"
+  grep -q "estimate" "$prefix/share/man/man1/zeromem.1" || fail "man page lacks the subcommands"
+  grep -q "SS zeromem estimate" "$prefix/share/man/man1/zeromem.1" || fail "man page lacks the estimate section"
+  grep -q -- 'gpu.*memory SIZE' "$prefix/share/man/man1/zeromem.1" || fail "man page lacks the estimate options"
+fi
+# Its own data, even with ZEROMEM_DATA_DIR pointing elsewhere.
+out="$(ZEROMEM_DATA_DIR=/nonexistent "$zm" models)" || fail "installed zeromem models: $out"
+echo "$out" | grep -q "^llama-2-7b " || fail "models list lacks llama-2-7b: $out"
+"$zm" estimate --model llama-2-7b --gpus 8 --stage 3 --gpu A100-80GB >/dev/null || fail "installed estimate"
+# A missing data folder is an error (exit 2), not an empty list.
+rm -rf "$prefix/share/zeromem/data/gpus"
+err="$("$zm" gpus 2>&1)"; rc=$?
+[ $rc -eq 2 ] || fail "gpus with no data folder exited $rc: $err"
+echo "$err" | grep -q "data folder missing" || fail "message: $err"
+mkdir -p "$prefix/share/zeromem/data/gpus"
+err="$("$zm" gpus 2>&1)"; rc=$?
+[ $rc -eq 2 ] || fail "gpus with an empty data folder exited $rc: $err"
+echo "$err" | grep -q "no presets" || fail "message: $err"
+# bash completion: flags of the subcommand and preset names.
+reply="$(PATH="$prefix/bin:$PATH" bash -c '
+  source "'"$prefix"'/share/bash-completion/completions/zeromem"
+  COMP_WORDS=(zeromem estimate --gpu-m); COMP_CWORD=2; _zeromem; echo "${COMPREPLY[*]}"
+  COMP_WORDS=(zeromem estimate --model llama-2-7); COMP_CWORD=3; _zeromem; echo "${COMPREPLY[*]}"')"
+echo "$reply" | grep -q -- "--gpu-memory" || fail "bash completion of --gpu-m: $reply"
+echo "$reply" | grep -q "llama-2-7b" || fail "bash completion of --model: $reply"
+echo "install test passed"
