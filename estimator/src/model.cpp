@@ -664,6 +664,7 @@ void read_moe(ModelArch& a, const ConfigReader& r, const json& fam, const std::s
         a.shared_expert_ffn_size = a.ffn_size;
         a.ffn_size = r.fam_integer(fam, "intermediate_size_mlp");  // dense blocks
         a.fused_experts = true;
+        (void)r.find({"use_qk_norm"});  // Llama4TextL2Norm: no weights
         std::vector<int64_t> moe_layers;
         if (list_length(r, "moe_layers", &moe_layers) > 0) {
             a.num_moe_layers = static_cast<int64_t>(moe_layers.size());
