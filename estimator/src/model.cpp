@@ -646,7 +646,8 @@ void read_moe(ModelArch& a, const ConfigReader& r, const json& fam, const std::s
             a.shared_expert_gate = a.shared_expert_ffn_size > 0;
         }
     } else if (kind == "deepseek") {
-        a.num_experts = r.fam_integer(fam, "n_routed_experts", 0);  // null in DeepseekV2Config: a dense model
+        const bool dense = r.config().contains("n_routed_experts") && r.config()["n_routed_experts"].is_null();
+        a.num_experts = dense ? 0 : r.fam_integer(fam, "n_routed_experts", 0);  // null: a dense model
         a.expert_ffn_size = r.fam_integer(fam, "moe_intermediate_size");
         a.shared_expert_ffn_size = r.fam_integer(fam, "n_shared_experts", 0) * a.expert_ffn_size;
         const int64_t first_dense = r.fam_integer(fam, "first_k_dense_replace", 0);
@@ -681,7 +682,9 @@ void read_moe(ModelArch& a, const ConfigReader& r, const json& fam, const std::s
 
 // Multi-head latent attention (modeling_deepseek_v3.py DeepseekV3Attention).
 void read_mla(ModelArch& a, const ConfigReader& r, const json& fam) {
-    a.q_lora_rank = r.fam_integer(fam, "q_lora_rank", 0);  // null (DeepSeek-V2-Lite): direct q_proj
+    // q_lora_rank null (DeepSeek-V2-Lite) means a direct q_proj, not the family default.
+    const bool q_null = r.config().contains("q_lora_rank") && r.config()["q_lora_rank"].is_null();
+    a.q_lora_rank = q_null ? 0 : r.fam_integer(fam, "q_lora_rank", 0);
     a.kv_lora_rank = r.fam_integer(fam, "kv_lora_rank");
     a.qk_nope_head_dim = r.fam_integer(fam, "qk_nope_head_dim");
     a.qk_rope_head_dim = r.fam_integer(fam, "qk_rope_head_dim");
