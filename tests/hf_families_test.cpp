@@ -443,3 +443,20 @@ TEST(Families, ArchitecturesSelectFamilyWithoutModelType) {
     EXPECT_EQ(a.family, "gemma");
     EXPECT_EQ(count_params(a).total, 2506172416ull);
 }
+
+// llava-hf/llava-1.5-7b-hf's config.json gives its text_config only
+// max_position_embeddings, model_type and vocab_size: the sizes are
+// LlamaConfig's defaults (4096, 11008, 32 layers, 32 heads), as transformers
+// fills them; zeromem uses them too and says so by name.
+TEST(Families, LlavaTextConfigWithClassDefaultsWarns) {
+    const nlohmann::json cfg = {
+        {"model_type", "llava"},
+        {"text_config", {{"model_type", "llama"}, {"max_position_embeddings", 4096}, {"vocab_size", 32064}}},
+        {"vision_config", {{"model_type", "clip_vision_model"}, {"hidden_size", 1024}, {"image_size", 336},
+                           {"intermediate_size", 4096}, {"num_hidden_layers", 24}, {"patch_size", 14}}}};
+    const ModelArch a = arch_from_hf_config(cfg, "llava.json");
+    EXPECT_NEAR(double(count_params(a).total), 7.06e9, 0.005e9);
+    EXPECT_TRUE(any_warning(a, "'hidden_size'"));
+    EXPECT_TRUE(any_warning(a, "'intermediate_size'"));
+    EXPECT_FALSE(any_warning(a, "'vocab_size'"));
+}

@@ -382,7 +382,10 @@ public:
             auto it = cfg_.find(k);
             if (it != cfg_.end() && !it->is_null()) return to_int(*it, k.c_str());
         }
-        if (auto d = family_default(fam, key); d && d->is_number()) return to_int(*d, key.c_str());
+        if (auto d = family_default(fam, key); d && d->is_number() && (size_defaults_ || !is_size_key(key))) {
+            defaulted_.push_back(key + " = " + d->dump());
+            return to_int(*d, key.c_str());
+        }
         if (fallback) return *fallback;
         std::string msg = source_ + ": missing key '" + key + "'";
         if (keys.size() > 1) {
@@ -430,6 +433,21 @@ private:
     const json& cfg_;
     std::string source_;
     mutable std::set<std::string> asked_;
+    mutable std::vector<std::string> defaulted_;
+
+    bool size_defaults_ = false;
+
+public:
+    /// Keys absent from the config that took the family's documented default.
+    const std::vector<std::string>& defaulted() const { return defaulted_; }
+    /// Lets absent model sizes take the family defaults: only for a wrapper's
+    /// text_config (LLaVA's often gives only vocab_size), with a warning; a
+    /// top-level config missing a size is refused.
+    void allow_size_defaults() { size_defaults_ = true; }
+    static bool is_size_key(const std::string& key) {
+        return key == "hidden_size" || key == "num_hidden_layers" || key == "num_attention_heads" ||
+               key == "intermediate_size" || key == "vocab_size";
+    }
 };
 
 // Fills the shared sizes; positive-size checks are left to count_params.
@@ -983,6 +1001,7 @@ void read_vision_language(ModelArch& a, const ConfigReader& r, const json& fam, 
         if (!tc.contains("tie_word_embeddings"))
             if (const json* t = r.find({"tie_word_embeddings"})) tc["tie_word_embeddings"] = *t;
         ConfigReader tr(tc, r.source() + " text_config");
+        tr.allow_size_defaults();
         std::string tt = tc.contains("model_type") && tc["model_type"].is_string() ? tc["model_type"].get<std::string>() : text_default;
         if (!family_rules(tt)) tt = text_default;  // e.g. "vicuna": the wrapper's text family
         const auto fam_t = family_rules(tt);
@@ -1050,6 +1069,12 @@ ModelArch read_family(const ConfigReader& r, const std::string& model_type, int 
     }
     (void)r.find({"tie_word_embeddings"});
     check_unread_keys(a, r, model_type);
+    // Sizes and switches absent from the config take the defaults of the
+    // family's transformers config class (families.json "defaults"); say so.
+    for (const auto& d : r.defaulted())
+        if (ConfigReader::is_size_key(d.substr(0, d.find(' '))))
+            a.warnings.push_back(r.source() + ": no '" + d.substr(0, d.find(' ')) + "': the " + model_type +
+                                 " config class default " + d.substr(d.find('=') + 2) + " is used");
     return a;
 }
 
