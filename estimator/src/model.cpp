@@ -170,6 +170,59 @@ void check_sizes(const ModelArch& a) {
     }
 }
 
+// Input embedding: tokens, learned positions, token types, embedding norm,
+// OPT's project_in/out.
+u64 count_embedding(const ModelArch& a, u64& largest, std::string& largest_name) {
+    const int64_t h = a.hidden_size;
+    const int64_t e = a.word_embed_proj_dim > 0 ? a.word_embed_proj_dim : h;
+    u64 emb = u(a.vocab_size) * u(e);
+    if (a.learned_positions) {
+        const u64 pos = u(a.max_position_embeddings + a.position_offset) * u(h);
+        emb += pos;
+        take_larger(largest, largest_name, pos, "position embedding");
+    }
+    emb += u(a.type_vocab_size) * u(h);
+    if (a.embedding_norm) emb += 2 * u(h);
+    if (e != h) {
+        emb += 2 * u(e) * u(h);
+        take_larger(largest, largest_name, u(e) * u(h), "embedding projection");
+    }
+    return emb;
+}
+
+// Final norm of each stack, then the LM head (untied weight, bias) or, for
+// encoder-only models, the pooler and masked-LM head. Sets c.lm_head and
+// appends to c.blocks; returns the parameters other than c.lm_head.
+u64 count_heads(const ModelArch& a, u64 stacks, ParamCount& c, u64& largest, std::string& largest_name) {
+    const int64_t h = a.hidden_size;
+    const int64_t e = a.word_embed_proj_dim > 0 ? a.word_embed_proj_dim : h;
+    const u64 norm = a.norm_has_bias ? 2 * u(h) : u(h);
+    u64 tail = 0;
+    if (a.final_norm) {
+        c.blocks.push_back({"final norm", stacks, norm});
+        tail += stacks * norm;
+    }
+    if (a.encoder_only) {
+        if (a.pooler) {
+            c.blocks.push_back({"pooler", 1, linear(h, h, true)});
+            tail += linear(h, h, true);
+        }
+        if (a.mlm_head) {
+            const u64 mlm = linear(h, h, true) + 2 * u(h) + u(a.vocab_size);  // decoder weight tied to the embedding
+            c.blocks.push_back({"masked-LM head (decoder tied)", 1, mlm});
+            tail += mlm;
+        }
+        return tail;
+    }
+    if (!a.tied_embeddings) c.lm_head = u(a.vocab_size) * u(e);
+    if (a.lm_head_bias) c.lm_head += u(a.vocab_size);
+    if (c.lm_head > 0) {
+        c.blocks.push_back({a.tied_embeddings ? "LM head bias (weight tied)" : "LM head", 1, c.lm_head});
+        take_larger(largest, largest_name, c.lm_head, "LM head");
+    }
+    return tail;
+}
+
 }  // namespace
 
 // Layout counted (per family the fields are set by arch_from_hf_config):
@@ -197,21 +250,8 @@ ParamCount count_params(const ModelArch& a) {
 
     ParamCount c;
     std::string largest_name = "token embedding";
-    // Embeddings.
-    const u64 tok = u(a.vocab_size) * u(e);
-    u64 largest = tok;
-    c.embedding = tok;
-    if (a.learned_positions) {
-        const u64 pos = u(a.max_position_embeddings + a.position_offset) * u(h);
-        c.embedding += pos;
-        take_larger(largest, largest_name, pos, "position embedding");
-    }
-    c.embedding += u(a.type_vocab_size) * u(h);
-    if (a.embedding_norm) c.embedding += 2 * u(h);
-    if (e != h) {
-        c.embedding += 2 * u(e) * u(h);
-        take_larger(largest, largest_name, u(e) * u(h), "embedding projection");
-    }
+    u64 largest = u(a.vocab_size) * u(e);
+    c.embedding = count_embedding(a, largest, largest_name);
     c.blocks.push_back({"embedding", 1, c.embedding});
 
     // Blocks.
@@ -245,31 +285,7 @@ ParamCount count_params(const ModelArch& a) {
         blocks_total += stacks * u(a.relative_attention_buckets) * u(a.num_heads);
     }
 
-    // Final norm(s) and heads.
-    u64 tail = 0;
-    if (a.final_norm) {
-        const u64 stacks = n_dec > 0 ? 2 : 1;
-        c.blocks.push_back({"final norm", stacks, norm});
-        tail += stacks * norm;
-    }
-    if (a.encoder_only) {
-        if (a.pooler) {
-            c.blocks.push_back({"pooler", 1, linear(h, h, true)});
-            tail += linear(h, h, true);
-        }
-        if (a.mlm_head) {
-            const u64 mlm = linear(h, h, true) + 2 * u(h) + u(a.vocab_size);  // decoder weight tied to the embedding
-            c.blocks.push_back({"masked-LM head (decoder tied)", 1, mlm});
-            tail += mlm;
-        }
-    } else {
-        if (!a.tied_embeddings) c.lm_head = u(a.vocab_size) * u(e);
-        if (a.lm_head_bias) c.lm_head += u(a.vocab_size);
-        if (c.lm_head > 0) {
-            c.blocks.push_back({a.tied_embeddings ? "LM head bias (weight tied)" : "LM head", 1, c.lm_head});
-            take_larger(largest, largest_name, c.lm_head, "LM head");
-        }
-    }
+    const u64 tail = count_heads(a, n_dec > 0 ? 2 : 1, c, largest, largest_name);
 
     // Vision tower and projector.
     if (a.vision_layers > 0 || a.vision_other_params > 0 || a.projector_params > 0) {
