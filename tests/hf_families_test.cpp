@@ -460,3 +460,16 @@ TEST(Families, LlavaTextConfigWithClassDefaultsWarns) {
     EXPECT_TRUE(any_warning(a, "'intermediate_size'"));
     EXPECT_FALSE(any_warning(a, "'vocab_size'"));
 }
+
+// GPT-Neo 1.3B (EleutherAI/gpt-neo-1.3B config.json; published "1.3B"):
+// learned positions, q/k/v without bias, out_proj and MLP with bias, tied.
+TEST(Families, GptNeoLearnedPositions) {
+    const nlohmann::json cfg = {{"model_type", "gpt_neo"}, {"hidden_size", 2048}, {"num_layers", 24},
+                                {"num_heads", 16}, {"intermediate_size", nullptr}, {"vocab_size", 50257},
+                                {"max_position_embeddings", 2048}};
+    const uint64_t h = 2048;
+    const uint64_t block = 3 * h * h + lin(h, h, true) + lin(h, 4 * h, true) + lin(4 * h, h, true) + 4 * h;
+    const ParamCount c = count_params(arch_from_hf_config(cfg, "neo.json"));
+    EXPECT_EQ(c.total, 50257 * h + 2048 * h + 24 * block + 2 * h);
+    EXPECT_NEAR(double(c.total), 1.3e9, 0.05e9);
+}

@@ -680,6 +680,8 @@ void read_moe(ModelArch& a, const ConfigReader& r, const json& fam, const std::s
             a.shared_expert_gate = a.shared_expert_ffn_size > 0;
         }
     } else if (kind == "deepseek") {
+        // The router's e_score_correction_bias (V3) is a registered buffer in
+        // transformers' DeepseekV3TopkRouter, not a parameter: not counted.
         const bool dense = r.config().contains("n_routed_experts") && r.config()["n_routed_experts"].is_null();
         a.num_experts = dense ? 0 : r.fam_integer(fam, "n_routed_experts", 0);  // null: a dense model
         a.expert_ffn_size = r.fam_integer(fam, "moe_intermediate_size");
@@ -757,6 +759,9 @@ void read_decoder(ModelArch& a, const ConfigReader& r, const json& fam) {
     a.attention_sinks = layout_flag(r, fam, "attention_sinks");
     a.fused_qkv = layout_flag(r, fam, "fused_qkv");
     a.fused_gate_up = layout_flag(r, fam, "fused_gate_up");
+    a.learned_positions = layout_flag(r, fam, "learned_positions");
+    if (a.learned_positions && a.max_position_embeddings <= 0)
+        throw InputError(r.source() + ": missing key 'max_position_embeddings' needed to size the position embedding");
     if (fam.value("mla", false)) read_mla(a, r, fam);
     if (fam.contains("moe")) read_moe(a, r, fam, fam["moe"].get<std::string>());
 }
