@@ -790,6 +790,7 @@ void read_t5(ModelArch& a, const ConfigReader& r, const json& fam, bool encoder_
         gated = f->get<std::string>().rfind("gated-", 0) == 0;
     a.gated_mlp = gated;
     (void)r.find({"is_gated_act"});
+    (void)r.find({"is_encoder_decoder"});  // T5ForConditionalGeneration: true; the architecture decides
     a.norms_per_layer = 2;  // attention + feed-forward layer_norm (the decoder's cross-attention adds one)
     a.encoder_only = encoder_model;
     a.max_position_embeddings = r.fam_integer(fam, "n_positions", 0);
