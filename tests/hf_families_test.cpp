@@ -2,6 +2,7 @@
 // are tests/data/hf_configs/published/counts.json (published counts and
 // exact counts with their citations) and arithmetic written out here from
 // the transformers module layout of each family.
+#include "zeromem/estimate.h"
 #include "zeromem/model.h"
 #include "zeromem/types.h"
 
@@ -477,4 +478,20 @@ TEST(Families, GptNeoLearnedPositions) {
     const ParamCount c = count_params(arch_from_hf_config(cfg, "neo.json"));
     EXPECT_EQ(c.total, 50257 * h + 2048 * h + 24 * block + 2 * h);
     EXPECT_NEAR(double(c.total), 1.3e9, 0.05e9);
+}
+
+// Activations of a MoE block follow the MLP width a token passes through:
+// Mixtral's top-2 experts of 14336 act like one dense MLP of 2 x 14336
+// (Korthikanti's per-layer terms with f = the active width).
+TEST(Families, MoeActivationsUseActiveExpertWidth) {
+    const ModelArch moe = load_hf_config(kPub + "mixtral-8x7b.json");
+    ModelArch dense = moe;
+    dense.num_experts = 0;
+    dense.num_moe_layers = 0;
+    dense.ffn_size = 2 * 14336;
+    EXPECT_EQ(active_ffn_width(moe), 2 * 14336);
+    EXPECT_EQ(layer_activation_bytes(moe, 4096, 1, 1, Checkpointing::none, true, false),
+              layer_activation_bytes(dense, 4096, 1, 1, Checkpointing::none, true, false));
+    // Encoder-decoder: both stacks' blocks hold activations.
+    EXPECT_EQ(load_hf_config(kPub + "flan-t5-large.json").num_layers, 48);
 }
