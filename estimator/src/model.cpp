@@ -837,13 +837,6 @@ void read_bert(ModelArch& a, const ConfigReader& r, const json& fam, const std::
 // Vision towers. Each sets the vision_* fields of `a` from vision_config
 // `v` (which may be empty: the wrapper's default config applies).
 
-struct Vision {
-    const ConfigReader& r;
-    const json& fam;  // an empty object: no aliases or defaults
-    int64_t get(const char* key, int64_t fallback) const { return r.fam_integer(fam, key, fallback); }
-    int64_t get(std::initializer_list<const char*> keys, int64_t fallback) const { return r.integer_or(keys, fallback); }
-};
-
 void set_vision(ModelArch& a, const char* kind, int64_t h, int64_t layers, int64_t f, u64 block, u64 other, u64 projector,
                 u64 largest) {
     a.vision_kind = kind;
@@ -865,7 +858,6 @@ u64 vit_block(int64_t h, int64_t f) { return 4 * linear(h, h, true) + mlp_params
 // SigLIP (modeling_siglip.py): patch Conv2d with bias, (img/p)^2 positions,
 // post LayerNorm, and the attention-pooling head when vision_use_head.
 void read_clip_or_siglip(ModelArch& a, const ConfigReader& r, bool siglip, const json& defaults) {
-    const json empty = json::object();
     auto get = [&](const char* key, int64_t fallback) {
         return r.integer_or({key}, defaults.contains(key) ? defaults[key].get<int64_t>() : fallback);
     };

@@ -10,11 +10,13 @@
 
 namespace zeromem {
 
-/// A decoder (or encoder) transformer described the way Hugging Face
-/// config.json files describe it. All sizes are element counts.
+/// A decoder, encoder or encoder-decoder transformer (dense or MoE, with an
+/// optional vision tower) described the way Hugging Face config.json files
+/// describe it. All sizes are element counts. Fields added for issue 15
+/// default to "absent", so existing fields keep their meaning.
 struct ModelArch {
     std::string name;            ///< e.g. "llama-2-7b"
-    std::string family;          ///< "llama", "mistral", "qwen2", "gpt2", "opt", "gpt_neox", "falcon", "bloom"
+    std::string family;          ///< reader family: a model_type of data/architectures/families.json ("llama", "mixtral", "t5", "llava", ...; "falcon" for RefinedWeb*)
     int64_t hidden_size = 0;     ///< h
     int64_t num_layers = 0;      ///< L
     int64_t num_heads = 0;       ///< a (query heads)
