@@ -273,3 +273,29 @@ TEST(Cli, FitNamesWhatBoundsOffloadOptions) {
     }
     EXPECT_TRUE(saw_host_note);
 }
+
+// Issue 15: an unknown model_type is refused with exit 2 in one line naming
+// it, the known families and the fallback; a MoE header gives total and
+// active parameters (Mixtral 8x7B: 46.7B / 12.9B, published), --explain the
+// derived layout per block.
+TEST(CliArchitectures, UnknownModelTypeRefusedAndMoeHeader) {
+    const std::string cfg = cli::temp_path("unknown_type.json");
+    {
+        std::ofstream f(cfg);
+        f << R"({"model_type": "mamba", "hidden_size": 768, "num_hidden_layers": 24, "vocab_size": 50280})";
+    }
+    const cli::Outcome bad = cli::zeromem("estimate --hf-config '" + cfg + "' --gpus 1");
+    std::remove(cfg.c_str());
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.err.find("unknown model_type 'mamba'"), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find("--largest-layer-params"), std::string::npos) << bad.err;
+    EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+
+    const cli::Outcome moe =
+        cli::zeromem("estimate --hf-config " + cli::testdata("hf_configs/published/mixtral-8x7b.json") +
+                     " --gpus 8 --stage 3 --explain");
+    EXPECT_EQ(moe.exit_code, 0) << moe.err;
+    EXPECT_NE(moe.out.find("(46.70 B params, 12.88 B active)"), std::string::npos) << moe.out.substr(0, 300);
+    EXPECT_NE(moe.out.find("family mixtral"), std::string::npos);
+    EXPECT_NE(moe.out.find("decoder block (MoE): 32 x "), std::string::npos);
+}

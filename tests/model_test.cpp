@@ -244,17 +244,27 @@ TEST(HfConfig, HeadDimAndLlamaBiases) {
     EXPECT_EQ(count_params(a).total, 24u + 696u + 8u);
 }
 
-TEST(HfConfig, UnknownModelTypeFallsBackOnKeys) {
+// Issue 15: an unknown model_type is refused in one line naming it, the
+// known families and the --params/--largest-layer-params fallback, even when
+// its keys look like Llama's (a silent guess was wrong by up to 94%).
+TEST(HfConfig, UnknownModelTypeIsRefusedNotGuessed) {
     const nlohmann::json llama_like = {{"model_type", "my_decoder"}, {"hidden_size", 4096},
                                        {"num_hidden_layers", 32},     {"num_attention_heads", 32},
                                        {"intermediate_size", 11008},  {"vocab_size", 32000}};
-    EXPECT_EQ(count_params(arch_from_hf_config(llama_like, "c.json")).total, 6738415616ull);
+    const std::string msg = error_of([&] { arch_from_hf_config(llama_like, "c.json"); });
+    EXPECT_TRUE(contains(msg, "c.json")) << msg;
+    EXPECT_TRUE(contains(msg, "unknown model_type 'my_decoder'")) << msg;
+    EXPECT_TRUE(contains(msg, "gpt_neox")) << msg;  // lists the known types
+    EXPECT_TRUE(contains(msg, "deepseek_v3")) << msg;
+    EXPECT_TRUE(contains(msg, "--params")) << msg;
+    EXPECT_TRUE(contains(msg, "--largest-layer-params")) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
 
+    // A known family with too few keys names the missing key.
     const nlohmann::json nothing = {{"model_type", "t5"}, {"d_model", 512}};
-    const std::string msg = error_of([&] { arch_from_hf_config(nothing, "t5/config.json"); });
-    EXPECT_TRUE(contains(msg, "t5/config.json")) << msg;
-    EXPECT_TRUE(contains(msg, "'t5'")) << msg;
-    EXPECT_TRUE(contains(msg, "gpt_neox")) << msg;  // lists the supported types
+    const std::string m2 = error_of([&] { arch_from_hf_config(nothing, "t5/config.json"); });
+    EXPECT_TRUE(contains(m2, "t5/config.json")) << m2;
+    EXPECT_TRUE(contains(m2, "missing key")) << m2;
 }
 
 TEST(HfConfigErrors, MissingFile) {

@@ -412,7 +412,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
                 "Korthikanti with GQA and the real MLP width",
                 "s=" + n2s(uint64_t(sq)) + ", b=" + n2s(uint64_t(b)) + ", h=" + n2s(uint64_t(h)) + ", a=" +
                     n2s(uint64_t(a.num_heads)) + ", kv=" + n2s(uint64_t(a.num_kv_heads)) + ", f=" +
-                    n2s(uint64_t(a.ffn_size)) + ", layers=" + n2s(layers) + ", in flight=" + n2s(in_flight) +
+                    n2s(uint64_t(active_ffn_width(a))) + ", layers=" + n2s(layers) + ", in flight=" + n2s(in_flight) +
                     ", per_layer=" + n2s(per_layer) + " B, V=" + n2s(uint64_t(a.vocab_size)) + ", t=" + n2s(tp) +
                     ", checkpointing " + to_string(t.checkpointing) + (t.flash_attention ? ", flash attention" : ", eager attention") +
                     (scale != 1.0 ? ", x2 for fp32" : ""),
@@ -724,7 +724,9 @@ uint64_t layer_activation_bytes(const ModelArch& arch, int64_t s, int64_t b, int
     const double attn = 2.0 * q_width + 4.0 * kv_width + 2.0 * q_width;
     // MLP: plain 2sbf (GeLU input) + 2sbf (its output) = 4f/h sbh (16 for f = 4h);
     // gated: gate, up, act(gate) and the product, 2sbf each = 8f/h sbh.
-    const double f = double(arch.ffn_size) / double(h);
+    // MoE: the top-k routed experts' and the shared expert's widths
+    // (active_ffn_width); expert parallelism is not modelled here.
+    const double f = double(active_ffn_width(arch)) / double(h);
     const double mlp = (arch.gated_mlp ? 8.0 : 4.0) * f;
     double factor = nonpar + (attn + mlp) / td;
     if (mode == Checkpointing::none && !flash_attention)

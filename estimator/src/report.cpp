@@ -205,6 +205,10 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
     j["model"] = {{"name", in.model.name},
                   {"params", in.model.params},
                   {"largest_layer_params", in.model.largest_layer_params}};
+    if (in.model.arch) {
+        j["model"]["active_params"] = count_params(*in.model.arch).active;
+        j["model"]["family"] = in.model.arch->family;
+    }
     j["cluster"] = {{"gpus", in.cluster.gpus}, {"nodes", in.cluster.nodes},
                     {"gpus_per_node", in.cluster.gpus_per_node()}, {"gpu", in.cluster.gpu_name},
                     {"tp", in.cluster.tp}, {"pp", in.cluster.pp}, {"data_parallel", in.cluster.data_parallel()}};
@@ -281,11 +285,13 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
         ojson prov = ojson::object();
         for (const auto& [k, v] : res.provenance) prov[k] = v;
         j["provenance"] = prov;
+        if (in.model.arch) j["architecture"] = describe_arch(*in.model.arch);
     }
     return j;
 }
 
 void explain_text(std::ostringstream& o, const Estimate& e, const Resolved& res) {
+    if (res.input.model.arch) o << "\nArchitecture (parameters counted per block):\n" << describe_arch(*res.input.model.arch);
     o << "\nWhere each setting came from:\n";
     for (const auto& [k, v] : res.provenance) o << "  " << k << ": " << v << "\n";
     o << "\nHow each component is computed:\n";
@@ -299,7 +305,10 @@ void explain_text(std::ostringstream& o, const Estimate& e, const Resolved& res)
 // The first line of the table and Markdown outputs: model, cluster, ZeRO,
 // dtype, batch, sequence, convention.
 std::string head_line(const Estimate& e, const EstimateInput& in) {
-    return in.model.name + " (" + params_text(in.model.params) + " params), " + std::to_string(in.cluster.gpus) +
+    std::string active;  // MoE: the parameters one token uses
+    if (in.model.arch && in.model.arch->num_experts > 0 && in.model.arch->num_moe_layers > 0)
+        active = ", " + params_text(count_params(*in.model.arch).active) + " active";
+    return in.model.name + " (" + params_text(in.model.params) + " params" + active + "), " + std::to_string(in.cluster.gpus) +
            " GPU" + (in.cluster.gpus > 1 ? "s" : "") + " (" + std::to_string(in.cluster.nodes) + " node" +
            (in.cluster.nodes > 1 ? "s" : "") + " x " + std::to_string(in.cluster.gpus_per_node()) + ")" +
            (in.cluster.tp > 1 || in.cluster.pp > 1

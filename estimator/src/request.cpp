@@ -196,6 +196,7 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         }
         if (req.hf_config && arch.name.empty()) arch.name = *req.hf_config;
         const ParamCount pc = count_params(arch);
+        for (const auto& w : arch.warnings) r.warnings.push_back(w);
         in.model.params = pc.total;
         in.model.largest_layer_params = pc.largest_module;
         in.model.name = arch.name;

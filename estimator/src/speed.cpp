@@ -203,7 +203,7 @@ double model_flops_per_token(const ModelInfo& model, int64_t seq_len) {
     const ParamCount pc = count_params(a);
     // Lookups do no matmul: an untied input embedding (and learned positions)
     // are excluded; a tied one is the LM head and stays (speed_model.md 2.1).
-    double mm = double(pc.total);
+    double mm = double(pc.active);  // MoE: the experts a token is routed to (== total for dense models)
     if (!a.tied_embeddings) mm -= double(pc.embedding);
     else if (a.learned_positions)
         mm -= double(a.max_position_embeddings + a.position_offset) * double(a.hidden_size);

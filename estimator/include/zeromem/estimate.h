@@ -162,7 +162,8 @@ uint64_t activation_bytes_per_layer(int64_t s, int64_t b, int64_t h, int64_t a, 
 /// The same per-layer bytes for a real architecture: the Korthikanti
 /// decomposition with grouped-query attention (K and V scale with
 /// num_kv_heads / num_heads) and the MLP's real width (plain: 4·f/h·sbh in
-/// the tensor-parallel part; gated SwiGLU: 8·f/h·sbh). Reduces to
+/// the tensor-parallel part; gated SwiGLU: 8·f/h·sbh; for MoE f is
+/// active_ffn_width: the top-k experts' plus the shared expert's). Reduces to
 /// activation_bytes_per_layer for multi-head attention with f = 4h.
 uint64_t layer_activation_bytes(const ModelArch& arch, int64_t s, int64_t b, int64_t t, Checkpointing mode,
                                 bool flash_attention, bool sequence_parallel);

@@ -10,11 +10,13 @@
 
 namespace zeromem {
 
-/// A decoder (or encoder) transformer described the way Hugging Face
-/// config.json files describe it. All sizes are element counts.
+/// A decoder, encoder or encoder-decoder transformer (dense or MoE, with an
+/// optional vision tower) described the way Hugging Face config.json files
+/// describe it. All sizes are element counts. Fields added for issue 15
+/// default to "absent", so existing fields keep their meaning.
 struct ModelArch {
     std::string name;            ///< e.g. "llama-2-7b"
-    std::string family;          ///< "llama", "mistral", "qwen2", "gpt2", "opt", "gpt_neox", "falcon", "bloom"
+    std::string family;          ///< reader family: a model_type of data/architectures/families.json ("llama", "mixtral", "t5", "llava", ...; "falcon" for RefinedWeb*)
     int64_t hidden_size = 0;     ///< h
     int64_t num_layers = 0;      ///< L
     int64_t num_heads = 0;       ///< a (query heads)
@@ -42,19 +44,77 @@ struct ModelArch {
     bool fused_qkv = false;
     int64_t published_params = 0;      ///< count published by the model's authors (presets only; 0 if unknown)
     std::string published_source;      ///< where published_params comes from
+
+    // --- Layouts beyond a uniform dense decoder (all default to "absent",
+    // so an arch built by hand with the fields above counts as before). ---
+    std::string model_type;            ///< config.json "model_type" as written ("" for hand-built archs)
+    bool lm_head_bias = false;         ///< LM head Linear has a bias of V (Phi, GPT-J)
+    bool qk_norm = false;              ///< per-layer q_norm and k_norm over head_dim (Qwen3, Gemma 3, Phi qk_layernorm)
+    bool attention_sinks = false;      ///< one learned sink logit per query head (gpt-oss)
+    bool fused_gate_up = false;        ///< gate and up are one Linear(h, 2f) (Phi-3); largest_module only
+    // Multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank > 0 selects it.
+    int64_t q_lora_rank = 0;           ///< 0: q_proj is one h x a*(nope+rope) matrix
+    int64_t kv_lora_rank = 0;
+    int64_t qk_nope_head_dim = 0;
+    int64_t qk_rope_head_dim = 0;
+    int64_t v_head_dim = 0;
+    // Mixture of experts; num_experts > 0 selects it for num_moe_layers blocks.
+    int64_t num_experts = 0;           ///< routed experts per MoE block
+    int64_t num_experts_per_tok = 0;   ///< top-k routed experts a token uses
+    int64_t expert_ffn_size = 0;       ///< one routed expert's MLP width (gated like gated_mlp)
+    int64_t shared_expert_ffn_size = 0;///< width of the always-on shared expert MLP (0 = none)
+    int64_t num_moe_layers = 0;        ///< blocks with MoE; the other num_layers - num_moe_layers use ffn_size
+    bool shared_expert_gate = false;   ///< Qwen2-MoE: sigmoid gate Linear(h, 1) on the shared expert
+    bool router_bias = false;          ///< router Linear(h, E) has a bias (gpt-oss)
+    bool expert_bias = false;          ///< expert linears have biases (gpt-oss)
+    bool fused_experts = false;        ///< all experts of a block are one module (gpt-oss, Llama 4): largest_module
+    // Encoder-decoder (T5) and encoder-only (BERT, RoBERTa).
+    int64_t num_decoder_layers = 0;    ///< enc-dec: blocks with cross-attention; num_layers counts encoder + decoder
+    int64_t relative_attention_buckets = 0;  ///< T5: one Embedding(buckets, heads) per stack
+    bool encoder_only = false;         ///< no LM head unless mlm_head
+    int64_t type_vocab_size = 0;       ///< BERT token_type_embeddings rows
+    bool pooler = false;               ///< BERT pooler dense h x h + h
+    bool mlm_head = false;             ///< masked-LM head: dense h x h + h, LayerNorm 2h, output bias V (decoder tied)
+    // Vision tower and projector of a vision-language model, counted by the
+    // reader from vision_config (their layouts differ per family).
+    std::string vision_kind;           ///< "" (none), "clip", "siglip", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llama4"
+    int64_t vision_hidden_size = 0;
+    int64_t vision_layers = 0;
+    int64_t vision_ffn_size = 0;
+    uint64_t vision_block_params = 0;  ///< one vision transformer block
+    uint64_t vision_other_params = 0;  ///< patch/position/class embeddings, norms, mergers outside the blocks
+    uint64_t projector_params = 0;     ///< vision-to-text projector
+    uint64_t vision_largest_module = 0;///< largest single module of the tower and projector
+    /// Things the reader assumed or could not count, each naming the key;
+    /// resolve_request passes them on as warnings.
+    std::vector<std::string> warnings;
+};
+
+/// One kind of block in a model and how many there are.
+struct BlockCount {
+    std::string name;            ///< e.g. "decoder block (MoE)", "embedding", "vision block"
+    uint64_t count = 0;          ///< how many
+    uint64_t params = 0;         ///< parameters of one
 };
 
 /// Exact parameter counts of an architecture.
 struct ParamCount {
     uint64_t total = 0;          ///< all parameters, tied weights counted once
     uint64_t embedding = 0;      ///< input embedding (+ learned positions)
-    uint64_t per_layer = 0;      ///< one transformer block
+    uint64_t per_layer = 0;      ///< one transformer block (the largest kind where blocks differ: MoE, T5 decoder)
     uint64_t lm_head = 0;        ///< 0 when tied
     /// The largest single module's own parameters (DeepSpeed's
     /// "largest_layer_params": max over model.modules() of its
     /// non-recursive numel, stage3.py model_to_params); usually the
     /// embedding or LM head matrix.
     uint64_t largest_module = 0;
+    /// Parameters one token uses: total minus the routed experts it is not
+    /// sent to (num_experts - num_experts_per_tok per MoE block). Equals
+    /// total for dense models. Includes embeddings, LM head and vision tower.
+    uint64_t active = 0;
+    uint64_t vision = 0;         ///< vision tower + projector (0 for text models)
+    std::string largest_module_name;   ///< which module largest_module is
+    std::vector<BlockCount> blocks;    ///< every part of the model; sum of count*params == total
 };
 
 /// Counts parameters exactly (embeddings, tied weights, GQA attention,
@@ -62,10 +122,30 @@ struct ParamCount {
 /// positive.
 ParamCount count_params(const ModelArch& arch);
 
-/// Builds a ModelArch from a parsed Hugging Face config.json. Recognises at
-/// least the naming of Llama, Mistral, Qwen2, GPT-2, OPT, GPT-NeoX, Falcon and
-/// BLOOM (keyed on "model_type"; falls back to the field names present).
-/// Throws InputError naming `source` and the missing/ill-typed key.
+/// Width of the MLP one token passes through in a block, for activation
+/// shapes: ffn_size for dense models; for MoE num_experts_per_tok x
+/// expert_ffn_size + shared_expert_ffn_size (the routed experts' outputs a
+/// token produces, not expert parallelism; see issue 13 for that).
+int64_t active_ffn_width(const ModelArch& arch);
+
+/// The model_type values arch_from_hf_config reads (from
+/// data/architectures/families.json), sorted.
+std::vector<std::string> known_model_types();
+
+/// A few lines for --explain: the family, the layout derived (tied
+/// embeddings, biases, attention kind, experts, MLA ranks, vision tower) and
+/// the parameter count of each block kind.
+std::string describe_arch(const ModelArch& arch);
+
+/// Builds a ModelArch from a parsed Hugging Face config.json with the reader
+/// of its family, chosen by "model_type" (or "architectures" when
+/// model_type is absent); families and their rules are listed in
+/// data/architectures/families.json. Vision-language wrappers read their
+/// nested text_config / vision_config. Throws InputError naming `source`
+/// and the key for a missing/ill-typed key, an unknown model_type (the
+/// message lists the known ones and the --params/--largest-layer-params
+/// fallback) or a count-changing key the family does not understand;
+/// assumptions are left in ModelArch::warnings.
 ModelArch arch_from_hf_config(const nlohmann::json& config, const std::string& source);
 
 /// Reads and parses a Hugging Face config.json file. Throws InputError on a
