@@ -10,6 +10,7 @@
 
 #include "options.h"
 #include "planner_commands.h"
+#include "simulate_command.h"
 
 #include <CLI/CLI.hpp>
 
@@ -101,6 +102,9 @@ int main(int argc, char** argv) {
         ->group("Cluster")->type_name("N");
     fit->add_option("--format", format, "table (default) or json")->group("Output")->type_name("FORMAT");
 
+    SimulateFlags simf;
+    auto* simc = add_simulate_command(app, req, simf);
+
     auto* models = app.add_subcommand("models", "List the model presets in data/models");
     models->footer("\nExample: zeromem models");
     auto* gpus = app.add_subcommand("gpus", "List the GPU presets in data/gpus");
@@ -155,6 +159,7 @@ int main(int argc, char** argv) {
         }
         if (*cmp || *pln) return run_compare_or_plan(*cmp ? "compare" : "plan", req, sf, format, dir);
         if (*fit) return run_fit(req, sf, format, dir);
+        if (*simc) return run_simulate(req, simf, dir);
         if (*ics) {
             for (const auto& n : list_interconnect_presets(dir)) {
                 const Interconnect ic = load_interconnect_preset(n, dir);

@@ -1,0 +1,81 @@
+// Replays an EventLog through the CachingAllocator and records what the
+// writers show: timeline, spans, peaks per phase, the OOM.
+#include "zeromem/simulator.h"
+
+namespace zeromem::sim {
+
+using zeromem::InputError;
+
+namespace {
+
+void note_peaks(SimResult& r, const EventLog& log, const Event& e, const CachingAllocator& a, uint64_t t) {
+    if (a.allocated() > r.peak_allocated) {
+        r.peak_allocated = a.allocated();
+        r.peak_allocated_t = t;
+        r.peak_event = e.term;
+        r.peak_module = log.modules[e.module];
+        r.reserved_at_peak = a.reserved();
+    }
+    if (a.reserved() > r.peak_reserved) {
+        r.peak_reserved = a.reserved();
+        r.peak_reserved_t = t;
+        r.peak_reserved_event = e.term;
+        r.peak_reserved_module = log.modules[e.module];
+    }
+    PhasePeak& p = r.phases[static_cast<size_t>(e.phase)];
+    p.seen = true;
+    p.peak_allocated = std::max(p.peak_allocated, a.allocated());
+    p.peak_reserved = std::max(p.peak_reserved, a.reserved());
+}
+
+}  // namespace
+
+SimResult replay(const EventLog& log, const SimOptions& opt, std::optional<uint64_t> capacity) {
+    SimResult r;
+    r.modules = log.modules;
+    r.phases.resize(kPhaseCount);
+    for (int i = 0; i < kPhaseCount; ++i) r.phases[static_cast<size_t>(i)].phase = static_cast<Phase>(i);
+    CachingAllocator a(opt.alloc, capacity, opt.record_allocator_trace);
+    std::vector<uint32_t> handle(log.events.size() + 1, 0);
+    std::vector<std::pair<uint64_t, const char*>> open(log.modules.size(), {0, nullptr});
+    r.timeline.reserve(log.events.size());
+    for (const Event& e : log.events) {
+        const uint64_t t = r.timeline.size();
+        if (e.action == Action::span_begin) {
+            open[e.module] = {t, e.term};
+            continue;
+        }
+        if (e.action == Action::span_end) {
+            r.spans.push_back({e.module, e.term, open[e.module].first, t, e.phase});
+            continue;
+        }
+        if (e.action == Action::alloc) {
+            const auto h = a.malloc(e.bytes, e.stream, t);
+            if (!h) {
+                r.oom = SimOom{*a.oom(), e.term, log.modules[e.module], e.phase, t};
+                break;
+            }
+            if (handle.size() <= e.tensor) handle.resize(e.tensor + 1, 0);
+            handle[e.tensor] = *h;
+        } else {
+            a.free(handle[e.tensor], t);
+        }
+        const int64_t signed_bytes = e.action == Action::alloc ? static_cast<int64_t>(e.bytes) : -static_cast<int64_t>(e.bytes);
+        r.timeline.push_back({t, e.term, e.phase, e.module, e.stream, signed_bytes, a.allocated(), a.reserved()});
+        note_peaks(r, log, e, a, t);
+    }
+    std::vector<PhasePeak> seen;
+    for (const auto& p : r.phases)
+        if (p.seen) seen.push_back(p);
+    r.phases = std::move(seen);
+    r.final_segments = a.segments();
+    if (opt.record_allocator_trace) r.allocator_trace = a.trace();
+    return r;
+}
+
+SimResult simulate(const EstimateInput& in, const SimOptions& opt) {
+    const EventLog log = produce_events(in, opt);
+    return replay(log, opt, in.cluster.gpu_memory);
+}
+
+}  // namespace zeromem::sim
