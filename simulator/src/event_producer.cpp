@@ -259,7 +259,7 @@ void Producer::init_zero3_partitions() {
     unit_state_.assign(mods_.size(), 0);
     unit_handle_.assign(mods_.size(), 0);
     gathered_.assign(mods_.size(), {});
-    uint64_t persistent_total = 0, parts = 0, sub_full = 0, sub_part = 0;
+    uint64_t persistent_total = 0, parts = 0, sub_part = 0;
     std::vector<std::pair<uint64_t, uint32_t>> partitions;
     for (uint32_t i = 0; i < mods_.size(); ++i) {
         unit_[i] = mods_[i].shares_params_with >= 0 ? static_cast<uint32_t>(mods_[i].shares_params_with) : i;
@@ -277,16 +277,16 @@ void Producer::init_zero3_partitions() {
                 unit_np_params_[i].push_back(p);
             }
             if (!off_par_) partitions.emplace_back(alloc("param_partition", bm_ * part, Stream::compute, i + 1), i + 1);
-            // stage3.py _create_fp16_sub_groups: sub-groups of sub_group_size elements
-            if (sub_full > 0 && sub_full + p > static_cast<uint64_t>(z.sub_group_size)) {
-                sub_groups_.push_back(sub_part);
-                sub_full = sub_part = 0;
-            }
-            sub_full += p;
+            // stage3.py _create_fp16_sub_groups: a sub-group closes once its
+            // partition numel reaches sub_group_size elements.
             sub_part += part;
+            if (sub_part >= static_cast<uint64_t>(z.sub_group_size)) {
+                sub_groups_.push_back(sub_part);
+                sub_part = 0;
+            }
         }
     }
-    if (sub_full > 0) sub_groups_.push_back(sub_part);
+    if (sub_part > 0) sub_groups_.push_back(sub_part);
     Tn_ = parts;
     if (!off_par_) {
         alloc("lp_param_buffer", bm_ * parts, Stream::compute, root_);
