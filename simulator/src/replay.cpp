@@ -2,6 +2,8 @@
 // writers show: timeline, spans, peaks per phase, the OOM.
 #include "zeromem/simulator.h"
 
+#include <algorithm>
+
 namespace zeromem::sim {
 
 using zeromem::InputError;
@@ -9,6 +11,7 @@ using zeromem::InputError;
 namespace {
 
 void note_peaks(SimResult& r, const EventLog& log, const Event& e, const CachingAllocator& a, uint64_t t) {
+    r.peak_requested = std::max(r.peak_requested, a.requested());
     if (a.allocated() > r.peak_allocated) {
         r.peak_allocated = a.allocated();
         r.peak_allocated_t = t;

@@ -93,6 +93,7 @@ struct SimResult {
     std::string peak_event, peak_module;          ///< the allocation that set peak_allocated
     std::string peak_reserved_event, peak_reserved_module;
     uint64_t reserved_at_peak = 0;                ///< memory_reserved() when allocated peaked
+    uint64_t peak_requested = 0;                  ///< peak of the sum of requested (unrounded) live bytes
     std::optional<SimOom> oom;                    ///< set when --gpu-memory was exceeded (replay stops there)
     std::vector<SegmentInfo> final_segments;      ///< allocator state after the last event
     std::vector<TraceEntry> allocator_trace;      ///< when record_allocator_trace
