@@ -239,8 +239,16 @@ void Producer::init_zero12_flatten_bit16_groups() {
         }
     const uint64_t padded = ceil_div(T_, 2 * N_) * 2 * N_;
     Tn_ = padded / N_;
+    // The flat copy is built on the GPU when a second 16-bit copy fits
+    // (capacity unknown: assumed to fit), else on the CPU after the
+    // params left the GPU (stage_1_and_2.py __init__, flatten on accelerator).
+    const auto cap = in_.cluster.gpu_memory;
+    const bool on_gpu = !cap || bm_ * (T_ + padded) <= *cap;
+    if (!on_gpu)
+        for (const auto& [id, m] : params) release(id, m);
     alloc("bit16_groups_flat", bm_ * padded, Stream::compute, root_);
-    for (const auto& [id, m] : params) release(id, m);
+    if (on_gpu)
+        for (const auto& [id, m] : params) release(id, m);
     if (!off_opt_) alloc("fp32_partition", 4 * Tn_, Stream::compute, root_);
     else alloc("temp_grad_buffer_for_gpu_offload", bm_ * largest, Stream::compute, root_);
 }
