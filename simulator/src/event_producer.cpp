@@ -143,6 +143,7 @@ private:
     std::vector<int64_t> next_use_;
     std::vector<uint64_t> visit_prefix_;
     std::vector<uint64_t> sub_groups_;    // partition numel of each sub-group
+    uint64_t persistent_padded_ = 0;      // sum of ceil(numel/N)*N over persistent params
 };
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -255,7 +256,7 @@ void Producer::init_zero12_flatten_bit16_groups() {
 
 // Stage 3 (partition_parameters.py zero.Init, stage3.py __init__): persistent
 // params stay whole; the rest are partitioned (ceil(numel/N_d) each) and
-// defragmented into lp_param_buffer (briefly twice); then the
+// defragmented into lp_param_buffer through host memory; then the
 // grad_partitions_flat_buffer, the IPG bucket, the fp32 partitions per
 // sub-group and the transient fp32 gradient_buffer.
 void Producer::init_zero3_partitions() {
@@ -278,6 +279,7 @@ void Producer::init_zero3_partitions() {
             if (static_cast<int64_t>(p) <= z.stage3_param_persistence_threshold &&
                 static_cast<int64_t>(persistent_total + p) <= z.stage3_model_persistence_threshold) {
                 persistent_total += p;
+                persistent_padded_ += ceil_div(p, N_) * N_;
                 alloc("persistent_parameter", bm_ * p, Stream::compute, i + 1);
             } else {
                 unit_numel_[i] += p;
@@ -297,8 +299,11 @@ void Producer::init_zero3_partitions() {
     if (sub_part > 0) sub_groups_.push_back(sub_part);
     Tn_ = parts;
     if (!off_par_) {
-        alloc("lp_param_buffer", bm_ * parts, Stream::compute, root_);
+        // stage3.py defragment: partitions copied to a host buffer and freed,
+        // gc + empty_cache, then the flat buffer is copied back to the GPU.
         for (const auto& [id, m] : partitions) release(id, m);
+        log_.events.push_back({Action::empty_cache, Stream::compute, phase_, root_, 0, 0, "empty_cache"});
+        alloc("lp_param_buffer", bm_ * parts, Stream::compute, root_);
     }
     if (!off_opt_) alloc("grad_partitions_flat_buffer", ba_ * parts, Stream::compute, root_);
     if (z.contiguous_gradients) ipg_bucket_z3_ = alloc("ipg_bucket", bc_ * bucket_, Stream::compute, root_);
@@ -693,6 +698,10 @@ void Producer::optimizer_step(bool first) {
             release(flat, m);
         }
     }
+    // stage3.py _post_step: persistent params are all-gathered again from
+    // their updated partitions (one flat buffer, replacing param.data).
+    if (stage_ == 3 && persistent_padded_ > 0)
+        release(alloc("allgather_flat_buffer", bm_ * persistent_padded_, ag_, m), m);
     // zero_grad(set_to_none): stage 0/1 grads, stage 2 grads_in_partition.
     for (uint64_t id : full_grads_) release(id, m);
     full_grads_.clear();

@@ -52,7 +52,9 @@ SimResult replay(const EventLog& log, const SimOptions& opt, std::optional<uint6
             r.spans.push_back({e.module, e.term, open[e.module].first, t, e.phase});
             continue;
         }
-        if (e.action == Action::alloc) {
+        if (e.action == Action::empty_cache) {
+            a.empty_cache(t);
+        } else if (e.action == Action::alloc) {
             const auto h = a.malloc(e.bytes, e.stream, t);
             if (!h) {
                 r.oom = SimOom{*a.oom(), e.term, log.modules[e.module], e.phase, t};
@@ -63,7 +65,8 @@ SimResult replay(const EventLog& log, const SimOptions& opt, std::optional<uint6
         } else {
             a.free(handle[e.tensor], t);
         }
-        const int64_t signed_bytes = e.action == Action::alloc ? static_cast<int64_t>(e.bytes) : -static_cast<int64_t>(e.bytes);
+        const int64_t signed_bytes = e.action == Action::alloc ? static_cast<int64_t>(e.bytes)
+                                     : e.action == Action::free ? -static_cast<int64_t>(e.bytes) : 0;
         r.timeline.push_back({t, e.term, e.phase, e.module, e.stream, signed_bytes, a.allocated(), a.reserved()});
         note_peaks(r, log, e, a, t);
     }

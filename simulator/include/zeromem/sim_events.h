@@ -24,8 +24,9 @@ constexpr int kPhaseCount = 6;
 /// What happens.
 ///  - alloc: a tensor of `bytes` (requested size) is created on `stream`;
 ///  - free: tensor `tensor` is released (its block returns to the cache);
-///  - span_begin/span_end: module `module` starts/finishes a pass (no memory).
-enum class Action : uint8_t { alloc, free, span_begin, span_end };
+///  - span_begin/span_end: module `module` starts/finishes a pass (no memory);
+///  - empty_cache: torch.cuda.empty_cache() (cached free segments go back).
+enum class Action : uint8_t { alloc, free, span_begin, span_end, empty_cache };
 
 /// One event. `term` names the DeepSpeed/PyTorch allocation as the estimator
 /// names its terms (e.g. "fp32_partition", "ipg_bucket",
