@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
     CLI::App app{"zeromem: GPU, host and NVMe memory of DeepSpeed ZeRO stages and offload options, before launch."};
     app.set_version_flag("--version", std::string("zeromem ") + version());
     app.require_subcommand(1);
-    app.footer("\nSubcommands: estimate, compare, plan, fit, models, gpus, interconnects. Run `zeromem estimate --help` for the options.\n"
+    app.footer("\nSubcommands: estimate, compare, plan, fit, simulate, models, gpus, interconnects. Run `zeromem estimate --help` for the options.\n"
                "Example: zeromem estimate --params 7e9 --gpus 8 --stage 3");
 
     Request req;
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
             known = known || s->get_name() == sub;
         if (!known) {
             std::cerr << "zeromem: error: unknown subcommand '" << sub
-                      << "' (use estimate, compare, plan, fit, models, gpus or interconnects; see zeromem --help)\n";
+                      << "' (use estimate, compare, plan, fit, simulate, models, gpus or interconnects; see zeromem --help)\n";
             return 2;
         }
     }

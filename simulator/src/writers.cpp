@@ -37,7 +37,10 @@ std::string render_table(const SimResult& r) {
     o << "  peak allocated  " << gib(r.peak_allocated) << " GiB  at " << r.peak_event << " in " << r.peak_module << "\n";
     o << "  peak reserved   " << gib(r.peak_reserved) << " GiB  at " << r.peak_reserved_event << " in "
       << r.peak_reserved_module << "\n";
-    o << "  reserved - allocated at the allocated peak: " << gib(r.reserved_at_peak - r.peak_allocated) << " GiB\n\n";
+    o << "  reserved - allocated at the allocated peak: " << gib(r.reserved_at_peak - r.peak_allocated) << " GiB\n";
+    o << "  live at the allocated peak (requested bytes, estimator terms):";
+    for (int i = 0; i < kComponentCount; ++i) o << (i ? ", " : " ") << kComponents[i] << " " << gib(r.peak_composition[static_cast<size_t>(i)]);
+    o << " GiB\n\n";
     o << "  phase              peak allocated   peak reserved\n";
     for (const auto& p : r.phases) {
         char line[128];

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -107,6 +108,10 @@ TEST(SimEvents, Stage0LoadAndPeak) {
     // 2 x 297472 + 4 x 591360 = 2960384.
     EXPECT_EQ(r.peak_allocated, 2960384u);
     EXPECT_EQ(r.peak_event, "exp_avg_sq");
+    // The same bytes by estimator term: parameters, gradients, optimizer
+    // states (fp32 master + m + v), activations (all freed), temporary (fp32 flat grads).
+    const std::array<uint64_t, kComponentCount> want_terms = {295552, 295552, 3 * 591104, 0, 591104};
+    EXPECT_EQ(r.peak_composition, want_terms);
 }
 
 TEST(SimEvents, Stage2LoadFlattensBit16Groups) {

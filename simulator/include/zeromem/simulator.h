@@ -10,6 +10,7 @@
 #include "zeromem/model.h"
 #include "zeromem/sim_events.h"
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -39,6 +40,14 @@ struct SimOptions {
     AllocatorConfig alloc;             ///< PYTORCH_CUDA_ALLOC_CONF (--alloc-conf)
     bool record_allocator_trace = false;  ///< keep the allocator's trace for --memory-snapshot
 };
+
+/// The estimator component (estimate.h GpuMemory) an event term belongs to:
+/// "parameters", "gradients", "optimizer_states", "activations" or
+/// "temporary_buffers", so a disagreement points at one estimator term.
+const char* estimator_component(const std::string& term);
+constexpr int kComponentCount = 5;
+/// Component names in a fixed order (index used by SimResult::peak_composition).
+extern const char* const kComponents[kComponentCount];
 
 /// Builds the events of `steps` optimizer steps for `in` (stage 0-3, optimizer
 /// and parameter offload, checkpointing none/selective/full, flash or eager
@@ -94,6 +103,8 @@ struct SimResult {
     std::string peak_reserved_event, peak_reserved_module;
     uint64_t reserved_at_peak = 0;                ///< memory_reserved() when allocated peaked
     uint64_t peak_requested = 0;                  ///< peak of the sum of requested (unrounded) live bytes
+    /// Requested bytes live at the allocated peak per estimator component (kComponents order).
+    std::array<uint64_t, kComponentCount> peak_composition{};
     std::optional<SimOom> oom;                    ///< set when --gpu-memory was exceeded (replay stops there)
     std::vector<SegmentInfo> final_segments;      ///< allocator state after the last event
     std::vector<TraceEntry> allocator_trace;      ///< when record_allocator_trace
