@@ -89,7 +89,7 @@ SimResult replay(const EventLog& log, const SimOptions& opt, std::optional<uint6
         } else if (e.action == Action::alloc) {
             const auto h = a.malloc(e.bytes, e.stream, t);
             if (!h) {
-                r.oom = SimOom{*a.oom(), e.term, log.modules[e.module], e.phase, t};
+                r.oom = SimOom{*a.oom(), 0, e.term, log.modules[e.module], e.phase, t};
                 break;
             }
             if (handle.size() <= e.tensor) {
@@ -119,7 +119,12 @@ SimResult replay(const EventLog& log, const SimOptions& opt, std::optional<uint6
 
 SimResult simulate(const EstimateInput& in, const SimOptions& opt) {
     const EventLog log = produce_events(in, opt);
-    return replay(log, opt, in.cluster.gpu_memory);
+    std::optional<uint64_t> capacity;
+    if (in.cluster.gpu_memory)
+        capacity = *in.cluster.gpu_memory - std::min(*in.cluster.gpu_memory, in.residual.cuda_context);
+    SimResult r = replay(log, opt, capacity);
+    if (r.oom && in.cluster.gpu_memory) r.oom->device_total = *in.cluster.gpu_memory;
+    return r;
 }
 
 }  // namespace zeromem::sim

@@ -3,6 +3,7 @@
 
 #include "zeromem/util.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -49,10 +50,14 @@ std::string render_table(const SimResult& r) {
         o << line;
     }
     if (r.oom) {
+        // PyTorch's OutOfMemoryError text (CUDACachingAllocator.cpp malloc).
         const auto& m = r.oom->info;
-        o << "\nOutOfMemoryError: CUDA out of memory. Tried to allocate " << gib(m.requested) << " GiB. GPU has a total capacity of "
-          << gib(m.capacity) << " GiB of which " << gib(m.capacity - std::min(m.capacity, m.reserved)) << " GiB is free. Of the allocated memory "
-          << gib(m.allocated) << " GiB is allocated by PyTorch, and " << gib(m.reserved - m.allocated)
+        const uint64_t total = r.oom->device_total ? r.oom->device_total : m.capacity;
+        const uint64_t outside = total - std::min(total, m.capacity);  // CUDA context etc.
+        const uint64_t used = std::min(total, m.reserved + outside);
+        o << "\nOutOfMemoryError: CUDA out of memory. Tried to allocate " << gib(m.requested) << " GiB. GPU 0 has a total capacity of "
+          << gib(total) << " GiB of which " << gib(total - used) << " GiB is free. Of the allocated memory " << gib(m.allocated)
+          << " GiB is allocated by PyTorch, and " << gib(m.reserved - m.allocated)
           << " GiB is reserved by PyTorch but unallocated. (event " << r.oom->term << " in " << r.oom->module << ", phase "
           << to_string(r.oom->phase) << ")\n";
     }

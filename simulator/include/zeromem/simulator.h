@@ -85,7 +85,8 @@ struct PhasePeak {
 
 /// The out-of-memory event, as PyTorch reports it.
 struct SimOom {
-    OomInfo info;
+    OomInfo info;                 ///< info.capacity: what the allocator may reserve
+    uint64_t device_total = 0;    ///< --gpu-memory, bytes (the allocator gets this minus --cuda-context)
     std::string term, module;
     Phase phase = Phase::load;
     uint64_t t = 0;
@@ -116,7 +117,9 @@ struct SimResult {
 /// training job would).
 SimResult replay(const EventLog& log, const SimOptions& opt, std::optional<uint64_t> capacity);
 
-/// produce_events + replay with capacity in.cluster.gpu_memory.
+/// produce_events + replay. The allocator's capacity is in.cluster.gpu_memory
+/// minus in.residual.cuda_context (the CUDA context, cuBLAS and NCCL
+/// workspaces are outside PyTorch's allocator); unlimited without a GPU size.
 SimResult simulate(const EstimateInput& in, const SimOptions& opt);
 
 }  // namespace zeromem::sim
