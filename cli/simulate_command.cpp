@@ -43,6 +43,9 @@ int run_simulate(const zeromem::Request& req, const SimulateFlags& f, const std:
     if (f.format != "table" && f.format != "json" && f.format != "csv")
         throw InputError("--format: '" + f.format + "' is not one of table, json, csv");
     if (f.steps < 1) throw InputError("--steps: must be at least 1, got " + std::to_string(f.steps));
+    // Fail early on an unwritable output file, before a long replay.
+    if (!f.chrome_trace.empty()) sim::write_file(f.chrome_trace, "", "--chrome-trace");
+    if (!f.memory_snapshot.empty()) sim::write_file(f.memory_snapshot, "", "--memory-snapshot");
     const Resolved res = resolve_request(req, dir);
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     (void)estimate(res.input);  // the estimator's validation: same messages as `estimate`
