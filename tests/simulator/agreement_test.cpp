@@ -217,3 +217,24 @@ TEST(SimAgreement, GradientsGrowWhileActivationsShrinkWithoutAccumulation) {
     const auto [s2, e2] = peaks({"llama-2-7b", 1, "none", "none", "none", 2});
     EXPECT_NEAR(s2 / e2, 1.0, 0.02);
 }
+
+// expandable_segments:True maps pages into one growing segment per stream
+// and splits any remainder >= 512 B, so far less is reserved but unallocated
+// than with fixed segments (CUDACachingAllocator.cpp Note [Expandable
+// Segments]); max_split_size_mb keeps large cached blocks whole, so more is.
+TEST(SimAllocatorOptions, ExpandableSegmentsCutReservedOverAllocated) {
+    const Resolved res = resolve({"llama-2-7b", 3, "none", "none", "none", 2});
+    sim::SimOptions plain, expandable, max_split;
+    expandable.alloc = sim::parse_alloc_conf("expandable_segments:True");
+    max_split.alloc = sim::parse_alloc_conf("max_split_size_mb:128");
+    const auto a = sim::simulate(res.input, plain);
+    const auto b = sim::simulate(res.input, expandable);
+    const auto c = sim::simulate(res.input, max_split);
+    const double waste_a = double(a.reserved_at_peak - a.peak_allocated);
+    const double waste_b = double(b.reserved_at_peak - b.peak_allocated);
+    const double waste_c = double(c.reserved_at_peak - c.peak_allocated);
+    EXPECT_LT(waste_b, 0.5 * waste_a);
+    EXPECT_GT(waste_c, waste_a);
+    // The allocator options do not change what is requested.
+    EXPECT_EQ(a.peak_requested, b.peak_requested);
+}
