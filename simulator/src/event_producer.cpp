@@ -113,6 +113,7 @@ private:
     uint64_t bucket_ = 0, T_ = 0, Tn_ = 0;
     uint64_t sbh_ = 0, sbV_ = 0;
     bool complete_ = false;  // ZeRO-3 trace recorded (second micro step on)
+    bool boundary_ = false;  // this micro step ends a gradient accumulation
 
     // activations saved per module for the current micro step
     std::vector<std::vector<uint64_t>> saved_;
@@ -461,6 +462,8 @@ void Producer::gradients(uint32_t m) {
         if (stage_ <= 1) {
             // param.grad, full size, kept to the step (accumulated in place).
             if (!grads_exist_) full_grads_.push_back(alloc("gradient", bm_ * p, Stream::compute, m + 1));
+            // ZeRO-1 with overlap_comm reduces in the hooks of the boundary backward.
+            if (stage_ == 1 && overlap_ && boundary_) zero12_add_grad_to_ipg_bucket(m, p);
             continue;
         }
         const uint64_t g = alloc("gradient", bm_ * p, Stream::compute, m + 1);
@@ -503,8 +506,9 @@ void Producer::zero12_release_ipg_buffers(uint32_t m) {
     ipg_buffers_.clear();
 }
 
-// ZeRO-1 without reduction in the hooks: at the accumulation boundary
-// reduce_gradients walks the params through the IPG buckets.
+// ZeRO-1 without overlap_comm: at the accumulation boundary
+// reduce_gradients walks the params through the IPG buckets after the
+// backward (with overlap_comm the hooks of the boundary backward do it).
 void Producer::zero1_reduce_gradients_at_boundary(uint32_t m) {
     for (uint32_t i = static_cast<uint32_t>(mods_.size()); i-- > 0;)
         for (uint64_t p : mods_[i].params) {
@@ -637,6 +641,7 @@ void Producer::release_all_gathered() {
 void Producer::micro_step(uint64_t global_micro, bool boundary) {
     const bool first_step = phase_ == Phase::forward;
     complete_ = global_micro >= 1;  // B.2: the trace is recorded in the first iteration
+    boundary_ = boundary;
     for (size_t i = 0; i < visits_.size(); ++i) {
         const Visit& v = visits_[i];
         if (v.pass == Pass::backward && phase_ != Phase::backward && phase_ != Phase::steady_backward)
@@ -652,7 +657,12 @@ void Producer::micro_step(uint64_t global_micro, bool boundary) {
         zero12_reduce_ipg_grads(root_);
         zero12_release_ipg_buffers(root_);
     } else if (stage_ == 1 && boundary) {
-        zero1_reduce_gradients_at_boundary(root_);
+        if (overlap_) {
+            zero12_reduce_ipg_grads(root_);
+            zero12_release_ipg_buffers(root_);
+        } else {
+            zero1_reduce_gradients_at_boundary(root_);
+        }
     }
     if (stage_ <= 1) grads_exist_ = true;
 }

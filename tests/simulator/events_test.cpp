@@ -281,3 +281,29 @@ TEST(SimEvents, BadInputThrows) {
     no_arch.model.arch.reset();
     EXPECT_THROW(produce_events(no_arch, SimOptions{}), InputError);
 }
+
+// ZeRO-1 reduces at the accumulation boundary: after the backward without
+// overlap_comm (reduce_gradients), inside it with overlap_comm (hooks), then
+// with two bucket buffers (double buffering).
+TEST(SimEvents, Stage1ReductionTiming) {
+    for (bool overlap : {false, true}) {
+        EstimateInput in = tiny(1);
+        in.zero.overlap_comm = overlap;
+        SimOptions opt;
+        opt.steps = 1;
+        const EventLog log = produce_events(in, opt);
+        size_t first_bucket = 0, last_span = 0, buckets = 0;
+        for (size_t i = 0; i < log.events.size(); ++i) {
+            const auto& e = log.events[i];
+            if (e.action == Action::span_end) last_span = i;
+            if (e.action == Action::alloc && std::string(e.term) == "ipg_bucket") {
+                if (!buckets) first_bucket = i;
+                ++buckets;
+                EXPECT_EQ(e.bytes, 40000u);  // 20000 elements x 2 B
+            }
+        }
+        EXPECT_EQ(buckets, overlap ? 2u : 1u);
+        if (overlap) EXPECT_LT(first_bucket, last_span);
+        else EXPECT_GT(first_bucket, last_span);
+    }
+}
