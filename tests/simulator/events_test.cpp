@@ -157,6 +157,28 @@ TEST(SimEvents, Stage2BucketFillAndReduction) {
     EXPECT_EQ(step[0], Row("free", "grads_in_partition", 2 * 73888));
 }
 
+TEST(SimEvents, PeaksAtTheFirstOptimizerStep) {
+    SimOptions opt;
+    opt.steps = 1;
+    // Stage 2: bit16_groups_flat 295552 + fp32_partition 295552 + grads_in_partition
+    // 147776 + flat_gradient_partition 147776 + fp32_gradient_partition 295552
+    // + exp_avg 295552 + exp_avg_sq 295552 = 1773312 B (the backward stays below:
+    // 591104 states + 128000 activations + buckets and grads < 1 MB).
+    SimResult r = simulate(tiny(2), opt);
+    EXPECT_EQ(r.peak_requested, 1773312u);
+    EXPECT_EQ(r.peak_event, "exp_avg_sq");
+    // Blocks: 295552 -> 295936 and 147776 -> 147968 (512-multiples): 5 x 295936 + 2 x 147968.
+    EXPECT_EQ(r.peak_allocated, 1775616u);
+    // Stage 3: lp_param_buffer 147776 + 5 persistent norms x 128 + grad_partitions_flat_buffer
+    // 147776 + ipg_bucket 40000 + fp32_partition 295552 + flat_gradient_sub_group 147776
+    // + fp32_gradient_sub_group 295552 + exp_avg 295552 + exp_avg_sq 295552 = 1666176 B.
+    r = simulate(tiny(3), opt);
+    EXPECT_EQ(r.peak_requested, 1666176u);
+    EXPECT_EQ(r.peak_event, "exp_avg_sq");
+    // Blocks: 3 x 147968 + 5 x 512 + 40448 + 4 x 295936 = 1670656.
+    EXPECT_EQ(r.peak_allocated, 1670656u);
+}
+
 TEST(SimEvents, Stage3LoadPartitions) {
     SimOptions opt;
     opt.steps = 1;
