@@ -12,12 +12,14 @@ namespace zeromem::sim {
 /// freed block only to a request on the same stream (CUDACachingAllocator.cpp
 /// get_free_block; shared reference simulator_runtime_gui.md A.4, A.7).
 enum class Stream : uint8_t { compute = 0, allgather = 1, reduce = 2 };
+/// "compute", "allgather" or "reduce".
 const char* to_string(Stream s);
 
 /// The phases of a training run, named as the estimator names its phases
 /// (estimate.h PhaseMemory): load, forward and backward of the first
 /// optimizer step, optimizer_step, and forward/backward of later steps.
 enum class Phase : uint8_t { load, forward, backward, optimizer_step, steady_forward, steady_backward };
+/// The phase's name as above ("load", ..., "steady_backward").
 const char* to_string(Phase p);
 constexpr int kPhaseCount = 6;
 
