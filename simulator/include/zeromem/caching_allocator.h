@@ -1,0 +1,158 @@
+// A model of PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp,
+// rules paraphrased in ../shared/reference/simulator_runtime_gui.md section A).
+// It only consumes malloc/free calls; it knows nothing about DeepSpeed.
+#pragma once
+
+#include "zeromem/sim_events.h"
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace zeromem::sim {
+
+constexpr uint64_t kMiB = 1048576;
+constexpr uint64_t kMinBlockSize = 512;        ///< every request is rounded to >= 512 B
+constexpr uint64_t kSmallSize = kMiB;          ///< <= 1 MiB: small pool
+constexpr uint64_t kSmallBuffer = 2 * kMiB;    ///< small-pool segment
+constexpr uint64_t kLargeBuffer = 20 * kMiB;   ///< segment for 1-10 MiB requests
+constexpr uint64_t kMinLargeAlloc = 10 * kMiB; ///< >= 10 MiB: own segment
+constexpr uint64_t kRoundLarge = 2 * kMiB;     ///< own segments are 2 MiB multiples
+
+/// PYTORCH_CUDA_ALLOC_CONF options the model honours (AllocatorConfig.cpp,
+/// CUDAAllocatorConfig.cpp). Sizes in bytes.
+struct AllocatorConfig {
+    bool expandable_segments = false;
+    uint64_t max_split_size = UINT64_MAX;           ///< max_split_size_mb (>= 20 MiB); unlimited by default
+    uint64_t max_non_split_rounding_size = kLargeBuffer;  ///< max_non_split_rounding_mb
+    /// roundup_power2_divisions per power-of-two interval starting at 1 MiB
+    /// (index floor(log2(size)) - 20, clamped to 0..15); 0 = off.
+    std::array<uint64_t, 16> roundup_power2_divisions{};
+};
+
+/// Parses a PYTORCH_CUDA_ALLOC_CONF string, e.g.
+/// "expandable_segments:True,max_split_size_mb:128,roundup_power2_divisions:4"
+/// or "roundup_power2_divisions:[256:1,512:2,>:8]". Keys the model ignores
+/// (backend, garbage_collection_threshold, release_lock_on_cudamalloc, pinned_*)
+/// are accepted. Throws zeromem::InputError naming --alloc-conf and the key
+/// for an unknown key or a bad value (max_split_size_mb < 20, divisions not a
+/// power of two).
+AllocatorConfig parse_alloc_conf(const std::string& text);
+
+/// round_size: request -> block size (A.2).
+uint64_t round_size(uint64_t size, const AllocatorConfig& cfg);
+/// get_allocation_size: rounded request -> segment size on a miss (A.3).
+uint64_t allocation_size(uint64_t rounded);
+
+/// One block of a segment, as the snapshot shows it.
+struct BlockInfo {
+    uint64_t address = 0, size = 0, requested = 0;
+    bool allocated = false;
+};
+/// One segment (cudaMalloc'ed range) with its blocks in address order.
+struct SegmentInfo {
+    uint64_t address = 0, size = 0;
+    Stream stream = Stream::compute;
+    bool small = false, expandable = false;
+    std::vector<BlockInfo> blocks;
+};
+
+/// A snapshot trace entry (torch/csrc/cuda/memory_snapshot.cpp actions).
+struct TraceEntry {
+    const char* action = "alloc";  ///< alloc, free_requested, free_completed, segment_alloc, segment_free, segment_map, oom
+    uint64_t addr = 0, size = 0;
+    Stream stream = Stream::compute;
+    uint64_t time = 0;             ///< index of the simulator event
+};
+
+/// What PyTorch reports when it gives up (OutOfMemoryError text).
+struct OomInfo {
+    uint64_t requested = 0;   ///< bytes asked for
+    uint64_t allocated = 0;   ///< memory_allocated() at that moment
+    uint64_t reserved = 0;    ///< memory_reserved() at that moment
+    uint64_t capacity = 0;    ///< --gpu-memory
+};
+
+/// The caching allocator. Addresses are simulated.
+class CachingAllocator {
+public:
+    /// `capacity`: bytes the allocator may reserve (--gpu-memory); unset =
+    /// unlimited. `record_trace`: keep TraceEntry records for the snapshot.
+    explicit CachingAllocator(AllocatorConfig cfg = {}, std::optional<uint64_t> capacity = std::nullopt,
+                              bool record_trace = false);
+
+    /// DeviceCachingAllocator::malloc: round, best fit on `stream`, else a
+    /// new segment; on a capacity miss first release cached blocks and retry
+    /// (A.6). Returns a handle, or nullopt on OOM (then oom() is set).
+    std::optional<uint32_t> malloc(uint64_t size, Stream stream, uint64_t time = 0);
+    /// Frees a handle: the block merges with free neighbours and returns to
+    /// its pool; segments are never released here (A.7).
+    void free(uint32_t handle, uint64_t time = 0);
+    /// torch.cuda.empty_cache(): releases every fully free segment.
+    void empty_cache(uint64_t time = 0);
+
+    uint64_t allocated() const { return allocated_; }  ///< memory_allocated(), bytes (block sizes)
+    uint64_t reserved() const { return reserved_; }    ///< memory_reserved(), bytes
+    uint64_t requested() const { return requested_; } ///< sum of requested sizes of live blocks
+    uint64_t peak_allocated() const { return peak_allocated_; }
+    uint64_t peak_reserved() const { return peak_reserved_; }
+    uint64_t num_alloc_retries() const { return retries_; }
+    /// Size of the block behind a live handle, bytes.
+    uint64_t block_size(uint32_t handle) const { return blocks_[handle].size; }
+    const std::optional<OomInfo>& oom() const { return oom_; }
+    /// Segments and blocks in address order (the snapshot's "segments").
+    std::vector<SegmentInfo> segments() const;
+    const std::vector<TraceEntry>& trace() const { return trace_; }
+    const AllocatorConfig& config() const { return cfg_; }
+
+private:
+    struct Block {
+        uint64_t addr = 0, size = 0, requested = 0;
+        Stream stream = Stream::compute;
+        bool small = false, allocated = false, in_use = false;
+        int32_t prev = -1, next = -1;  ///< neighbours in the same segment
+        uint32_t segment = 0;
+    };
+    struct Segment {
+        uint64_t addr = 0, size = 0, reserve = 0;
+        Stream stream = Stream::compute;
+        bool small = false, expandable = false, live = false;
+        uint32_t first = 0;
+    };
+    struct Cmp {
+        const std::vector<Block>* b;
+        bool operator()(uint32_t x, uint32_t y) const;
+    };
+    using FreeSet = std::set<uint32_t, Cmp>;
+
+    uint32_t new_block();
+    FreeSet& pool(bool small) { return small ? small_free_ : large_free_; }
+    std::optional<uint32_t> get_free_block(bool small, Stream stream, uint64_t rounded);
+    bool alloc_block(bool small, Stream stream, uint64_t seg_size, uint64_t rounded, uint64_t time);
+    bool grow_expandable(bool small, Stream stream, uint64_t rounded, uint64_t time);
+    bool should_split(const Block& b, uint64_t rounded) const;
+    void release_segment(uint32_t seg, uint64_t time);
+    void release_available_cached_blocks(uint64_t need, uint64_t time);
+    void release_cached_blocks(uint64_t time);
+    void record(const char* action, uint64_t addr, uint64_t size, Stream s, uint64_t time);
+    void bump_peaks();
+
+    AllocatorConfig cfg_;
+    std::optional<uint64_t> capacity_;
+    bool record_trace_;
+    std::vector<Block> blocks_;
+    std::vector<uint32_t> free_slots_;
+    std::vector<Segment> segments_;
+    FreeSet small_free_, large_free_;
+    uint32_t fresh_ = 0;  ///< block made by the last alloc_block
+    uint64_t next_addr_ = 0x7f0000000000ULL;
+    uint64_t allocated_ = 0, reserved_ = 0, requested_ = 0;
+    uint64_t peak_allocated_ = 0, peak_reserved_ = 0, retries_ = 0;
+    std::optional<OomInfo> oom_;
+    std::vector<TraceEntry> trace_;
+};
+
+}  // namespace zeromem::sim

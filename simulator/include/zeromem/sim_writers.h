@@ -1,0 +1,50 @@
+// Writers of a SimResult: table, JSON, CSV timeline, Chrome trace-event JSON
+// (Perfetto) and the torch.cuda.memory._dump_snapshot pickle.
+#pragma once
+
+#include "zeromem/simulator.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace zeromem::sim {
+
+/// Human table: peak allocated/reserved (GiB = 2^30 B) with event and module,
+/// per-phase peaks, reserved minus allocated at the peak, and the OOM line as
+/// PyTorch prints it.
+std::string render_table(const SimResult& r);
+
+/// JSON object with "peak_allocated", "peak_reserved", "peak_event",
+/// "peak_module", "oom" (null or {"requested","allocated","reserved",
+/// "capacity","event","module","phase","t"}), "phases" (list of
+/// {"name","peak_allocated","peak_reserved"}) and "timeline" (list of
+/// {"t","event","phase","module","stream","bytes","allocated","reserved"});
+/// all sizes integer bytes, "bytes" negative for a free.
+nlohmann::json to_json(const SimResult& r);
+
+/// The timeline as CSV with the header
+/// t,event,phase,module,stream,bytes,allocated,reserved.
+std::string render_csv(const SimResult& r);
+
+/// Chrome trace-event JSON ({"traceEvents":[...]}) that Perfetto opens: "M"
+/// metadata naming process and stream threads, "C" counters "allocated" and
+/// "reserved" (args {"bytes": N}), one "X" span per module per pass on the
+/// compute thread. ts = event index in microseconds (simulated time).
+/// Source: ../shared/reference/simulator_runtime_gui.md section C.
+nlohmann::json chrome_trace(const SimResult& r);
+
+/// The pickle (protocol 2) torch.cuda.memory._dump_snapshot writes: a dict
+/// with "segments" (final allocator state: address, total_size, blocks that
+/// tile the segment with state active_allocated or inactive, ...),
+/// "device_traces" (one list for device 0: alloc, free_requested,
+/// free_completed, segment_alloc, segment_free, segment_map, segment_unmap,
+/// oom) and "allocator_settings". Needs r.allocator_trace (record it with
+/// SimOptions::record_allocator_trace). Format: simulator_runtime_gui.md A.11.
+std::string memory_snapshot_pickle(const SimResult& r);
+
+/// Writes `text` to `path`; throws InputError naming the path and `flag` if
+/// it cannot be written.
+void write_file(const std::string& path, const std::string& text, const std::string& flag);
+
+}  // namespace zeromem::sim

@@ -1,0 +1,125 @@
+// zeromem simulator: replays one rank's training run event by event
+// (DeepSpeed v0.19.6 allocations per ZeRO stage) through a model of PyTorch's
+// caching allocator. Three parts: the module tree and event producer
+// (produce_events), the allocator (caching_allocator.h) and the writers
+// (sim_writers.h). Depends only on the estimator's input types.
+#pragma once
+
+#include "zeromem/caching_allocator.h"
+#include "zeromem/estimate.h"
+#include "zeromem/model.h"
+#include "zeromem/sim_events.h"
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zeromem::sim {
+
+/// A module with its own (direct) parameters, as DeepSpeed's hooks see it.
+struct SimModule {
+    std::string name;               ///< Hugging Face style path, e.g. "model.layers.0.self_attn.q_proj"
+    std::string role;               ///< embed_tokens, input_layernorm, q_proj, ..., lm_head
+    int layer = -1;                 ///< transformer block index, -1 outside the blocks
+    std::vector<uint64_t> params;   ///< numel of each direct parameter (weight, then bias)
+    int shares_params_with = -1;    ///< tied LM head: index of the embedding module
+};
+
+/// The module tree of a dense decoder in forward order: embeddings, each
+/// block's norms, attention projections and MLP projections, final norm, LM
+/// head (tied or not). Parameter counts follow count_params (model.cpp); the
+/// sum over modules equals count_params(arch).total. Throws InputError for a
+/// non-positive size.
+std::vector<SimModule> build_modules(const ModelArch& arch);
+
+/// Simulation settings beyond the estimator's input.
+struct SimOptions {
+    int64_t steps = 2;                 ///< optimizer steps (each with gradient accumulation steps micro steps)
+    AllocatorConfig alloc;             ///< PYTORCH_CUDA_ALLOC_CONF (--alloc-conf)
+    bool record_allocator_trace = false;  ///< keep the allocator's trace for --memory-snapshot
+};
+
+/// The estimator component (estimate.h GpuMemory) an event term belongs to:
+/// "parameters", "gradients", "optimizer_states", "activations" or
+/// "temporary_buffers", so a disagreement points at one estimator term.
+const char* estimator_component(const std::string& term);
+constexpr int kComponentCount = 5;
+/// Component names in a fixed order (index used by SimResult::peak_composition).
+extern const char* const kComponents[kComponentCount];
+
+/// Builds the events of `steps` optimizer steps for `in` (stage 0-3, optimizer
+/// and parameter offload, checkpointing none/selective/full, flash or eager
+/// attention). Inputs: in.model.arch must be set; tp = pp = 1; no LoRA,
+/// frozen parameters or 4/8-bit loading. Throws InputError naming the flag
+/// otherwise, or for steps < 1. Sources per step: see event_producer.cpp.
+EventLog produce_events(const EstimateInput& in, const SimOptions& opt);
+
+/// One row of the timeline (one alloc or free event).
+struct TimelinePoint {
+    uint64_t t = 0;           ///< event index (simulated time, one unit per event)
+    const char* term = "";    ///< allocation name
+    Phase phase = Phase::load;
+    uint32_t module = 0;
+    Stream stream = Stream::compute;
+    int64_t bytes = 0;        ///< requested bytes, + for alloc, - for free
+    uint64_t allocated = 0;   ///< memory_allocated() after the event, bytes
+    uint64_t reserved = 0;    ///< memory_reserved() after the event, bytes
+};
+
+/// A module's forward/backward/recompute pass, in timeline units.
+struct Span {
+    uint32_t module = 0;
+    const char* pass = "";
+    uint64_t begin = 0, end = 0;
+    Phase phase = Phase::load;
+};
+
+/// Peak allocated/reserved within one phase, bytes.
+struct PhasePeak {
+    Phase phase = Phase::load;
+    uint64_t peak_allocated = 0, peak_reserved = 0;
+    bool seen = false;
+};
+
+/// The out-of-memory event, as PyTorch reports it.
+struct SimOom {
+    OomInfo info;                 ///< info.capacity: what the allocator may reserve
+    uint64_t device_total = 0;    ///< --gpu-memory, bytes (the allocator gets this minus --cuda-context)
+    std::string term, module;
+    Phase phase = Phase::load;
+    uint64_t t = 0;
+};
+
+/// Everything the writers need.
+struct SimResult {
+    std::vector<std::string> modules;
+    std::vector<TimelinePoint> timeline;
+    std::vector<Span> spans;
+    std::vector<PhasePeak> phases;       ///< in Phase order, only phases that occurred (seen)
+    uint64_t peak_allocated = 0, peak_reserved = 0;  ///< bytes
+    uint64_t peak_allocated_t = 0, peak_reserved_t = 0;  ///< timeline index of each peak
+    std::string peak_event, peak_module;          ///< the allocation that set peak_allocated
+    std::string peak_reserved_event, peak_reserved_module;
+    uint64_t reserved_at_peak = 0;                ///< memory_reserved() when allocated peaked
+    uint64_t peak_requested = 0;                  ///< peak of the sum of requested (unrounded) live bytes
+    /// Requested bytes live at the allocated peak per estimator component (kComponents order).
+    std::array<uint64_t, kComponentCount> peak_composition{};
+    std::optional<SimOom> oom;                    ///< set when --gpu-memory was exceeded (replay stops there)
+    std::vector<SegmentInfo> final_segments;      ///< allocator state after the last event
+    std::vector<TraceEntry> allocator_trace;      ///< when record_allocator_trace
+};
+
+/// Feeds `log` to a CachingAllocator (config opt.alloc, capacity
+/// `capacity` bytes or unlimited) and records the timeline, spans, peaks
+/// per phase and the OOM, if any (the replay stops at the first OOM, as the
+/// training job would).
+SimResult replay(const EventLog& log, const SimOptions& opt, std::optional<uint64_t> capacity);
+
+/// produce_events + replay. The allocator's capacity is in.cluster.gpu_memory
+/// minus in.residual.cuda_context (the CUDA context, cuBLAS and NCCL
+/// workspaces are outside PyTorch's allocator); unlimited without a GPU size.
+SimResult simulate(const EstimateInput& in, const SimOptions& opt);
+
+}  // namespace zeromem::sim

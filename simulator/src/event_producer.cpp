@@ -1,0 +1,761 @@
+// The event producer: DeepSpeed v0.19.6's GPU allocations for one rank, step
+// by step. Each function is named after the DeepSpeed step it replays; the
+// allocation names ("terms") follow the estimator's terms and DeepSpeed's
+// own variable names. Facts: ../shared/reference/deepspeed_memory.md
+// (section 4) and simulator_runtime_gui.md (section B).
+#include "zeromem/simulator.h"
+
+#include "zeromem/util.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace zeromem::sim {
+
+using zeromem::InputError;
+
+const char* to_string(Stream s) {
+    switch (s) {
+        case Stream::compute: return "compute";
+        case Stream::allgather: return "allgather";
+        case Stream::reduce: return "reduce";
+    }
+    return "compute";
+}
+
+const char* to_string(Phase p) {
+    switch (p) {
+        case Phase::load: return "load";
+        case Phase::forward: return "forward";
+        case Phase::backward: return "backward";
+        case Phase::optimizer_step: return "optimizer_step";
+        case Phase::steady_forward: return "steady_forward";
+        case Phase::steady_backward: return "steady_backward";
+    }
+    return "load";
+}
+
+namespace {
+
+enum class Pass : uint8_t { forward, recompute, backward };
+
+struct Visit {
+    uint32_t module;
+    Pass pass;
+};
+
+struct Saved {
+    const char* term;
+    uint64_t bytes;
+};
+
+class Producer {
+public:
+    Producer(const EstimateInput& in, const SimOptions& opt);
+    EventLog run();
+
+private:
+    // --- event helpers ---
+    uint64_t alloc(const char* term, uint64_t bytes, Stream s, uint32_t m);
+    void release(uint64_t id, uint32_t m);
+    void span(Action a, uint32_t m, Pass p);
+
+    // --- init (deepspeed.initialize) ---
+    void init_fp16_optimizer();
+    void init_zero12_flatten_bit16_groups();
+    void init_zero3_partitions();
+
+    // --- forward / backward ---
+    std::vector<Visit> module_visits() const;
+    void micro_step(uint64_t global_micro, bool boundary);
+    void forward_module(uint32_t m, size_t visit, Pass p);
+    void backward_module(uint32_t m, size_t visit);
+    std::vector<Saved> saved_tensors(uint32_t m, bool with_scores) const;
+    void save_activations(uint32_t m, Pass p);
+    void loss_backward(uint32_t m);
+    void free_saved(uint32_t m);
+
+    // --- gradients ---
+    void gradients(uint32_t m);
+    void zero12_add_grad_to_ipg_bucket(uint32_t m, uint64_t numel);
+    void zero12_reduce_ipg_grads(uint32_t m);
+    void zero12_setup_buckets(uint32_t m);
+    void zero12_release_ipg_buffers(uint32_t m);
+    void zero1_reduce_gradients_at_boundary(uint32_t m);
+    void zero3_reduce_independent_p_g_buckets(uint32_t m, uint64_t numel);
+    void zero3_reduce_and_partition_ipg_grads(uint32_t m);
+
+    // --- ZeRO-3 parameter coordinator ---
+    void fetch_sub_module(uint32_t m, size_t visit);
+    void issue_allgather(const std::vector<uint32_t>& units, uint32_t m);
+    void wait_handle(size_t handle, uint32_t m);
+    void prefetch(size_t visit, uint32_t m);
+    void release_sub_module(uint32_t m, size_t visit);
+    void release_all_gathered();
+
+    // --- optimizer step ---
+    void optimizer_step(bool first);
+    void adam_state_and_temporary(uint64_t numel, bool first, uint32_t m);
+
+    const EstimateInput& in_;
+    const SimOptions& opt_;
+    EventLog log_;
+    std::vector<SimModule> mods_;
+    struct Tensor { uint64_t bytes; const char* term; Stream stream; };
+    std::vector<Tensor> tensors_;  // per tensor id - 1
+    Phase phase_ = Phase::load;
+    uint32_t root_ = 0;  // module index used for model-wide events ("model")
+
+    int stage_ = 0;
+    uint64_t N_ = 1, bm_ = 2, ba_ = 2, bc_ = 2, sc_ = 1;
+    bool half_ = true, off_opt_ = false, off_par_ = false, overlap_ = false;
+    Stream ag_ = Stream::compute, rd_ = Stream::compute;
+    uint64_t bucket_ = 0, T_ = 0, Tn_ = 0;
+    uint64_t sbh_ = 0, sbV_ = 0;
+    bool complete_ = false;  // ZeRO-3 trace recorded (second micro step on)
+    bool boundary_ = false;  // this micro step ends a gradient accumulation
+
+    // activations saved per module for the current micro step
+    std::vector<std::vector<uint64_t>> saved_;
+    std::vector<int> first_of_layer_, last_of_layer_;
+    std::vector<uint64_t> checkpoint_;  // per layer, full checkpointing input
+
+    // gradients
+    std::vector<uint64_t> full_grads_;    // stage 0/1: param.grad kept to the step
+    bool grads_exist_ = false;
+    uint64_t grads_in_partition_ = 0;     // stage 2
+    std::vector<uint64_t> ipg_buffers_;   // stage 1/2 (per backward)
+    uint64_t ipg_elements_ = 0;
+    uint64_t ipg_bucket_z3_ = 0;          // stage 3 persistent IPG bucket
+    std::vector<uint64_t> moments_;       // Adam m, v (kept)
+
+    // ZeRO-3 coordinator state per parameter unit (module owning params)
+    std::vector<uint32_t> unit_;          // module -> unit
+    std::vector<uint64_t> unit_numel_;    // non-persistent numel
+    std::vector<uint64_t> unit_padded_;   // sum of ceil(numel/N)*N
+    std::vector<std::vector<uint64_t>> unit_np_params_;  // numel of non-persistent params
+    std::vector<int> unit_state_;         // 0 not available, 1 in flight, 2 available
+    std::vector<size_t> unit_handle_;
+    std::vector<std::vector<uint64_t>> gathered_;
+    struct Handle { uint64_t flat = 0; std::vector<uint32_t> units; bool done = false; };
+    std::vector<Handle> handles_;
+    uint64_t available_numel_ = 0;
+    std::vector<Visit> visits_;
+    std::vector<int64_t> next_use_;
+    std::vector<uint64_t> visit_prefix_;
+    std::vector<uint64_t> sub_groups_;    // partition numel of each sub-group
+    uint64_t persistent_padded_ = 0;      // sum of ceil(numel/N)*N over persistent params
+};
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+Producer::Producer(const EstimateInput& in, const SimOptions& opt) : in_(in), opt_(opt) {
+    if (opt.steps < 1) throw InputError("--steps: must be at least 1, got " + std::to_string(opt.steps));
+    if (!in.model.arch)
+        throw InputError("simulate: needs the model's architecture: give --model or --hf-config (--params alone has no module tree)");
+    if (in.cluster.tp != 1 || in.cluster.pp != 1)
+        throw InputError("--tp/--pp: the simulator replays data parallelism only (tp = pp = 1)");
+    if (in.train.lora_rank > 0 || in.train.trainable_params || in.train.load_in_bits != 16)
+        throw InputError("--lora-rank/--trainable-params/--load-in: the simulator replays full fine-tuning only");
+    if (in.zero.stage < 0 || in.zero.stage > 3)
+        throw InputError("zero_optimization.stage: " + std::to_string(in.zero.stage) + " is outside 0..3");
+    const auto& t = in.train;
+    const auto& z = in.zero;
+    stage_ = z.stage;
+    N_ = static_cast<uint64_t>(in.cluster.data_parallel());
+    if (N_ == 0) throw InputError("--gpus: must be a positive number of GPUs");
+    bm_ = static_cast<uint64_t>(dtype_bytes(t.dtype));
+    ba_ = static_cast<uint64_t>(dtype_bytes(t.grad_accum_dtype.value_or(t.dtype)));
+    bc_ = static_cast<uint64_t>(dtype_bytes(t.communication_dtype.value_or(t.dtype)));
+    half_ = t.dtype != Dtype::fp32;
+    sc_ = half_ ? 1 : 2;
+    off_opt_ = z.offload_optimizer != OffloadDevice::none;
+    off_par_ = z.offload_param != OffloadDevice::none;
+    overlap_ = z.overlap_comm_effective();
+    ag_ = overlap_ ? Stream::allgather : Stream::compute;
+    rd_ = overlap_ ? Stream::reduce : Stream::compute;
+    bucket_ = static_cast<uint64_t>(std::max<int64_t>(1, z.reduce_bucket_size));
+    mods_ = build_modules(*in.model.arch);
+    log_.modules.push_back("model");
+    for (const auto& m : mods_) log_.modules.push_back(m.name);
+    for (const auto& m : mods_)
+        for (uint64_t p : m.params) T_ += p;
+    Tn_ = ceil_div(T_, N_);
+    const auto& a = *in.model.arch;
+    sbh_ = static_cast<uint64_t>(t.seq_len) * static_cast<uint64_t>(t.micro_batch) * static_cast<uint64_t>(a.hidden_size);
+    sbV_ = static_cast<uint64_t>(t.seq_len) * static_cast<uint64_t>(t.micro_batch) * static_cast<uint64_t>(a.vocab_size);
+    saved_.resize(mods_.size());
+    first_of_layer_.assign(static_cast<size_t>(a.num_layers), -1);
+    last_of_layer_.assign(static_cast<size_t>(a.num_layers), -1);
+    for (size_t i = 0; i < mods_.size(); ++i) {
+        const int l = mods_[i].layer;
+        if (l < 0) continue;
+        if (first_of_layer_[static_cast<size_t>(l)] < 0) first_of_layer_[static_cast<size_t>(l)] = static_cast<int>(i);
+        last_of_layer_[static_cast<size_t>(l)] = static_cast<int>(i);
+    }
+    checkpoint_.assign(static_cast<size_t>(a.num_layers), 0);
+}
+
+// Module ids in events are offset by one: 0 is the whole model.
+uint64_t Producer::alloc(const char* term, uint64_t bytes, Stream s, uint32_t m) {
+    const uint64_t id = tensors_.size() + 1;
+    tensors_.push_back({bytes, term, s});
+    log_.events.push_back({Action::alloc, s, phase_, m, id, bytes, term});
+    return id;
+}
+
+void Producer::release(uint64_t id, uint32_t m) {
+    if (id == 0) return;
+    const Tensor& t = tensors_[id - 1];
+    log_.events.push_back({Action::free, t.stream, phase_, m, id, t.bytes, t.term});
+}
+
+void Producer::span(Action a, uint32_t m, Pass p) {
+    const char* name = p == Pass::forward ? "forward" : (p == Pass::backward ? "backward" : "recompute");
+    log_.events.push_back({a, Stream::compute, phase_, m + 1, 0, 0, name});
+}
+
+// ---------------------------------------------------------------------------
+// Init
+// ---------------------------------------------------------------------------
+
+// Stage 0 (fused_optimizer.py FP16_Optimizer): the module in the model dtype
+// on the GPU and, for 16-bit training, the fp32 flat master copy.
+void Producer::init_fp16_optimizer() {
+    for (uint32_t i = 0; i < mods_.size(); ++i)
+        for (uint64_t p : mods_[i].params) alloc("parameter", bm_ * p, Stream::compute, i + 1);
+    if (half_) alloc("fp32_master", 4 * T_, Stream::compute, root_);
+}
+
+// Stage 1/2 (stage_1_and_2.py __init__): the engine moves the module to the
+// GPU, the optimizer flattens it into bit16_groups_flat (padded to a multiple
+// of 2 x N_d elements; briefly two 16-bit copies), frees the originals and
+// creates this rank's fp32 partition (single_partition_of_fp32_groups).
+void Producer::init_zero12_flatten_bit16_groups() {
+    std::vector<std::pair<uint64_t, uint32_t>> params;
+    uint64_t largest = 0;
+    for (uint32_t i = 0; i < mods_.size(); ++i)
+        for (uint64_t p : mods_[i].params) {
+            params.emplace_back(alloc("parameter", bm_ * p, Stream::compute, i + 1), i + 1);
+            largest = std::max(largest, p);
+        }
+    const uint64_t padded = ceil_div(T_, 2 * N_) * 2 * N_;
+    Tn_ = padded / N_;
+    // The flat copy is built on the GPU when a second 16-bit copy fits
+    // (capacity unknown: assumed to fit), else on the CPU after the
+    // params left the GPU (stage_1_and_2.py __init__, flatten on accelerator).
+    const auto cap = in_.cluster.gpu_memory;
+    const bool on_gpu = !cap || bm_ * (T_ + padded) <= *cap;
+    if (!on_gpu)
+        for (const auto& [id, m] : params) release(id, m);
+    alloc("bit16_groups_flat", bm_ * padded, Stream::compute, root_);
+    if (on_gpu)
+        for (const auto& [id, m] : params) release(id, m);
+    if (!off_opt_) alloc("fp32_partition", 4 * Tn_, Stream::compute, root_);
+    else alloc("temp_grad_buffer_for_gpu_offload", bm_ * largest, Stream::compute, root_);
+}
+
+// Stage 3 (partition_parameters.py zero.Init, stage3.py __init__): persistent
+// params stay whole; the rest are partitioned (ceil(numel/N_d) each) and
+// defragmented into lp_param_buffer through host memory; then the
+// grad_partitions_flat_buffer, the IPG bucket, the fp32 partitions per
+// sub-group and the transient fp32 gradient_buffer.
+void Producer::init_zero3_partitions() {
+    const auto& z = in_.zero;
+    unit_.resize(mods_.size());
+    unit_numel_.assign(mods_.size(), 0);
+    unit_padded_.assign(mods_.size(), 0);
+    unit_np_params_.assign(mods_.size(), {});
+    unit_state_.assign(mods_.size(), 0);
+    unit_handle_.assign(mods_.size(), 0);
+    gathered_.assign(mods_.size(), {});
+    uint64_t persistent_total = 0, parts = 0, sub_part = 0;
+    std::vector<std::pair<uint64_t, uint32_t>> partitions;
+    for (uint32_t i = 0; i < mods_.size(); ++i) {
+        unit_[i] = mods_[i].shares_params_with >= 0 ? static_cast<uint32_t>(mods_[i].shares_params_with) : i;
+        for (uint64_t p : mods_[i].params) {
+            const uint64_t part = ceil_div(p, N_);
+            parts += part;
+            // parameter_offload.mark_persistent_parameters
+            if (static_cast<int64_t>(p) <= z.stage3_param_persistence_threshold &&
+                static_cast<int64_t>(persistent_total + p) <= z.stage3_model_persistence_threshold) {
+                persistent_total += p;
+                persistent_padded_ += ceil_div(p, N_) * N_;
+                alloc("persistent_parameter", bm_ * p, Stream::compute, i + 1);
+            } else {
+                unit_numel_[i] += p;
+                unit_padded_[i] += part * N_;
+                unit_np_params_[i].push_back(p);
+            }
+            if (!off_par_) partitions.emplace_back(alloc("param_partition", bm_ * part, Stream::compute, i + 1), i + 1);
+            // stage3.py _create_fp16_sub_groups: a sub-group closes once its
+            // partition numel reaches sub_group_size elements.
+            sub_part += part;
+            if (sub_part >= static_cast<uint64_t>(z.sub_group_size)) {
+                sub_groups_.push_back(sub_part);
+                sub_part = 0;
+            }
+        }
+    }
+    if (sub_part > 0) sub_groups_.push_back(sub_part);
+    Tn_ = parts;
+    if (!off_par_) {
+        // stage3.py defragment: partitions copied to a host buffer and freed,
+        // gc + empty_cache, then the flat buffer is copied back to the GPU.
+        for (const auto& [id, m] : partitions) release(id, m);
+        log_.events.push_back({Action::empty_cache, Stream::compute, phase_, root_, 0, 0, "empty_cache"});
+        alloc("lp_param_buffer", bm_ * parts, Stream::compute, root_);
+    }
+    if (!off_opt_) alloc("grad_partitions_flat_buffer", ba_ * parts, Stream::compute, root_);
+    if (z.contiguous_gradients) ipg_bucket_z3_ = alloc("ipg_bucket", bc_ * bucket_, Stream::compute, root_);
+    if (!off_opt_) {
+        uint64_t largest = 0;
+        for (uint64_t sg : sub_groups_) {
+            alloc("fp32_partition", 4 * sg, Stream::compute, root_);
+            largest = std::max(largest, sg);
+        }
+        release(alloc("fp32_gradient_buffer", 4 * largest, Stream::compute, root_), root_);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Forward and backward
+// ---------------------------------------------------------------------------
+
+// The hook order of one micro step: every module forward, then backward in
+// reverse; with full checkpointing each block's forward is replayed
+// (recompute) just before its backward.
+std::vector<Visit> Producer::module_visits() const {
+    std::vector<Visit> v;
+    const uint32_t M = static_cast<uint32_t>(mods_.size());
+    v.reserve(M * 3);
+    for (uint32_t m = 0; m < M; ++m) v.push_back({m, Pass::forward});
+    const bool full = in_.train.checkpointing == Checkpointing::full;
+    for (uint32_t m = M; m-- > 0;) {
+        const int l = mods_[m].layer;
+        if (full && l >= 0 && last_of_layer_[static_cast<size_t>(l)] == static_cast<int>(m))
+            for (int r = first_of_layer_[static_cast<size_t>(l)]; r <= static_cast<int>(m); ++r)
+                v.push_back({static_cast<uint32_t>(r), Pass::recompute});
+        v.push_back({m, Pass::backward});
+    }
+    return v;
+}
+
+// Activations each module saves for its backward, per Korthikanti et al.
+// 2022 Table 2 split into tensors (16-bit; x2 for fp32), with GQA widths
+// and the real MLP width, as estimate.cpp layer_activation_bytes sums them.
+std::vector<Saved> Producer::saved_tensors(uint32_t m, bool with_scores) const {
+    const auto& a = *in_.model.arch;
+    const auto& t = in_.train;
+    const uint64_t s = static_cast<uint64_t>(t.seq_len), b = static_cast<uint64_t>(t.micro_batch);
+    const uint64_t d = static_cast<uint64_t>(a.head_dim > 0 ? a.head_dim : a.hidden_size / a.num_heads);
+    const uint64_t sbq = s * b * static_cast<uint64_t>(a.num_heads) * d;
+    const uint64_t sbkv = s * b * static_cast<uint64_t>(a.num_kv_heads) * d;
+    const uint64_t sbf = s * b * static_cast<uint64_t>(a.ffn_size);
+    const uint64_t scores = static_cast<uint64_t>(a.num_heads) * s * s * b;
+    const uint64_t k = sc_;
+    const std::string& r = mods_[m].role;
+    std::vector<Saved> v;
+    if (r == "embed_tokens") v.push_back({"embedding_dropout_mask", k * sbh_});
+    else if (r == "input_layernorm" || r == "post_attention_layernorm") v.push_back({"layernorm_input", k * 2 * sbh_});
+    else if (r == "q_proj") { v.push_back({"attention_input", k * 2 * sbh_}); v.push_back({"query", k * 2 * sbq}); }
+    else if (r == "k_proj") v.push_back({"key", k * 2 * sbkv});
+    else if (r == "v_proj") v.push_back({"value", k * 2 * sbkv});
+    else if (r == "qkv_proj") {
+        v.push_back({"attention_input", k * 2 * sbh_});
+        v.push_back({"query", k * 2 * sbq});
+        v.push_back({"key", k * 2 * sbkv});
+        v.push_back({"value", k * 2 * sbkv});
+    } else if (r == "o_proj") {
+        if (with_scores && !t.flash_attention) {
+            v.push_back({"attention_scores", k * 2 * scores});
+            v.push_back({"attention_softmax", k * 2 * scores});
+            v.push_back({"attention_dropout_mask", k * scores});
+        }
+        v.push_back({"attention_output", k * 2 * sbq});
+        v.push_back({"attention_residual_dropout_mask", k * sbh_});
+    } else if (r == "gate_proj") { v.push_back({"mlp_input", k * 2 * sbh_}); v.push_back({"mlp_gate", k * 2 * sbf}); }
+    else if (r == "up_proj") {
+        if (!a.gated_mlp) v.push_back({"mlp_input", k * 2 * sbh_});
+        v.push_back({"mlp_up", k * 2 * sbf});
+    } else if (r == "down_proj") {
+        v.push_back({"mlp_activation", k * 2 * sbf});
+        if (a.gated_mlp) v.push_back({"mlp_product", k * 2 * sbf});
+        v.push_back({"mlp_dropout_mask", k * sbh_});
+    } else if (r == "final_norm") v.push_back({"layernorm_input", k * 2 * sbh_});
+    else if (r == "lm_head") {
+        // HF models: 16-bit logits, their fp32 upcast, the fp32 log-softmax of the cross-entropy.
+        v.push_back({"lm_head_input", k * 2 * sbh_});
+        v.push_back({"logits", bm_ * sbV_});
+        if (half_) v.push_back({"logits_fp32", 4 * sbV_});
+        v.push_back({"log_softmax", 4 * sbV_});
+    }
+    return v;
+}
+
+void Producer::save_activations(uint32_t m, Pass p) {
+    const int l = mods_[m].layer;
+    const Checkpointing mode = in_.train.checkpointing;
+    if (p == Pass::forward && mode == Checkpointing::full && l >= 0) {
+        // checkpoint(): only the block's input is kept (2sbh).
+        if (first_of_layer_[static_cast<size_t>(l)] == static_cast<int>(m))
+            checkpoint_[static_cast<size_t>(l)] = alloc("checkpoint_input", sc_ * 2 * sbh_, Stream::compute, m + 1);
+        return;
+    }
+    const bool scores = mode == Checkpointing::none || p == Pass::recompute;
+    for (const Saved& s : saved_tensors(m, scores)) saved_[m].push_back(alloc(s.term, s.bytes, Stream::compute, m + 1));
+}
+
+void Producer::free_saved(uint32_t m) {
+    for (uint64_t id : saved_[m]) release(id, m + 1);
+    saved_[m].clear();
+    const int l = mods_[m].layer;
+    if (l >= 0 && first_of_layer_[static_cast<size_t>(l)] == static_cast<int>(m) && checkpoint_[static_cast<size_t>(l)]) {
+        release(checkpoint_[static_cast<size_t>(l)], m + 1);
+        checkpoint_[static_cast<size_t>(l)] = 0;
+    }
+}
+
+void Producer::forward_module(uint32_t m, size_t visit, Pass p) {
+    span(Action::span_begin, m, p);
+    if (stage_ == 3) fetch_sub_module(m, visit);
+    save_activations(m, p);
+    if (stage_ == 3) release_sub_module(m, visit);
+    span(Action::span_end, m, p);
+}
+
+// Cross-entropy backward: the fp32 gradient of the log-softmax input, then
+// the 16-bit gradient of the logits.
+void Producer::loss_backward(uint32_t m) {
+    const uint64_t g32 = alloc("logits_grad_fp32", 4 * sbV_, Stream::compute, m + 1);
+    const uint64_t g16 = alloc("logits_grad", bm_ * sbV_, Stream::compute, m + 1);
+    release(g32, m + 1);
+    saved_[m].push_back(g16);
+}
+
+void Producer::backward_module(uint32_t m, size_t visit) {
+    span(Action::span_begin, m, Pass::backward);
+    if (stage_ == 3) fetch_sub_module(m, visit);
+    if (mods_[m].role == "lm_head") loss_backward(m);
+    uint64_t recomputed = 0;
+    if (in_.train.checkpointing == Checkpointing::selective && !in_.train.flash_attention && mods_[m].role == "o_proj") {
+        // Selective recompute: the attention core (scores, softmax, dropout mask) is rebuilt for this backward.
+        const auto& a = *in_.model.arch;
+        const uint64_t sc = static_cast<uint64_t>(a.num_heads) * static_cast<uint64_t>(in_.train.seq_len) *
+                            static_cast<uint64_t>(in_.train.seq_len) * static_cast<uint64_t>(in_.train.micro_batch);
+        recomputed = alloc("attention_core_recompute", sc_ * 5 * sc, Stream::compute, m + 1);
+    }
+    gradients(m);
+    release(recomputed, m + 1);
+    free_saved(m);
+    if (stage_ == 3) release_sub_module(m, visit);
+    span(Action::span_end, m, Pass::backward);
+}
+
+// ---------------------------------------------------------------------------
+// Gradients
+// ---------------------------------------------------------------------------
+
+void Producer::gradients(uint32_t m) {
+    if (mods_[m].shares_params_with >= 0) return;  // tied: the shared grad is produced at the embedding
+    for (uint64_t p : mods_[m].params) {
+        if (stage_ <= 1) {
+            // param.grad, full size, kept to the step (accumulated in place).
+            if (!grads_exist_) full_grads_.push_back(alloc("gradient", bm_ * p, Stream::compute, m + 1));
+            // ZeRO-1 with overlap_comm reduces in the hooks of the boundary backward.
+            if (stage_ == 1 && overlap_ && boundary_) zero12_add_grad_to_ipg_bucket(m, p);
+            continue;
+        }
+        const uint64_t g = alloc("gradient", bm_ * p, Stream::compute, m + 1);
+        if (stage_ == 2) zero12_add_grad_to_ipg_bucket(m, p);
+        else zero3_reduce_independent_p_g_buckets(m, p);
+        release(g, m + 1);  // copied into the bucket; param.grad now aliases the bucket
+    }
+}
+
+// stage_1_and_2.py setup_buckets: one buffer of reduce_bucket_size elements
+// in the model dtype, a second with overlap_comm (double buffering).
+void Producer::zero12_setup_buckets(uint32_t m) {
+    if (!ipg_buffers_.empty()) return;
+    for (int i = 0; i < (overlap_ ? 2 : 1); ++i)
+        ipg_buffers_.push_back(alloc("ipg_bucket", bm_ * bucket_, Stream::compute, m + 1));
+}
+
+// stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads.
+void Producer::zero12_add_grad_to_ipg_bucket(uint32_t m, uint64_t numel) {
+    zero12_setup_buckets(m);
+    if (ipg_elements_ + numel > bucket_ && ipg_elements_ > 0) zero12_reduce_ipg_grads(m);
+    ipg_elements_ += numel;
+    if (numel > bucket_) zero12_reduce_ipg_grads(m);  // extra large param: reduced directly
+}
+
+// stage_1_and_2.py reduce_ipg_grads -> average_tensor -> allreduce_bucket:
+// the slices are flattened into a new tensor and all-reduced; this rank's
+// part goes into grads_in_partition (allocated at the first copy, stage 2).
+void Producer::zero12_reduce_ipg_grads(uint32_t m) {
+    if (ipg_elements_ == 0) return;
+    const uint64_t flat = alloc("allreduce_flat_buffer", bm_ * ipg_elements_, rd_, m + 1);
+    if (stage_ == 2 && !off_opt_ && grads_in_partition_ == 0)
+        grads_in_partition_ = alloc("grads_in_partition", bm_ * Tn_, Stream::compute, root_);
+    release(flat, m + 1);
+    ipg_elements_ = 0;
+}
+
+void Producer::zero12_release_ipg_buffers(uint32_t m) {
+    for (uint64_t id : ipg_buffers_) release(id, m);
+    ipg_buffers_.clear();
+}
+
+// ZeRO-1 without overlap_comm: at the accumulation boundary
+// reduce_gradients walks the params through the IPG buckets after the
+// backward (with overlap_comm the hooks of the boundary backward do it).
+void Producer::zero1_reduce_gradients_at_boundary(uint32_t m) {
+    for (uint32_t i = static_cast<uint32_t>(mods_.size()); i-- > 0;)
+        for (uint64_t p : mods_[i].params) {
+            zero12_setup_buckets(m);
+            if (ipg_elements_ + p > bucket_ && ipg_elements_ > 0) zero12_reduce_ipg_grads(m);
+            ipg_elements_ += p;
+        }
+    zero12_reduce_ipg_grads(m);
+    zero12_release_ipg_buffers(m);
+}
+
+// stage3.py reduce_independent_p_g_buckets_and_remove_grads: flush when the
+// bucket would overflow, then copy the grad into the contiguous bucket.
+void Producer::zero3_reduce_independent_p_g_buckets(uint32_t m, uint64_t numel) {
+    const uint64_t padded = ceil_div(numel, N_) * N_;
+    if (ipg_elements_ + padded > bucket_ && ipg_elements_ > 0) zero3_reduce_and_partition_ipg_grads(m);
+    ipg_elements_ += padded;
+}
+
+// stage3.py __reduce_and_partition_ipg_grads -> reduce_scatter_coalesced
+// (comm/coalesced_collectives.py): a padded, interleaved torch.cat of the
+// bucket on the reduce stream; this rank's slice goes to
+// grad_partitions_flat_buffer (partition_grads).
+void Producer::zero3_reduce_and_partition_ipg_grads(uint32_t m) {
+    if (ipg_elements_ == 0) return;
+    release(alloc("reduce_scatter_concat_buffer", bc_ * ipg_elements_, rd_, m + 1), m + 1);
+    ipg_elements_ = 0;
+}
+
+// ---------------------------------------------------------------------------
+// ZeRO-3 parameter coordinator (partitioned_param_coordinator.py)
+// ---------------------------------------------------------------------------
+
+// partition_parameters.py all-gather: one flat buffer of
+// sum(ceil(numel/N)*N) elements on the all-gather stream (with offloaded
+// params, this rank's partition is first copied to the GPU).
+void Producer::issue_allgather(const std::vector<uint32_t>& units, uint32_t m) {
+    Handle h;
+    uint64_t padded = 0;
+    for (uint32_t u : units) padded += unit_padded_[u];
+    uint64_t staged = 0;
+    if (off_par_) staged = alloc("offloaded_partition_copy", bm_ * padded / N_, ag_, m + 1);
+    h.flat = alloc("allgather_flat_buffer", bm_ * padded, ag_, m + 1);
+    release(staged, m + 1);
+    h.units = units;
+    for (uint32_t u : units) {
+        unit_state_[u] = 1;
+        unit_handle_[u] = handles_.size();
+        available_numel_ += unit_numel_[u];
+    }
+    handles_.push_back(std::move(h));
+}
+
+// AllGatherCoalescedHandle.wait: every param of the handle is built by a
+// torch.cat of the per-rank slices (a copy); then the flat buffer goes.
+void Producer::wait_handle(size_t hi, uint32_t m) {
+    Handle& h = handles_[hi];
+    if (h.done) return;
+    for (uint32_t u : h.units) {
+        for (uint64_t p : unit_np_params_[u]) gathered_[u].push_back(alloc("gathered_parameter", bm_ * p, ag_, m + 1));
+        unit_state_[u] = 2;
+    }
+    release(h.flat, m + 1);
+    h.done = true;
+}
+
+// _fetch_sub_module_impl: gather the module's missing params, wait, then
+// (trace complete) prefetch ahead.
+void Producer::fetch_sub_module(uint32_t m, size_t visit) {
+    const uint32_t u = unit_[m];
+    if (unit_numel_[u] > 0) {
+        if (unit_state_[u] == 0) issue_allgather({u}, m);
+        if (unit_state_[u] == 1) wait_handle(unit_handle_[u], m);
+    }
+    if (complete_) prefetch(visit, m);
+}
+
+// Prefetch: walk the trace collecting units not available until
+// min(stage3_prefetch_bucket_size, stage3_max_live_parameters - available)
+// elements are collected; one coalesced all-gather.
+void Producer::prefetch(size_t visit, uint32_t m) {
+    const auto& z = in_.zero;
+    const int64_t room = z.stage3_max_live_parameters - static_cast<int64_t>(available_numel_);
+    const int64_t budget = std::min<int64_t>(z.stage3_prefetch_bucket_size, room);
+    if (budget <= 0) return;
+    std::vector<uint32_t> units;
+    uint64_t numel = 0;
+    for (size_t i = visit + 1; i < visits_.size() && static_cast<int64_t>(numel) < budget; ++i) {
+        const uint32_t u = unit_[visits_[i].module];
+        if (unit_numel_[u] == 0 || unit_state_[u] != 0) continue;
+        if (std::find(units.begin(), units.end(), u) != units.end()) continue;
+        units.push_back(u);
+        numel += unit_numel_[u];
+    }
+    if (!units.empty()) issue_allgather(units, m);
+}
+
+// release_sub_module: free the gathered params unless (trace complete) the
+// unit is used again within stage3_max_reuse_distance elements.
+void Producer::release_sub_module(uint32_t m, size_t visit) {
+    const uint32_t u = unit_[m];
+    if (unit_state_[u] != 2) return;
+    if (complete_ && next_use_[visit] >= 0) {
+        const uint64_t walked = visit_prefix_[static_cast<size_t>(next_use_[visit])] - visit_prefix_[visit + 1];
+        if (static_cast<int64_t>(walked) < in_.zero.stage3_max_reuse_distance) return;
+    }
+    for (uint64_t id : gathered_[u]) release(id, m + 1);
+    gathered_[u].clear();
+    unit_state_[u] = 0;
+    available_numel_ -= unit_numel_[u];
+}
+
+void Producer::release_all_gathered() {
+    for (size_t hi = 0; hi < handles_.size(); ++hi)
+        if (!handles_[hi].done) wait_handle(hi, root_);
+    for (uint32_t u = 0; u < unit_state_.size(); ++u) {
+        if (unit_state_[u] != 2) continue;
+        for (uint64_t id : gathered_[u]) release(id, u + 1);
+        gathered_[u].clear();
+        unit_state_[u] = 0;
+        available_numel_ -= unit_numel_[u];
+    }
+    handles_.clear();
+}
+
+// ---------------------------------------------------------------------------
+// One micro step and the optimizer step
+// ---------------------------------------------------------------------------
+
+void Producer::micro_step(uint64_t global_micro, bool boundary) {
+    const bool first_step = phase_ == Phase::forward;
+    complete_ = global_micro >= 1;  // B.2: the trace is recorded in the first iteration
+    boundary_ = boundary;
+    for (size_t i = 0; i < visits_.size(); ++i) {
+        const Visit& v = visits_[i];
+        if (v.pass == Pass::backward && phase_ != Phase::backward && phase_ != Phase::steady_backward)
+            phase_ = first_step ? Phase::backward : Phase::steady_backward;
+        if (v.pass == Pass::backward) backward_module(v.module, i);
+        else forward_module(v.module, i, v.pass);
+    }
+    // Backward epilogue (independent_gradient_partition_epilogue).
+    if (stage_ == 3) {
+        zero3_reduce_and_partition_ipg_grads(root_);
+        release_all_gathered();
+    } else if (stage_ == 2) {
+        zero12_reduce_ipg_grads(root_);
+        zero12_release_ipg_buffers(root_);
+    } else if (stage_ == 1 && boundary) {
+        if (overlap_) {
+            zero12_reduce_ipg_grads(root_);
+            zero12_release_ipg_buffers(root_);
+        } else {
+            zero1_reduce_gradients_at_boundary(root_);
+        }
+    }
+    if (stage_ <= 1) grads_exist_ = true;
+}
+
+void Producer::adam_state_and_temporary(uint64_t numel, bool first, uint32_t m) {
+    if (first) {
+        // torch.optim / FusedAdam state, created at the first step.
+        if (in_.train.optimizer == Optimizer::sgd) {
+            moments_.push_back(alloc("momentum_buffer", 4 * numel, Stream::compute, m));
+        } else {
+            moments_.push_back(alloc("exp_avg", 4 * numel, Stream::compute, m));
+            moments_.push_back(alloc("exp_avg_sq", 4 * numel, Stream::compute, m));
+        }
+    }
+    // torch AdamW's multi-tensor step: an fp32 temporary of the partition.
+    if (!in_.train.fused_optimizer) release(alloc("optimizer_temporary", 4 * numel, Stream::compute, m), m);
+}
+
+void Producer::optimizer_step(bool first) {
+    phase_ = Phase::optimizer_step;
+    const uint32_t m = root_;
+    if (stage_ == 0) {
+        const uint64_t flat = half_ ? alloc("fp32_flat_gradients", 4 * T_, Stream::compute, m) : 0;
+        adam_state_and_temporary(T_, first, m);
+        release(flat, m);
+    } else if (stage_ <= 2) {
+        if (!off_opt_) {
+            // stage_1_and_2.py step: the partition's grads flattened, then cast to fp32.
+            const uint64_t flat = alloc("flat_gradient_partition", ba_ * Tn_, Stream::compute, m);
+            const uint64_t g32 = alloc("fp32_gradient_partition", 4 * Tn_, Stream::compute, m);
+            adam_state_and_temporary(Tn_, first, m);
+            release(g32, m);
+            release(flat, m);
+        }
+        // all_gather_dp_groups: in place into bit16_groups_flat (no buffer).
+    } else if (!off_opt_) {
+        // stage3.py _prepare_fp32_grad_for_sub_group, per sub-group.
+        for (uint64_t sg : sub_groups_) {
+            const uint64_t flat = alloc("flat_gradient_sub_group", ba_ * sg, Stream::compute, m);
+            const uint64_t g32 = alloc("fp32_gradient_sub_group", 4 * sg, Stream::compute, m);
+            adam_state_and_temporary(sg, first, m);
+            release(g32, m);
+            release(flat, m);
+        }
+    }
+    // stage3.py _post_step: persistent params are all-gathered again from
+    // their updated partitions (one flat buffer, replacing param.data).
+    if (stage_ == 3 && persistent_padded_ > 0)
+        release(alloc("allgather_flat_buffer", bm_ * persistent_padded_, ag_, m), m);
+    // zero_grad(set_to_none): stage 0/1 grads, stage 2 grads_in_partition.
+    for (uint64_t id : full_grads_) release(id, m);
+    full_grads_.clear();
+    grads_exist_ = false;
+    release(grads_in_partition_, m);
+    grads_in_partition_ = 0;
+}
+
+EventLog Producer::run() {
+    phase_ = Phase::load;
+    if (stage_ == 0) init_fp16_optimizer();
+    else if (stage_ <= 2) init_zero12_flatten_bit16_groups();
+    else init_zero3_partitions();
+    visits_ = module_visits();
+    if (stage_ == 3) {
+        // Next use of each visit's unit and the elements walked up to it (release_sub_module's reuse distance).
+        next_use_.assign(visits_.size(), -1);
+        visit_prefix_.assign(visits_.size() + 1, 0);
+        std::vector<int64_t> last(mods_.size(), -1);
+        for (size_t i = visits_.size(); i-- > 0;) {
+            const uint32_t u = unit_[visits_[i].module];
+            next_use_[i] = last[u];
+            last[u] = static_cast<int64_t>(i);
+        }
+        for (size_t i = 0; i < visits_.size(); ++i)
+            visit_prefix_[i + 1] = visit_prefix_[i] + unit_numel_[unit_[visits_[i].module]];
+    }
+    const int64_t gas = in_.train.grad_accum;
+    uint64_t micro = 0;
+    for (int64_t k = 0; k < opt_.steps; ++k) {
+        for (int64_t mu = 0; mu < gas; ++mu) {
+            phase_ = k == 0 ? Phase::forward : Phase::steady_forward;
+            micro_step(micro++, mu == gas - 1);
+        }
+        optimizer_step(k == 0);
+    }
+    return std::move(log_);
+}
+
+}  // namespace
+
+EventLog produce_events(const EstimateInput& in, const SimOptions& opt) {
+    Producer p(in, opt);
+    return p.run();
+}
+
+}  // namespace zeromem::sim

@@ -1,0 +1,130 @@
+// Replays an EventLog through the CachingAllocator and records what the
+// writers show: timeline, spans, peaks per phase, the OOM.
+#include "zeromem/simulator.h"
+
+#include <algorithm>
+
+namespace zeromem::sim {
+
+using zeromem::InputError;
+
+const char* const kComponents[kComponentCount] = {"parameters", "gradients", "optimizer_states", "activations",
+                                                  "temporary_buffers"};
+
+const char* estimator_component(const std::string& t) {
+    if (t == "parameter" || t == "bit16_groups_flat" || t == "persistent_parameter" || t == "param_partition" ||
+        t == "lp_param_buffer")
+        return kComponents[0];
+    if (t == "gradient" || t == "grads_in_partition" || t == "grad_partitions_flat_buffer") return kComponents[1];
+    if (t == "fp32_master" || t == "fp32_partition" || t == "exp_avg" || t == "exp_avg_sq" || t == "momentum_buffer")
+        return kComponents[2];
+    static const char* const acts[] = {"embedding_dropout_mask", "layernorm_input", "attention_input", "query", "key", "value",
+                                       "attention_scores", "attention_softmax", "attention_dropout_mask", "attention_output",
+                                       "attention_residual_dropout_mask", "mlp_input", "mlp_gate", "mlp_up", "mlp_activation",
+                                       "mlp_product", "mlp_dropout_mask", "lm_head_input", "logits", "logits_fp32",
+                                       "log_softmax", "checkpoint_input", "attention_core_recompute", "logits_grad",
+                                       "logits_grad_fp32"};
+    for (const char* a : acts)
+        if (t == a) return kComponents[3];
+    return kComponents[4];
+}
+
+namespace {
+
+int component_index(const char* term) {
+    const char* c = estimator_component(term);
+    for (int i = 0; i < kComponentCount; ++i)
+        if (c == kComponents[i]) return i;
+    return kComponentCount - 1;
+}
+
+void note_peaks(SimResult& r, const EventLog& log, const Event& e, const CachingAllocator& a, uint64_t t,
+                const std::array<uint64_t, kComponentCount>& live) {
+    r.peak_requested = std::max(r.peak_requested, a.requested());
+    if (a.allocated() > r.peak_allocated) {
+        r.peak_composition = live;
+        r.peak_allocated = a.allocated();
+        r.peak_allocated_t = t;
+        r.peak_event = e.term;
+        r.peak_module = log.modules[e.module];
+        r.reserved_at_peak = a.reserved();
+    }
+    if (a.reserved() > r.peak_reserved) {
+        r.peak_reserved = a.reserved();
+        r.peak_reserved_t = t;
+        r.peak_reserved_event = e.term;
+        r.peak_reserved_module = log.modules[e.module];
+    }
+    PhasePeak& p = r.phases[static_cast<size_t>(e.phase)];
+    p.seen = true;
+    p.peak_allocated = std::max(p.peak_allocated, a.allocated());
+    p.peak_reserved = std::max(p.peak_reserved, a.reserved());
+}
+
+}  // namespace
+
+SimResult replay(const EventLog& log, const SimOptions& opt, std::optional<uint64_t> capacity) {
+    SimResult r;
+    r.modules = log.modules;
+    r.phases.resize(kPhaseCount);
+    for (int i = 0; i < kPhaseCount; ++i) r.phases[static_cast<size_t>(i)].phase = static_cast<Phase>(i);
+    CachingAllocator a(opt.alloc, capacity, opt.record_allocator_trace);
+    std::vector<uint32_t> handle(log.events.size() + 1, 0);
+    std::vector<std::pair<uint64_t, const char*>> open(log.modules.size(), {0, nullptr});
+    r.timeline.reserve(log.events.size());
+    std::array<uint64_t, kComponentCount> live{};
+    std::vector<int> comp_of(log.events.size() + 1, 0);  // per tensor id
+    for (const Event& e : log.events) {
+        const uint64_t t = r.timeline.size();
+        if (e.action == Action::span_begin) {
+            open[e.module] = {t, e.term};
+            continue;
+        }
+        if (e.action == Action::span_end) {
+            r.spans.push_back({e.module, e.term, open[e.module].first, t, e.phase});
+            continue;
+        }
+        if (e.action == Action::empty_cache) {
+            a.empty_cache(t);
+        } else if (e.action == Action::alloc) {
+            const auto h = a.malloc(e.bytes, e.stream, t);
+            if (!h) {
+                r.oom = SimOom{*a.oom(), 0, e.term, log.modules[e.module], e.phase, t};
+                break;
+            }
+            if (handle.size() <= e.tensor) {
+                handle.resize(e.tensor + 1, 0);
+                comp_of.resize(e.tensor + 1, 0);
+            }
+            handle[e.tensor] = *h;
+            comp_of[e.tensor] = component_index(e.term);
+            live[static_cast<size_t>(comp_of[e.tensor])] += e.bytes;
+        } else {
+            a.free(handle[e.tensor], t);
+            live[static_cast<size_t>(comp_of[e.tensor])] -= e.bytes;
+        }
+        const int64_t signed_bytes = e.action == Action::alloc ? static_cast<int64_t>(e.bytes)
+                                     : e.action == Action::free ? -static_cast<int64_t>(e.bytes) : 0;
+        r.timeline.push_back({t, e.term, e.phase, e.module, e.stream, signed_bytes, a.allocated(), a.reserved()});
+        note_peaks(r, log, e, a, t, live);
+    }
+    std::vector<PhasePeak> seen;
+    for (const auto& p : r.phases)
+        if (p.seen) seen.push_back(p);
+    r.phases = std::move(seen);
+    r.final_segments = a.segments();
+    if (opt.record_allocator_trace) r.allocator_trace = a.trace();
+    return r;
+}
+
+SimResult simulate(const EstimateInput& in, const SimOptions& opt) {
+    const EventLog log = produce_events(in, opt);
+    std::optional<uint64_t> capacity;
+    if (in.cluster.gpu_memory)
+        capacity = *in.cluster.gpu_memory - std::min(*in.cluster.gpu_memory, in.residual.cuda_context);
+    SimResult r = replay(log, opt, capacity);
+    if (r.oom && in.cluster.gpu_memory) r.oom->device_total = *in.cluster.gpu_memory;
+    return r;
+}
+
+}  // namespace zeromem::sim
