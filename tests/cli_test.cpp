@@ -124,7 +124,15 @@ TEST(Cli, OtherFormatsAndExplain) {
 TEST(Cli, SeedDeepSpeedConfigs) {
     // Seed ZeRO-3 config: stage 3, both offloads to cpu, fp16; "auto" buckets
     // need the hidden size, which the preset gives.
-    auto j = json_of("estimate --model llama-2-7b --gpus 8 --ds-config " + data("ds_configs/ds_zero3_config.json"));
+    // It offloads the optimizer and has no "optimizer" block, so the client
+    // (the HF Trainer's torch AdamW) builds the optimizer, which DeepSpeed
+    // refuses with ZeRO-Offload (engine.py _configure_optimizer) unless
+    // zero_force_ds_cpu_optimizer is false: an error naming the key.
+    expect_error("estimate --model llama-2-7b --gpus 8 --ds-config " + data("ds_configs/ds_zero3_config.json"),
+                 "zero_force_ds_cpu_optimizer");
+    // With DeepSpeedCPUAdam as the optimizer it runs.
+    auto j = json_of("estimate --model llama-2-7b --gpus 8 --optimizer-impl fused --ds-config " +
+                     data("ds_configs/ds_zero3_config.json"));
     EXPECT_EQ(j.at("zero_optimization").at("stage").get<int>(), 3);
     EXPECT_EQ(j.at("zero_optimization").at("offload_param").get<std::string>(), "cpu");
     EXPECT_EQ(j.at("training").at("dtype").get<std::string>(), "fp16");
@@ -132,7 +140,7 @@ TEST(Cli, SeedDeepSpeedConfigs) {
     EXPECT_EQ(j.at("zero_optimization").at("reduce_bucket_size").get<int64_t>(), 16777216);
     // Flags override the file.
     j = json_of("estimate --model llama-2-7b --gpus 8 --ds-config " + data("ds_configs/ds_zero2_config.json") +
-                " --stage 1 --dtype bf16");
+                " --stage 1 --dtype bf16 --optimizer-impl fused");
     EXPECT_EQ(j.at("zero_optimization").at("stage").get<int>(), 1);
     EXPECT_EQ(j.at("training").at("dtype").get<std::string>(), "bf16");
     // "auto" needing a hidden size, with --params only: error naming the key.
@@ -271,4 +279,29 @@ TEST(Cli, FitNamesWhatBoundsOffloadOptions) {
         }
     }
     EXPECT_TRUE(saw_host_note);
+}
+
+// Issue 7, section 2: the software stack is a resolved choice, shown in the
+// header with where each version came from, and it changes the optimizer
+// that runs the step (torch 2.7: the HF Trainer's foreach adamw_torch).
+TEST(Cli, SoftwareStackInHeaderAndJson) {
+    Outcome r = zeromem("estimate --params 7e9 --gpus 8 --stage 3");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("software: DeepSpeed 0.19.6 (default), torch 2.8 (default), transformers 5.0 (default); "
+                         "optimizer step: HF Trainer default adamw_torch_fused"),
+              std::string::npos) << r.out;
+    r = zeromem("estimate --params 7e9 --gpus 8 --stage 3 --stack deepspeed=0.18.0,torch=2.7 --transformers-version 4.46");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("software: DeepSpeed 0.18.0 (--stack), torch 2.7 (--stack), transformers 4.46 "
+                         "(--transformers-version); optimizer step: HF Trainer default adamw_torch"),
+              std::string::npos) << r.out;
+    const auto j = json_of("estimate --params 7e9 --gpus 8 --stage 3 --torch-version 2.0");
+    EXPECT_EQ(j.at("software").at("torch").get<std::string>(), "2.0");
+    EXPECT_NE(j.at("software").at("optimizer_step").get<std::string>().find("two fp32 temporaries"), std::string::npos);
+    expect_error("estimate --params 7e9 --gpus 8 --torch-version latest", "--torch-version");
+    expect_error("estimate --params 7e9 --gpus 8 --stack pytorch=2.8", "--stack");
+    expect_error("estimate --params 7e9 --gpus 8 --optimizer-impl apex", "--optimizer-impl");
+    // A client optimizer with ZeRO-Offload is refused, naming the key.
+    expect_error("estimate --params 7e9 --gpus 8 --stage 2 --offload-optimizer cpu --optimizer-impl torch",
+                 "zero_force_ds_cpu_optimizer");
 }

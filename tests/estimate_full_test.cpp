@@ -348,6 +348,7 @@ TEST(FullConventionStates, Stage3PartitionsAndCommDtypeBucket) {
     // the b_a flat copy is freed: max((2 + 4)·sub, (4 + 4)·sub) = 8·sub.
     EstimateInput torch_in = in;
     torch_in.train.fused_optimizer = false;
+    torch_in.train.client_fused = false;
     EXPECT_EQ(phase(estimate(torch_in), "optimizer_step").per_gpu.temporary_buffers,
               500000000ull * 4ull + 8ull * part);
 
@@ -482,10 +483,12 @@ TEST(UserCases, C02_Llama7B_Stage2On8xV100) {
     // fp32 gradient and one temporary of 4·P/N = 3.14 GiB, the observed
     // request, with the 16-bit partition freed.
     bare.train.fused_optimizer = false;
+    bare.train.client_fused = false;  // the case's 2023 stack: adamw_torch (foreach)
     const Estimate torch_bare = estimate(bare);
     EXPECT_NEAR(as_double(phase(torch_bare, "optimizer_step").per_gpu.total) / GiB,
                 (2 * P + 12 * P / N + (4 + 4) * P / N) / GiB, 1e-6);
     in.train.fused_optimizer = false;
+    in.train.client_fused = false;
     const Estimate torch_adam = estimate(in);
     // 28.25 GiB x 1.05 + 0.5 GiB context = 30.2 GiB < 31.75: fits (changed).
     EXPECT_TRUE(torch_adam.fits_gpu.value_or(false));

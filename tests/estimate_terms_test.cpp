@@ -37,7 +37,7 @@ bool has_term(const Estimate& e, const std::string& component_part, const std::s
 
 // Issue 7's acceptance example: `zeromem estimate --model llama-2-70b
 // --gpus 16 --nodes 2 --gpu A100-80GB --stage 3 --gradient-checkpointing full
-// --seq-len 4096` (bf16, micro batch 1, torch foreach AdamW, the defaults).
+// --seq-len 4096` (bf16, micro batch 1, no DeepSpeed "optimizer" block).
 //
 // Llama-2-70B (h 8192, 80 layers, 64 heads, 8 KV heads, f 28672, V 32000):
 //   per layer = 2·8192² (q, o) + 2·8192·1024 (k, v) + 3·8192·28672 (MLP)
@@ -51,7 +51,9 @@ bool has_term(const Estimate& e, const std::string& component_part, const std::s
 //   sbh = 4096·8192.
 // Optimizer step (stage3.py step, one sub-group at a time, sub = 1e9):
 //   IPG 5e8·2 + max((2 + 4)·sub [_prepare_fp32_grad_for_sub_group],
-//                   (4 + 4)·sub [_optimizer_step, foreach temporary]) = 1e9 + 8e9.
+//                   (4 + T)·sub [_optimizer_step]),
+//   T = 4 for torch's foreach AdamW (HF Trainer adamw_torch: torch < 2.8),
+//   T = 0 for adamw_torch_fused (the default stack: torch 2.8, transformers 5).
 // Steady backward: IPG 5e8·2 + reduce_scatter_coalesced cat 5e8·2
 //   + decoder layer kept gathered from recompute to backward
 //     (max(L, min(layer, max_live 1e9)) + prefetch 5e7)·2
@@ -72,20 +74,28 @@ TEST(Issue7Acceptance, Llama2_70B_On16A100_Stage3IsBorderlineAtSteadyBackward) {
     const double act = 80 * 2 * sbh + sbh * (10 + 4.5 + 28) + 5 * sbh + 4096.0 * 32000.0 * 10;
     const double ctx = 536870912, frag = 0.05;
 
-    const double step_alloc = model_states + 1e9 + std::max(6e9, 8e9);
-    EXPECT_NEAR(d(phase(e, "optimizer_step").per_gpu.total), step_alloc * (1 + frag) + ctx, 2.0);
+    const double step_fused = model_states + 1e9 + std::max(6e9, 4e9);
+    EXPECT_NEAR(d(phase(e, "optimizer_step").per_gpu.total), step_fused * (1 + frag) + ctx, 2.0);
 
     const double bwd_tmp = 1e9 + 1e9 + (std::max(L, std::min(layer, 1e9)) + 5e7) * 2 + L * 2 + L * 2;
     const double bwd_alloc = model_states + act + bwd_tmp;
     EXPECT_NEAR(d(phase(e, "steady_backward").per_gpu.total), bwd_alloc * (1 + frag) + ctx, 2.0);
 
-    // 80.80 GiB at steady backward, 76.76 GiB at the step (was 91.66 GiB
-    // at the step, 11.66 GiB short): borderline, steady backward the peak.
+    // 80.80 GiB at steady backward (was 91.66 GiB at the step, 11.66 GiB
+    // short): borderline, steady backward the peak.
     EXPECT_NEAR((bwd_alloc * (1 + frag) + ctx) / GiB, 80.80, 0.005);
-    EXPECT_NEAR((step_alloc * (1 + frag) + ctx) / GiB, 76.76, 0.005);
     EXPECT_EQ(e.peak_phase, "steady_backward");
     EXPECT_EQ(e.first_oom_phase, "steady_backward");
     EXPECT_LT(d(e.per_gpu.total) - 80.0 * GiB, 1.0 * GiB);  // short by less than 1 GiB
+
+    // torch 2.7: the HF Trainer's adamw_torch, foreach, one temporary per
+    // sub-group: the step is 76.76 GiB, still below steady backward.
+    in.stack.torch = "2.7";
+    const Estimate older = estimate(in);
+    const double step_foreach = model_states + 1e9 + std::max(6e9, 8e9);
+    EXPECT_NEAR(d(phase(older, "optimizer_step").per_gpu.total), step_foreach * (1 + frag) + ctx, 2.0);
+    EXPECT_NEAR((step_foreach * (1 + frag) + ctx) / GiB, 76.76, 0.005);
+    EXPECT_EQ(older.peak_phase, "steady_backward");
 }
 
 // ZeRO-1/2 on one GPU are not above ZeRO-0 (issue 7, section 1). P = 7e9,
@@ -123,6 +133,7 @@ TEST(Issue7Section1, Bf16OptimizerBuffers) {
     const uint64_t P = 7000000000, Pn = P / 8;
     EstimateInput in = testinputs::params_input(P, 8, 1, Dtype::bf16);
     in.train.grad_accum_dtype = Dtype::fp32;
+    in.train.client_fused = false;  // torch foreach AdamW
     const Estimate e = estimate(in);
     EXPECT_EQ(phase(e, "load").per_gpu.gradients, 4 * P);
     EXPECT_EQ(phase(e, "forward").per_gpu.gradients, 4 * P);
@@ -201,4 +212,60 @@ TEST(Issue7Explain, NewTermsNameTheirSource) {
     EXPECT_TRUE(has_term(e3, "decoder layer kept from recompute to backward", "__params_to_release"));
     EXPECT_TRUE(has_term(e3, "sub-group fp32 gradient + optimizer temporary", "_optimizer_step"));
     EXPECT_TRUE(has_term(e3, "fp32 gradient_buffer", "initialize_optimizer_states"));
+}
+
+// Issue 7, section 2: the optimizer the user really gets. ZeRO-3 step on
+// 7e9 / 8 (sub = Tn = 875e6): IPG 5e8·2 + max((2 + 4)·sub, (4 + T)·sub).
+//  - HF Trainer, torch 2.8 + transformers >= 4.54: adamw_torch_fused
+//    (huggingface/transformers#37358), T = 0 -> the flatten moment 6·sub;
+//  - transformers 4.53 or torch 2.7: adamw_torch (foreach), T = 4 -> 8·sub;
+//  - torch 2.0: foreach keeps exp_avg_sq_sqrt and denom, T = 8 -> 12·sub;
+//  - DeepSpeed block with torch_adam: torch Adam(W) foreach, T = 4;
+//  - DeepSpeed block (FusedAdam): T = 0.
+TEST(Issue7Section2, StepKernelFollowsTheStack) {
+    const uint64_t sub = 875000000, ipg = 1000000000;
+    auto step_tmp = [](const EstimateInput& in) { return phase(estimate(in), "optimizer_step").per_gpu.temporary_buffers; };
+    EstimateInput in = testinputs::params_input(7000000000, 8, 3, Dtype::bf16);
+    EXPECT_EQ(step_tmp(in), ipg + 6 * sub);  // default stack: torch 2.8, transformers 5.0
+    in.stack.transformers = "4.53";
+    EXPECT_EQ(step_tmp(in), ipg + 8 * sub);
+    in.stack.transformers = "4.54.1";
+    EXPECT_EQ(step_tmp(in), ipg + 6 * sub);
+    in.stack.torch = "2.7.1+cu126";
+    EXPECT_EQ(step_tmp(in), ipg + 8 * sub);
+    in.stack.torch = "2.0.1";
+    EXPECT_EQ(step_tmp(in), ipg + 12 * sub);
+    in.stack.torch = "2.10";  // numeric, not lexicographic: 2.10 > 2.8
+    EXPECT_EQ(step_tmp(in), ipg + 6 * sub);
+    in.train.torch_adam = true;
+    EXPECT_EQ(step_tmp(in), ipg + 8 * sub);
+    in.train.torch_adam = false;
+    in.train.fused_optimizer = true;
+    EXPECT_EQ(step_tmp(in), ipg + 6 * sub);
+    EXPECT_EQ(estimate(in).optimizer_step_kernel.rfind("DeepSpeed's optimizer", 0), 0u);
+    in.stack.torch = "two";
+    EXPECT_THROW(estimate(in), InputError);
+}
+
+// DeepSpeed refuses ZeRO optimizer offload with a client optimizer unless
+// zero_force_ds_cpu_optimizer is false (engine.py _configure_optimizer,
+// ZeRORuntimeException): an InputError naming the key. Unknown builder (no
+// DeepSpeed config): DeepSpeedCPUAdam is assumed, as DeepSpeed requires.
+TEST(Issue7Section2, OffloadWithClientOptimizerIsRefused) {
+    EstimateInput in = testinputs::params_input(7000000000, 8, 2, Dtype::bf16);
+    in.zero.offload_optimizer = OffloadDevice::cpu;
+    EXPECT_NO_THROW(estimate(in));
+    EXPECT_EQ(estimate(in).optimizer_step_kernel.rfind("DeepSpeedCPUAdam", 0), 0u);
+    in.train.optimizer_builder = OptimizerBuilder::client;
+    try {
+        estimate(in);
+        ADD_FAILURE() << "no InputError";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("zero_force_ds_cpu_optimizer"), std::string::npos) << e.what();
+    }
+    in.zero.zero_force_ds_cpu_optimizer = false;
+    EXPECT_NO_THROW(estimate(in));
+    in.zero.zero_force_ds_cpu_optimizer = true;
+    in.train.fused_optimizer = true;  // DeepSpeedCPUAdam passed as the client optimizer
+    EXPECT_NO_THROW(estimate(in));
 }

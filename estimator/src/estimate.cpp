@@ -71,6 +71,18 @@ void validate(const EstimateInput& in) {
     if (z.reduce_bucket_size <= 0) throw InputError("zero_optimization.reduce_bucket_size: must be positive");
     if (in.residual.fragmentation_fraction < 0 || in.residual.fragmentation_fraction >= 1)
         throw InputError("--fragmentation: must be a fraction in [0, 1)");
+    compare_versions(in.stack.deepspeed, "0", "--deepspeed-version");
+    compare_versions(in.stack.torch, "0", "--torch-version");
+    compare_versions(in.stack.transformers, "0", "--transformers-version");
+    // engine.py _configure_optimizer raises ZeRORuntimeException for ZeRO
+    // optimizer offload with a client optimizer that is not DeepSpeedCPUAdam
+    // unless zero_force_ds_cpu_optimizer is false.
+    if (z.offload_optimizer != OffloadDevice::none && in.train.optimizer_builder == OptimizerBuilder::client &&
+        !in.train.fused_optimizer && z.zero_force_ds_cpu_optimizer)
+        throw InputError("zero_optimization.offload_optimizer: DeepSpeed refuses ZeRO-Offload with a client optimizer "
+                         "(no \"optimizer\" block: the HF Trainer passes torch AdamW) and raises ZeRORuntimeException "
+                         "(engine.py _configure_optimizer); add an \"optimizer\" block, set "
+                         "\"zero_force_ds_cpu_optimizer\": false, or pass --optimizer-impl fused for DeepSpeedCPUAdam");
 }
 
 // Collects --explain lines only when asked.
@@ -299,12 +311,40 @@ constexpr const char* kSrcZ12 = "DeepSpeed v0.19.6 runtime/zero/stage_1_and_2.py
 constexpr const char* kSrcZ3 = "DeepSpeed v0.19.6 runtime/zero/stage3.py, partition_parameters.py";
 constexpr const char* kSrcZ0 = "DeepSpeed v0.19.6 runtime/fp16/fused_optimizer.py (FP16_Optimizer)";
 
-// The optimizer kernel that runs the step: DeepSpeed's own optimizer
-// (FusedAdam / DeepSpeedCPUAdam) when fused_optimizer, torch SGD for sgd,
-// else torch's foreach Adam(W) (torch >= 2.1: one temporary).
-terms::StepKernel step_kernel(const TrainingSettings& t) {
-    if (t.optimizer == Optimizer::sgd) return terms::StepKernel::sgd;
-    return t.fused_optimizer ? terms::StepKernel::fused : terms::StepKernel::torch_foreach;
+// The optimizer implementation that runs the step, and why (issue 7,
+// section 2). DeepSpeed does not alter a client optimizer's foreach/fused
+// choice (engine.py _configure_optimizer: basic_optimizer =
+// client_optimizer); the HF Trainer's default is adamw_torch_fused from
+// torch 2.8 with transformers >= 4.54 (huggingface/transformers#37358, merged
+// 2025-07-10), adamw_torch (foreach) before. torch 2.0's foreach AdamW keeps
+// two temporaries (exp_avg_sq_sqrt and denom), later versions one.
+struct KernelChoice {
+    terms::StepKernel kernel;
+    std::string why;
+};
+
+KernelChoice step_kernel(const EstimateInput& in) {
+    const auto& t = in.train;
+    const bool torch_2_0 = compare_versions(in.stack.torch, "2.1", "--torch-version") < 0;
+    const terms::StepKernel foreach = torch_2_0 ? terms::StepKernel::torch_foreach_2_0 : terms::StepKernel::torch_foreach;
+    const std::string foreach_text = std::string("torch's foreach ") + to_string(t.optimizer) +
+                                     (torch_2_0 ? " (torch < 2.1: two fp32 temporaries)" : " (one fp32 temporary)");
+    if (t.optimizer == Optimizer::sgd) return {terms::StepKernel::sgd, "torch SGD: no Adam temporary"};
+    if (t.torch_adam) return {foreach, "optimizer.params.torch_adam: DeepSpeed builds " + foreach_text};
+    if (t.fused_optimizer)
+        return {terms::StepKernel::fused, "DeepSpeed's optimizer (FusedAdam, DeepSpeedCPUAdam under offload): in place"};
+    const bool offload = in.zero.offload_optimizer != OffloadDevice::none;
+    if (offload && t.optimizer_builder != OptimizerBuilder::client)
+        return {terms::StepKernel::fused, "DeepSpeedCPUAdam (optimizer offload needs DeepSpeed's optimizer)"};
+    if (t.client_fused)
+        return {*t.client_fused ? terms::StepKernel::fused : foreach,
+                *t.client_fused ? std::string("torch's fused AdamW: no temporary") : foreach_text};
+    const bool hf_fused = compare_versions(in.stack.torch, "2.8", "--torch-version") >= 0 &&
+                          compare_versions(in.stack.transformers, "4.54", "--transformers-version") >= 0;
+    if (hf_fused)
+        return {terms::StepKernel::fused,
+                "HF Trainer default adamw_torch_fused (torch >= 2.8, transformers >= 4.54): no temporary"};
+    return {foreach, "HF Trainer default adamw_torch: " + foreach_text};
 }
 
 FullContext make_context(const EstimateInput& in, Estimate& out) {
@@ -371,7 +411,7 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
     s.Tn = c.Tn;
     s.sub = std::min<uint64_t>(static_cast<uint64_t>(z.sub_group_size), c.Tn);
     s.grad_accum = t.grad_accum;
-    s.kernel = step_kernel(t);
+    s.kernel = step_kernel(in).kernel;
     // engine._do_optimizer_sanity_check: bf16 + ZeRO-1 + fp32 accumulation +
     // no offload selects BF16_Optimizer.
     s.bf16_optimizer = z.stage == 1 && t.dtype == Dtype::bf16 && c.ba == 4 && !s.offload_optimizer;
@@ -894,6 +934,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         ex.note("zero_init is off: every rank on a node builds the whole model in host RAM before partitioning.");
     if (!in.model.arch && sz.stage == 3)
         ex.note("no architecture: ZeRO-3 persistent (small) parameters are not counted.");
+    out.optimizer_step_kernel = step_kernel(in).why;
     if (sz.bf16_optimizer)
         ex.note("bf16 + ZeRO-1 + fp32 gradient accumulation: DeepSpeed builds BF16_Optimizer "
                 "(engine._do_optimizer_sanity_check), whose fp32 gradient buffer exists from load on.");

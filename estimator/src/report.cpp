@@ -136,6 +136,11 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
                        {"found", a.found}, {"change", a.change}, {"why", a.why}, {"need_after", a.need_after}});
     j["advice"] = adv;
     j["notes"] = e.notes;
+    if (e.convention == Convention::full) {
+        const auto& st = in.stack;
+        j["software"] = {{"deepspeed", st.deepspeed}, {"torch", st.torch}, {"transformers", st.transformers},
+                         {"optimizer_step", e.optimizer_step_kernel}};
+    }
     j["warnings"] = res.warnings;
     if (explain) {
         ojson terms = ojson::array();
@@ -171,6 +176,22 @@ Format parse_format(const std::string& text) {
     throw InputError("--format: '" + text + "' is not one of table, json, csv, md");
 }
 
+// The software stack the full convention followed, each version with where
+// it came from, and the optimizer implementation that runs the step.
+std::string stack_line(const Estimate& e, const Resolved& res) {
+    if (e.convention != Convention::full) return {};
+    const auto& st = res.input.stack;
+    auto from = [&](const char* key) {
+        const auto it = res.provenance.find(key);
+        if (it == res.provenance.end() || it->second.find("(default") != std::string::npos) return std::string(" (default)");
+        const std::size_t open = it->second.find(" (");
+        return open == std::string::npos ? std::string() : it->second.substr(open);
+    };
+    return "software: DeepSpeed " + st.deepspeed + from("stack.deepspeed") + ", torch " + st.torch + from("stack.torch") +
+           ", transformers " + st.transformers + from("stack.transformers") + "; optimizer step: " +
+           e.optimizer_step_kernel;
+}
+
 std::string render(const Estimate& e, const Resolved& res, Format format, bool explain) {
     const auto& in = res.input;
     std::ostringstream o;
@@ -204,9 +225,12 @@ std::string render(const Estimate& e, const Resolved& res, Format format, bool e
                              ", " + stage_text(in) + ", " +
                              to_string(in.train.dtype) + ", micro batch " + std::to_string(in.train.micro_batch) +
                              ", seq " + std::to_string(in.train.seq_len) + ", convention " + to_string(e.convention);
+    const std::string stack = stack_line(e, res);
     const std::string total_label = "total (peak: " + e.peak_phase + ")";
     if (format == Format::md) {
-        o << "**" << head << "**\n\n| per GPU | GiB |\n|---|---:|\n";
+        o << "**" << head << "**\n\n";
+        if (!stack.empty()) o << stack << "\n\n";
+        o << "| per GPU | GiB |\n|---|---:|\n";
         for (const auto& r : grows)
             o << "| " << (r.indent > 1 ? "&nbsp;&nbsp;" : "") << r.label << " | " << format_gib(double(r.bytes)) << " |\n";
         o << "| **" << total_label << "** | **" << format_gib(double(e.per_gpu.total)) << "** |\n\n";
@@ -229,7 +253,9 @@ std::string render(const Estimate& e, const Resolved& res, Format format, bool e
     }
     // table
     char line[160];
-    o << head << "\n\n";
+    o << head << "\n";
+    if (!stack.empty()) o << stack << "\n";
+    o << "\n";
     auto section = [&](const char* title, const std::vector<Row>& rows) {
         std::snprintf(line, sizeof line, "%-40s %12s\n", title, "GiB");
         o << line;

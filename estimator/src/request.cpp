@@ -17,6 +17,43 @@ int64_t positive(int64_t v, const char* flag) {
 
 }  // namespace
 
+namespace {
+// --stack deepspeed=V,torch=V,transformers=V, then the single-version flags
+// (which win). Each version is checked and recorded with where it came from.
+void apply_stack(const Request& req, SoftwareStack& stack, Provenance& prov) {
+    prov["stack.deepspeed"] = stack.deepspeed + " (default: newest the reference describes)";
+    prov["stack.torch"] = stack.torch + " (default: newest the reference describes)";
+    prov["stack.transformers"] = stack.transformers + " (default: newest the reference describes)";
+    auto set = [&](const char* name, std::string& slot, const std::string& value, const std::string& from) {
+        compare_versions(value, "0", from);
+        slot = value;
+        prov[std::string("stack.") + name] = value + " (" + from + ")";
+    };
+    if (req.stack) {
+        std::size_t pos = 0;
+        const std::string& text = *req.stack;
+        while (pos <= text.size()) {
+            const std::size_t comma = text.find(',', pos);
+            const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+            const std::size_t eq = item.find('=');
+            if (eq == std::string::npos)
+                throw InputError("--stack: '" + item + "' is not NAME=VERSION (deepspeed, torch, transformers)");
+            const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+            if (name == "deepspeed") set("deepspeed", stack.deepspeed, value, "--stack");
+            else if (name == "torch") set("torch", stack.torch, value, "--stack");
+            else if (name == "transformers") set("transformers", stack.transformers, value, "--stack");
+            else throw InputError("--stack: unknown package '" + name + "' (use deepspeed, torch, transformers)");
+            if (comma == std::string::npos) break;
+            pos = comma + 1;
+        }
+    }
+    if (req.deepspeed_version) set("deepspeed", stack.deepspeed, *req.deepspeed_version, "--deepspeed-version");
+    if (req.torch_version) set("torch", stack.torch, *req.torch_version, "--torch-version");
+    if (req.transformers_version)
+        set("transformers", stack.transformers, *req.transformers_version, "--transformers-version");
+}
+}  // namespace
+
 Resolved resolve_request(const Request& req, const std::string& data_dir) {
     Resolved r;
     EstimateInput& in = r.input;
@@ -229,14 +266,24 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         prov["load_in"] = "--load-in " + *req.load_in;
     }
     if (req.optimizer_impl) {
-        if (*req.optimizer_impl == "fused") in.train.fused_optimizer = true;
-        else if (*req.optimizer_impl == "torch") in.train.fused_optimizer = false;
-        else throw InputError("--optimizer-impl: '" + *req.optimizer_impl + "' is not fused or torch");
-        prov["optimizer.implementation"] = "--optimizer-impl " + *req.optimizer_impl;
+        const std::string& k = *req.optimizer_impl;
+        if (k == "fused") {
+            in.train.fused_optimizer = true;
+            in.train.optimizer_builder = OptimizerBuilder::deepspeed;
+        } else if (k == "torch" || k == "torch-fused") {
+            in.train.fused_optimizer = false;
+            in.train.torch_adam = false;
+            in.train.client_fused = k == "torch-fused";
+            in.train.optimizer_builder = OptimizerBuilder::client;
+        } else {
+            throw InputError("--optimizer-impl: '" + k + "' is not fused, torch or torch-fused");
+        }
+        prov["optimizer.implementation"] = "--optimizer-impl " + k;
     } else if (!prov.count("optimizer.implementation")) {
-        prov["optimizer.implementation"] = "torch (no DeepSpeed \"optimizer\" block: the HF Trainer's torch AdamW; "
-                                           "--optimizer-impl fused for DeepSpeed's FusedAdam)";
+        prov["optimizer.implementation"] = "not given: DeepSpeedCPUAdam under optimizer offload, else the HF Trainer's "
+                                           "default for the software stack (--optimizer-impl fused|torch|torch-fused)";
     }
+    apply_stack(req, in.stack, prov);
     if (req.ds_checkpointing) {
         in.train.ds_checkpointing_api = true;
         prov["activation_checkpointing"] = "--ds-checkpointing (model uses deepspeed.checkpointing)";

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string>
+#include <vector>
 
 namespace zeromem {
 
@@ -89,6 +91,34 @@ Convention parse_convention(const std::string& text, const std::string& field) {
     if (t == "deepspeed") return Convention::deepspeed;
     if (t == "full") return Convention::full;
     throw InputError(field + ": '" + text + "' is not a convention (use paper, deepspeed or full)");
+}
+
+namespace {
+// The numeric parts of a dotted version ("2.8.0+cu128" -> 2, 8, 0; a local
+// or pre-release suffix after '+' or a letter ends the last part).
+std::vector<long> version_parts(const std::string& v, const std::string& field) {
+    std::vector<long> parts;
+    std::size_t i = 0;
+    while (i < v.size()) {
+        std::size_t j = i;
+        while (j < v.size() && std::isdigit(static_cast<unsigned char>(v[j]))) ++j;
+        if (j == i) break;
+        parts.push_back(std::stol(v.substr(i, j - i)));
+        if (j >= v.size() || v[j] != '.') break;
+        i = j + 1;
+    }
+    if (parts.empty()) throw InputError(field + ": '" + v + "' is not a version (e.g. 2.8 or 0.19.6)");
+    return parts;
+}
+}  // namespace
+
+int compare_versions(const std::string& a, const std::string& b, const std::string& field) {
+    const std::vector<long> x = version_parts(a, field), y = version_parts(b, field);
+    for (std::size_t i = 0; i < std::max(x.size(), y.size()); ++i) {
+        const long p = i < x.size() ? x[i] : 0, q = i < y.size() ? y[i] : 0;
+        if (p != q) return p < q ? -1 : 1;
+    }
+    return 0;
 }
 
 }  // namespace zeromem

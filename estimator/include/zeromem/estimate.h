@@ -56,6 +56,9 @@ struct EstimateInput {
     bool legacy_zero2_formula = false;
     /// DeepSpeed estimators' additional_buffer_factor for host memory.
     double additional_buffer_factor = 1.5;
+    /// DeepSpeed / torch / transformers versions whose behaviour is followed
+    /// (optimizer implementation, HF Trainer defaults).
+    SoftwareStack stack;
 };
 
 /// Per-GPU bytes. parameters + gradients + optimizer_states are the model
@@ -128,6 +131,9 @@ struct Estimate {
     std::optional<bool> fits_host;    ///< unset when the host capacity is unknown
     std::vector<ExplainTerm> terms;   ///< filled only when asked for
     std::vector<std::string> notes;   ///< assumptions and warnings
+    /// full convention: which optimizer implementation runs the step and
+    /// why (DeepSpeed's, torch foreach or fused, from the software stack).
+    std::string optimizer_step_kernel;
 };
 
 /// Computes the estimate for `in` under `in.convention`.
