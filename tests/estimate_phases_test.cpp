@@ -642,11 +642,16 @@ TEST(Phases, NamesInTimeOrderAndFirstOom) {
     EXPECT_TRUE(phase(v, "backward").fits_gpu.value_or(false));
 }
 
-// stage3_gather_16bit_weights_on_model_save: rank 0 copies the consolidated
-// 16-bit state dict to the CPU, 2 B x P of host RAM, and the GPU gathers one
-// module at a time (deepspeed_memory.md 4.2, last paragraph; engine
-// _zero3_consolidated_16bit_state_dict). Per node figures are the worst node,
-// rank 0's. Without the flag, or below stage 3, the save adds nothing.
+// Checkpoint save, host side (deepspeed_audit.md "checkpoint save"; issue 7
+// section 3): torch.save copies each GPU optimizer storage to the host, the
+// largest being one fp32 partition (4 x sub at stage 3, 4 x ceil(P/N) at
+// stages 1-2) per rank; stages 0-2 also clone the 16-bit module state to the
+// CPU on the writer rank (engine.py _save_checkpoint,
+// clone_tensors_for_torch_save), 2 B x P once per node. With
+// stage3_gather_16bit_weights_on_model_save rank 0 copies the consolidated
+// 16-bit state dict to the CPU, 2 B x P, and the GPU gathers one module at a
+// time (engine _zero3_consolidated_16bit_state_dict). Per node figures are
+// the worst node, rank 0's.
 TEST(Phases, CheckpointSaveGather) {
     EstimateInput in = preset_input("llama-2-7b", 16, 3, Dtype::bf16);
     in.cluster.nodes = 2;
@@ -655,14 +660,18 @@ TEST(Phases, CheckpointSaveGather) {
     const Estimate on = estimate(in);
     const uint64_t P = on.trainable_params;
     const uint64_t L = in.model.largest_layer_params;
-    EXPECT_EQ(phase(on, "checkpoint_save").per_node.host_memory - phase(on, "optimizer_step").per_node.host_memory, 2 * P);
-    EXPECT_EQ(phase(off, "checkpoint_save").per_node.host_memory, phase(off, "optimizer_step").per_node.host_memory);
+    const uint64_t Tn = (P + 15) / 16;  // sub = min(1e9, Tn) = Tn
+    EXPECT_EQ(phase(on, "checkpoint_save").per_node.host_memory - phase(on, "optimizer_step").per_node.host_memory,
+              8 * 4 * Tn + 2 * P);
+    EXPECT_EQ(phase(off, "checkpoint_save").per_node.host_memory - phase(off, "optimizer_step").per_node.host_memory,
+              8 * 4 * Tn);
     EXPECT_EQ(phase(on, "checkpoint_save").per_gpu.temporary_buffers -
                   phase(off, "checkpoint_save").per_gpu.temporary_buffers,
               2 * L);
     in.zero.stage = 2;
     const Estimate z2 = estimate(in);
-    EXPECT_EQ(phase(z2, "checkpoint_save").per_node.host_memory, phase(z2, "optimizer_step").per_node.host_memory);
+    EXPECT_EQ(phase(z2, "checkpoint_save").per_node.host_memory - phase(z2, "optimizer_step").per_node.host_memory,
+              2 * P + 8 * 4 * Tn);
 }
 
 // zero_init off: every one of the g ranks of a node materialises the model
@@ -680,8 +689,13 @@ TEST(Phases, LoadWithoutZeroInit) {
     EXPECT_EQ(phase(estimate(in), "load").per_node.host_memory, 8 * (P * 4 + (3ull << 30)));
     in.residual.load_dtype = Dtype::bf16;
     EXPECT_EQ(phase(estimate(in), "load").per_node.host_memory, 8 * (P * 2 + (3ull << 30)));
-    in.zero.zero_init = true;  // one module at a time per rank
-    EXPECT_EQ(phase(estimate(in), "load").per_node.host_memory, 8 * (131072000ull * 2 + (3ull << 30)));
+    // zero.Init: one module at a time per rank (8 x L x 2 B), but then
+    // stage3.py _create_fp16_partitions_with_defragmentation stages every
+    // 16-bit partition in a pageable CPU buffer (zero/utils.py defragment):
+    // 2 B x P/8 per rank, the larger (issue 7 section 3).
+    in.zero.zero_init = true;
+    EXPECT_EQ(phase(estimate(in), "load").per_node.host_memory, 8 * (2 * (P / 8) + (3ull << 30)));
+    EXPECT_GT(2 * (P / 8), 131072000ull * 2);
 }
 
 // activation_checkpointing (deepspeed_memory.md section 6): the keys act
@@ -722,22 +736,29 @@ TEST(Phases, DeepSpeedActivationCheckpointing) {
     EXPECT_NEAR(d(whole) - d(split), ckpts / 2.0, 2.0);
 }
 
-// ZeRO-2 CPU offload host memory per rank (deepspeed_memory.md 4.1):
-// pinned: fp32 gradient partition 4·P/N + 16-bit staging b_m·P/N +
-// temp_grad_buffer_for_cpu_offload L·b_m (+ b_m·P/N accumulation buffers
-// with GAS > 1); pageable: fp32 master 4·P/N + Adam m, v 8·P/N
-// (DeepSpeedCPUAdam, unpinned). pin_memory false: nothing is pinned, the
-// bytes stay.
+// ZeRO-2 CPU offload host memory per rank (deepspeed_memory.md 4.1,
+// host_memory.md M1/M5, DeepSpeed v0.19.6, torch 2.8): pinned, each buffer
+// rounded up to a power of two by PyTorch's CachingHostAllocator
+// (PowerOf2Ceil): the fp32 master P2(4·P/N) (stage_1_and_2.py __init__,
+// weights_partition), the fp32 gradient partition P2(4·P/N)
+// (initialize_optimizer_states), the 16-bit staging P2(b_m·P/N) and
+// temp_grad_buffer_for_cpu_offload P2(L·b_m) (+ b_m·P/N accumulation buffers
+// with GAS > 1, unrounded without an architecture); pageable: Adam m, v
+// 8·P/N (DeepSpeedCPUAdam, at the first step). pin_memory false: nothing is
+// pinned or rounded, the bytes stay. P/N = 875e6: P2(3.5e9) = 2^32,
+// P2(1.75e9) = 2^31, P2(2 x 131072000) = 2^28.
 TEST(Phases, OffloadPinnedVsPageable) {
     const uint64_t P = 7000000000, L = 131072000, N = 8, Pn = P / N, ovh = 1ull << 30;
     EstimateInput in = params_input(P, 8, 2, Dtype::bf16);
     in.model.largest_layer_params = L;
     in.zero.offload_optimizer = OffloadDevice::cpu;
-    const uint64_t pinned = (4 + 2) * Pn + L * 2;
-    const uint64_t pageable = 12 * Pn;
+    const uint64_t pinned = (1ull << 32) + (1ull << 32) + (1ull << 31) + (1ull << 28);
+    const uint64_t pageable = 8 * Pn;
     Estimate e = estimate(in);
     EXPECT_EQ(e.per_node.host_pinned, 8 * pinned);
     EXPECT_EQ(phase(e, "optimizer_step").per_node.host_memory, 8 * (pinned + pageable + ovh));
+    // Adam's m and v come at the first step: the first forward holds less.
+    EXPECT_EQ(phase(e, "forward").per_node.host_memory, 8 * (pinned + ovh));
     // The pinned buffers are built by deepspeed.initialize, in the load
     // phase; there the 8 fp32 copies of the model materialised without
     // zero.Init (4·P each) are larger than the offloaded states.
@@ -751,19 +772,22 @@ TEST(Phases, OffloadPinnedVsPageable) {
     in.zero.offload_optimizer_pin_memory = false;
     e = estimate(in);
     EXPECT_EQ(e.per_node.host_pinned, 0u);
-    EXPECT_EQ(phase(e, "optimizer_step").per_node.host_memory, 8 * (pinned + 2 * Pn + pageable + ovh));
+    EXPECT_EQ(phase(e, "optimizer_step").per_node.host_memory, 8 * ((4 + 4 + 2) * Pn + 2 * L + 2 * Pn + pageable + ovh));
 
-    // ZeRO-3 with zero.Init (deepspeed_memory.md 4.2): pinned fp32 gradient
-    // buffers 4·P/N + grad_partitions_flat_buffer b_a·P/N; pageable master
-    // 4·P/N (at init) and Adam 8·P/N (at the first step). The load phase
-    // holds everything but m and v.
+    // ZeRO-3 with zero.Init (deepspeed_memory.md 4.2, host_memory.md M3/M4):
+    // pinned fp32 gradients per sub-group (one here, sub = P/N) P2(4·P/N) +
+    // grad_partitions_flat_buffer P2(b_a·P/N); pageable master 4·P/N (at
+    // init) and Adam 8·P/N (at the first step). The load phase adds its
+    // largest transient: the init gradient_buffer 4·sub beside the pageable
+    // source of the flat buffer b_a·P/N (stage3.py initialize_optimizer_states).
     in = params_input(P, 8, 3, Dtype::bf16);
     in.model.largest_layer_params = L;
     in.zero.offload_optimizer = OffloadDevice::cpu;
     e = estimate(in);
-    EXPECT_EQ(e.per_node.host_pinned, 8 * (4 + 2) * Pn);
-    EXPECT_EQ(phase(e, "load").per_node.host_memory, 8 * ((4 + 2) * Pn + 4 * Pn + ovh));
-    EXPECT_EQ(phase(e, "optimizer_step").per_node.host_memory, 8 * ((4 + 2) * Pn + 12 * Pn + ovh));
+    const uint64_t pinned3 = (1ull << 32) + (1ull << 31);
+    EXPECT_EQ(e.per_node.host_pinned, 8 * pinned3);
+    EXPECT_EQ(phase(e, "load").per_node.host_memory, 8 * (pinned3 + 4 * Pn + (4 + 2) * Pn + ovh));
+    EXPECT_EQ(phase(e, "optimizer_step").per_node.host_memory, 8 * (pinned3 + 12 * Pn + ovh));
 }
 
 // NVMe (ZeRO-Infinity): the drive holds the fp32 master, m, v and fp32

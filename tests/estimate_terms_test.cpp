@@ -269,3 +269,104 @@ TEST(Issue7Section2, OffloadWithClientOptimizerIsRefused) {
     in.train.fused_optimizer = true;  // DeepSpeedCPUAdam passed as the client optimizer
     EXPECT_NO_THROW(estimate(in));
 }
+
+// ===========================================================================
+// Issue 7, section 3: host memory as PyTorch pins it
+// (../shared/reference/host_memory.md; deepspeed_audit.md "Host RAM")
+// ===========================================================================
+
+// aten/src/ATen/core/CachingHostAllocator.h allocate():
+// roundSize = c10::llvm::PowerOf2Ceil(size).
+TEST(Issue7Section3, PowerOfTwoCeil) {
+    EXPECT_EQ(terms::power_of_two_ceil(0), 0u);
+    EXPECT_EQ(terms::power_of_two_ceil(1), 1u);
+    EXPECT_EQ(terms::power_of_two_ceil(3), 4u);
+    EXPECT_EQ(terms::power_of_two_ceil(1ull << 32), 1ull << 32);
+    EXPECT_EQ(terms::power_of_two_ceil((1ull << 32) + 1), 1ull << 33);
+    EXPECT_EQ(terms::power_of_two_ceil(4000000000ull), 1ull << 32);  // sub_group_size 1e9 in fp32
+}
+
+// deepspeed_audit.md run C4: llama-2-13b, ZeRO-2 + offload_optimizer cpu on
+// 8 GPUs. Tn = ceil(13,015,864,320 / 8) = 1,626,983,040; L = 32000 x 5120.
+// Pinned per rank (stage_1_and_2.py __init__ / initialize_optimizer_states,
+// each through PyTorch's CachingHostAllocator): master P2(4·Tn = 6.51e9) =
+// 2^33, fp32 gradients 2^33, 16-bit staging P2(2·Tn = 3.25e9) = 2^32,
+// temp_grad_buffer_for_cpu_offload P2(2·L = 327.7e6) = 2^29: per
+// rank = 8 + 8 + 4 + 0.5 GiB = 20.50 GiB (the audit's figure), where the plain
+// byte count gives 15.46.
+TEST(Issue7Section3, Zero2OffloadPinnedRoundedLlama13B) {
+    EstimateInput in = testinputs::preset_input("llama-2-13b", 8, 2, Dtype::bf16);
+    in.zero.offload_optimizer = OffloadDevice::cpu;
+    const Estimate e = estimate(in);
+    ASSERT_EQ(e.trainable_params, 13015864320ull);
+    const uint64_t per_rank = (1ull << 33) + (1ull << 33) + (1ull << 32) + (1ull << 29);
+    EXPECT_EQ(e.per_node.host_pinned, 8 * per_rank);
+    EXPECT_NEAR(d(per_rank) / GiB, 20.50, 0.005);
+    const double plain = (4.0 + 4.0 + 2.0) * 1626983040.0 + 2.0 * 32000.0 * 5120.0;
+    EXPECT_NEAR(plain / GiB, 15.46, 0.005);
+}
+
+// ZeRO-3 full CPU offload of llama-2-70b on 16 GPUs (2 nodes x 8), the
+// audit's run C6. Per rank, Tn = 4,311,040,512, sub_group_size 1e9:
+//  - fp32 master 4·Tn, pageable (stage3.py _create_fp32_partitions);
+//  - fp32 gradients per sub-group (initialize_optimizer_states): 4 groups
+//    of 1e9 -> 4 x P2(4e9) = 4 x 2^32, and the rest 311,040,512 -> P2 = 2^31;
+//  - grad_partitions_flat_buffer P2(2·Tn = 8.62e9) = 2^34 (8.6 -> 17.2 GB);
+//  - 16-bit parameter flat buffer P2(2·Tn) = 2^34
+//    (_create_param_groups_fp16_flat_cpu_memory);
+//  - zero.Init's per-parameter pinned partitions left in PyTorch's host
+//    cache (partition_parameters.py _partition_param): per layer
+//    q, o: P2(2·8192²/16) = 2^23; k, v: P2(2·8192·1024/16) = 2^20;
+//    gate, up, down: P2(2·8192·28672/16 = 29.4e6) = 2^25; 2 norms 2^10;
+//    x 80 layers, + embedding and lm_head P2(2·32000·8192/16) = 2^25 each,
+//    + final norm 2^10;
+//  - CPU Adam m, v 8·Tn, pageable, from the first step.
+// Steady: 865.2 GiB per node, the upper end of the audit's 790-865.
+TEST(Issue7Section3, Zero3FullOffloadLlama70BSubGroupsAndStrandedBlocks) {
+    EstimateInput in = testinputs::preset_input("llama-2-70b", 16, 3, Dtype::bf16);
+    in.cluster.nodes = 2;
+    in.zero.offload_optimizer = OffloadDevice::cpu;
+    in.zero.offload_param = OffloadDevice::cpu;
+    const Estimate e = estimate(in);
+    const uint64_t Tn = 4311040512ull;
+    const uint64_t layer = 2 * (1ull << 23) + 2 * (1ull << 20) + 3 * (1ull << 25) + 2 * (1ull << 10);
+    const uint64_t stranded = 80 * layer + 2 * (1ull << 25) + (1ull << 10);
+    EXPECT_EQ(stranded, 9630286848ull);
+    const uint64_t pinned = 4 * (1ull << 32) + (1ull << 31) + (1ull << 34) + (1ull << 34) + stranded;
+    const uint64_t per_rank = 4 * Tn + pinned + 8 * Tn;
+    EXPECT_EQ(e.per_node.host_pinned, 8 * pinned);
+    EXPECT_EQ(e.per_node.host_steady, 8 * per_rank + 8 * (1ull << 30));
+    EXPECT_NEAR(d(e.per_node.host_steady) / GiB, 865.2, 0.05);
+}
+
+// ZeRO-3 without parameter offload, zero.Init: the 16-bit partitions are
+// staged through a pageable CPU buffer at load (zero/utils.py defragment,
+// stage3.py _create_fp16_partitions_with_defragmentation): + g·2·Tn per node
+// (llama-2-70b on 8: 128.5 GiB, the audit's C5).
+TEST(Issue7Section3, Zero3LoadDefragmentStaging) {
+    EstimateInput in = testinputs::preset_input("llama-2-70b", 8, 3, Dtype::bf16);
+    const Estimate e = estimate(in);
+    const uint64_t Tn = 68976648192ull / 8;
+    EXPECT_EQ(e.per_node.host_load, 8 * (2 * Tn) + 8 * (1ull << 30));
+    EXPECT_NEAR(d(8 * 2 * Tn) / GiB, 128.5, 0.05);
+}
+
+// Section 5, first bullet: CPU Adam's m and v (ops/adam/cpu_adam.py, lazy)
+// do not exist in the first forward and backward, so a host that holds the
+// load and the first step's forward overflows first at the optimizer step.
+// ZeRO-3 + offload_optimizer cpu, 7e9 on 8 (numbers as in
+// Phases.OffloadPinnedVsPageable): load 130.1e9 B, first forward 88.1e9 B,
+// optimizer step 144.1e9 B per node.
+TEST(Issue7Section5, FirstHostOomAtTheStepWhenAdamIsLazy) {
+    EstimateInput in = testinputs::params_input(7000000000, 8, 3, Dtype::bf16);
+    in.zero.offload_optimizer = OffloadDevice::cpu;
+    in.cluster.host_memory = 140000000000ull;
+    const Estimate e = estimate(in);
+    const uint64_t Pn = 875000000, ovh = 1ull << 30, pinned = (1ull << 32) + (1ull << 31);
+    EXPECT_EQ(phase(e, "forward").per_node.host_memory, 8 * (pinned + 4 * Pn + ovh));
+    EXPECT_EQ(e.first_host_oom_phase, "optimizer_step");
+    // Before DeepSpeed 0.13.2 initialize_optimizer_states stepped once at
+    // init, so m and v were there from the load on.
+    in.stack.deepspeed = "0.13.1";
+    EXPECT_EQ(estimate(in).first_host_oom_phase, "load");
+}

@@ -30,14 +30,6 @@ uint64_t to_bytes(double v) { return v <= 0 ? 0 : static_cast<uint64_t>(std::llr
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-// Rounds an element count up so the buffer is a multiple of the aio block
-// alignment: 1024 B x intra_op_parallelism (1) / element size
-// (DeepSpeed swap_tensor/utils.py).
-uint64_t align_aio(uint64_t numel, uint64_t elem_bytes) {
-    const uint64_t unit = 1024 / elem_bytes;
-    return ceil_div(numel, unit) * unit;
-}
-
 void validate(const EstimateInput& in) {
     if (in.model.params == 0) throw InputError("--params: the model has zero parameters");
     if (in.cluster.gpus <= 0) throw InputError("--gpus: must be a positive number of GPUs");
@@ -347,6 +339,80 @@ KernelChoice step_kernel(const EstimateInput& in) {
     return {foreach, "HF Trainer default adamw_torch: " + foreach_text};
 }
 
+// Every parameter tensor of the architecture as (numel per tensor, count),
+// in the Hugging Face module layout, split over tp: what per-parameter pinned
+// buffers are sized by (zero.Init's partitions, the ZeRO-1/2 accumulation
+// buffers). The counts match count_params for the families it covers.
+std::vector<std::pair<uint64_t, uint64_t>> parameter_numels(const ModelArch& a, uint64_t tp) {
+    std::vector<std::pair<uint64_t, uint64_t>> v;
+    const uint64_t h = uint64_t(a.hidden_size), f = uint64_t(a.ffn_size), layers = uint64_t(a.num_layers);
+    const uint64_t hd = uint64_t(a.head_dim > 0 ? a.head_dim : a.hidden_size / std::max<int64_t>(1, a.num_heads));
+    const uint64_t q = uint64_t(a.num_heads) * hd, kv = uint64_t(a.num_kv_heads) * hd;
+    auto add = [&](uint64_t numel, uint64_t count) {
+        if (numel > 0 && count > 0) v.emplace_back(ceil_div(numel, tp), count);
+    };
+    add(uint64_t(a.vocab_size) * h, 1);
+    if (!a.tied_embeddings) add(uint64_t(a.vocab_size) * h, 1);
+    if (a.learned_positions) add(uint64_t(a.max_position_embeddings + a.position_offset) * h, 1);
+    if (a.fused_qkv) {
+        add(h * (q + 2 * kv), layers);
+    } else {
+        add(h * q, layers);
+        add(h * kv, 2 * layers);
+    }
+    add(q * h, layers);
+    add(h * f, (a.gated_mlp ? 2 : 1) * layers);
+    add(f * h, layers);
+    if (a.qkv_bias) add(q + 2 * kv, layers);
+    if (a.attn_out_bias) add(h, layers);
+    if (a.mlp_bias) add(f, (a.gated_mlp ? 2 : 1) * layers), add(h, layers);
+    add(h, uint64_t(a.norms_per_layer) * layers * (a.norm_has_bias ? 2 : 1));
+    if (a.final_norm) add(h, a.norm_has_bias ? 2 : 1);
+    return v;
+}
+
+// The host fields of the sizes: offload devices, pinning and the software
+// versions that decide which buffers exist and how they are pinned
+// (../shared/reference/host_memory.md M1-M7).
+void set_host_sizes(FullContext& c) {
+    const auto& in = c.in;
+    const auto& z = in.zero;
+    terms::Sizes& s = c.sz;
+    auto ds_at_least = [&](const char* v) { return compare_versions(in.stack.deepspeed, v, "--deepspeed-version") >= 0; };
+    s.offload_optimizer_cpu = z.offload_optimizer == OffloadDevice::cpu;
+    s.offload_optimizer_nvme = z.offload_optimizer == OffloadDevice::nvme;
+    s.offload_param_cpu = z.offload_param == OffloadDevice::cpu;
+    s.offload_param_nvme = z.offload_param == OffloadDevice::nvme;
+    s.pin_optimizer = z.offload_optimizer_pin_memory;
+    s.pin_param = z.offload_param_pin_memory;
+    s.zero_init = z.zero_init;
+    s.round_pinned = compare_versions(in.stack.torch, "1.11", "--torch-version") >= 0;
+    s.master_pinned = ds_at_least("0.18.3") ? s.pin_optimizer : ds_at_least("0.14.1");
+    s.grads_pinned = ds_at_least("0.10.1") ? s.pin_optimizer : true;
+    s.bit16_staging = ds_at_least("0.17.0");
+    s.cpu_adam_tile_buffer = !ds_at_least("0.14.3");
+    s.lazy_cpu_adam_states = ds_at_least("0.13.2");
+    s.optimizer_state_bytes = c.osb;
+    s.sub_group_size = static_cast<uint64_t>(std::max<int64_t>(1, z.sub_group_size));
+    s.Pn = ceil_div(c.Pr, c.N);
+    s.frozen_bytes_rank = to_bytes(c.frozen_bytes / double(c.N));
+    s.offload_optimizer_buffer_count = z.offload_optimizer_buffer_count;
+    s.offload_param_buffer_count = z.offload_param_buffer_count;
+    s.offload_param_buffer_size = static_cast<uint64_t>(z.offload_param_buffer_size);
+    s.offload_param_max_in_cpu = static_cast<uint64_t>(z.offload_param_max_in_cpu);
+    if (in.model.arch) {
+        double raw = 0, rounded = 0;
+        uint64_t blocks = 0;
+        for (const auto& [numel, count] : parameter_numels(*in.model.arch, c.tp)) {
+            raw += double(c.bm * numel) * double(count);
+            rounded += double(terms::power_of_two_ceil(c.bm * numel)) * double(count);
+            blocks += terms::power_of_two_ceil(c.bm * ceil_div(numel, c.N)) * count;
+        }
+        if (raw > 0) s.per_param_rounding = rounded / raw;
+        s.zero_init_partition_blocks = blocks;
+    }
+}
+
 FullContext make_context(const EstimateInput& in, Estimate& out) {
     FullContext c(in);
     const auto& z = in.zero;
@@ -415,6 +481,7 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
     // engine._do_optimizer_sanity_check: bf16 + ZeRO-1 + fp32 accumulation +
     // no offload selects BF16_Optimizer.
     s.bf16_optimizer = z.stage == 1 && t.dtype == Dtype::bf16 && c.ba == 4 && !s.offload_optimizer;
+    set_host_sizes(c);
     return c;
 }
 
@@ -726,118 +793,93 @@ uint64_t gradients_after_step(const FullContext& c, const GpuMemory& st) {
 // --- host RAM and NVMe (per rank, then per node) --------------------------------
 struct HostFigures {
     uint64_t steady = 0;         // per node, training (without cpu_checkpointing activations)
+    uint64_t first_forward = 0;  // per node, first forward: no lazy states yet
+    uint64_t first_backward = 0; // per node, first backward: + ZeRO-1/2 accumulation buffers
     uint64_t pinned_steady = 0;  // per node
+    uint64_t pinned_first = 0;   // per node, before the first step
     uint64_t load = 0;           // per node, load phase
     uint64_t pinned_init = 0;    // per node, load phase
     uint64_t nvme = 0;           // per node
     uint64_t save_extra = 0;     // per node, checkpoint_save on top of steady
 };
 
+// NVMe bytes per node: the optimizer swapper writes fp32 params, optimizer
+// states and fp32 gradients; parameter files are written at zero.Init.
+uint64_t nvme_bytes(const FullContext& c) {
+    const auto& z = c.in.zero;
+    uint64_t per_rank = 0;
+    if (z.offload_optimizer == OffloadDevice::nvme) per_rank += (4 + c.osb + 4) * c.Tn;
+    if (z.offload_param == OffloadDevice::nvme) per_rank += c.bm * ceil_div(c.Pr, c.N);
+    return per_rank * c.g;
+}
+
 HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
     const auto& in = c.in;
     const auto& z = in.zero;
-    const auto& t = in.train;
     const int s = z.stage;
-    const uint64_t Tn = c.Tn, Tr = c.Tr, Pr = c.Pr, N = c.N, g = c.g, L = c.L, bm = c.bm, ba = c.ba, osb = c.osb;
-    const uint64_t P = c.P;
-    const double frozen_bytes = c.frozen_bytes;
-    const char* src = c.src;
-    const char* srcZ3 = kSrcZ3;
+    const uint64_t g = c.g, L = c.L;
     auto n2s = [&](uint64_t v) { return ex.on ? num(double(v)) : std::string(); };
-    // --- host memory and NVMe (per rank, then per node) --------------------------
-    uint64_t host_rank = 0, pinned_rank = 0, nvme_rank = 0;
-    // Host bytes per rank that appear only after the load phase: Adam's m and
-    // v on the CPU (DeepSpeedCPUAdam, lazy at the first step) and the ZeRO-1/2
-    // gradient-accumulation buffers (created lazily at the first non-boundary
-    // micro step). Everything else below is allocated while the engine and
-    // the ZeRO optimizer are built (deepspeed_memory.md 4.1 and 4.2).
-    uint64_t lazy_rank = 0, lazy_pinned_rank = 0;
-    const bool pin_o = z.offload_optimizer_pin_memory;
-    const bool pin_p = z.offload_param_pin_memory;
-    if (z.offload_optimizer == OffloadDevice::cpu) {
-        const uint64_t states_host = (4 + osb) * Tn;  // master + m (+ v), pageable
-        uint64_t pinned = 0;
-        if (s <= 2) {
-            pinned = 4 * Tn + bm * Tn + L * bm;  // fp32 grads, 16-bit staging, temp grad buffer
-            if (t.grad_accum > 1) {
-                pinned += bm * Tn;  // async_accumulate_grad_in_cpu_via_gpu buffers
-                lazy_rank += bm * Tn;
-                if (pin_o) lazy_pinned_rank += bm * Tn;
-            }
-        } else {
-            pinned = 4 * Tn + ba * Tn;  // fp32 grad buffers per sub-group + grad_partitions_flat_buffer
+    const uint64_t module_state = c.bm * c.Tr + to_bytes(c.frozen_bytes);
+    uint64_t largest_gpu_opt = 0;
+    if (z.offload_optimizer == OffloadDevice::none)
+        largest_gpu_opt = 4 * (s == 0 ? c.Tr : (s == 3 ? c.sz.sub : c.Tn));
+    const bool gather_save = s == 3 && z.stage3_gather_16bit_weights_on_model_save;
+    const std::vector<terms::HostTerm> list = terms::host_terms(c.sz, module_state, largest_gpu_opt, gather_save, c.bm * c.P);
+    uint64_t init = 0, backward = 0, lazy = 0, load_tmp = 0, save_rank = 0, save_node = 0;
+    uint64_t pinned_init = 0, pinned_backward = 0, pinned_lazy = 0;
+    const std::string subst = ex.on ? "Tn=" + n2s(c.Tn) + ", sub=" + n2s(c.sz.sub) + ", b_m=" + n2s(c.bm) + ", b_a=" +
+                                          n2s(c.ba) + ", L=" + n2s(L) + ", pin_memory " +
+                                          (c.sz.pin_optimizer ? "true" : "false") + ", torch " + in.stack.torch +
+                                          (c.sz.round_pinned ? " (pinned sizes rounded to powers of two)" : "")
+                                    : std::string();
+    for (const auto& t : list) {
+        switch (t.life) {
+            case terms::HostLife::init: init += t.bytes; if (t.pinned) pinned_init += t.bytes; break;
+            case terms::HostLife::backward: backward += t.bytes; if (t.pinned) pinned_backward += t.bytes; break;
+            case terms::HostLife::lazy: lazy += t.bytes; if (t.pinned) pinned_lazy += t.bytes; break;
+            case terms::HostLife::load_transient: load_tmp = std::max(load_tmp, t.bytes); break;
+            case terms::HostLife::save_transient: (t.once_per_node ? save_node : save_rank) += t.bytes; break;
         }
-        host_rank += states_host + pinned;
-        if (pin_o) pinned_rank += pinned;
-        lazy_rank += osb * Tn;  // m (and v): allocated by the CPU optimizer at its first step
-        if (ex.on) ex.term("host: offloaded optimizer (per rank)",
-                s <= 2 ? "(4 + optimizer bytes) · Ψ_t/N_d pageable + (4 + b_m) · Ψ_t/N_d + L · b_m pinned [+ b_m · Ψ_t/N_d with GAS > 1]"
-                       : "(4 + optimizer bytes) · Ψ_t/N_d pageable + (4 + b_a) · Ψ_t/N_d pinned",
-                "Ψ_t/N_d=" + n2s(Tn) + (pin_o ? "" : ", pin_memory false"), states_host + pinned, src);
-    } else if (z.offload_optimizer == OffloadDevice::nvme) {
-        const uint64_t sub = std::min<uint64_t>(static_cast<uint64_t>(z.sub_group_size), Tn);
-        const uint64_t pool = static_cast<uint64_t>(z.offload_optimizer_buffer_count) * align_aio(sub, 4) * 4;
-        const uint64_t pinned = pool + ba * Tn;
-        host_rank += pinned;
-        pinned_rank += pinned;
-        nvme_rank += (4 + osb + 4) * Tn;
-        if (ex.on) ex.term("host: optimizer NVMe swap buffers (per rank, pinned)",
-                "buffer_count · align(min(sub_group_size, Ψ_t/N_d)) · 4 + b_a · Ψ_t/N_d",
-                "buffer_count=" + n2s(uint64_t(z.offload_optimizer_buffer_count)) + ", sub=" + n2s(sub), pinned,
-                "DeepSpeed runtime/swap_tensor/optimizer_utils.py, utils.py");
-    }
-    if (z.offload_param == OffloadDevice::cpu) {
-        const uint64_t b = bm * Tn + to_bytes(frozen_bytes / double(N));
-        host_rank += b;
-        if (pin_p) pinned_rank += b;
-        if (ex.on) ex.term("host: offloaded 16-bit parameters (per rank)", "b_m · Ψ/N_d", "Ψ/N_d=" + n2s(ceil_div(Pr, N)), b, srcZ3);
-    } else if (z.offload_param == OffloadDevice::nvme) {
-        const uint64_t pool =
-            static_cast<uint64_t>(z.offload_param_buffer_count) * align_aio(static_cast<uint64_t>(z.offload_param_buffer_size), bm) * bm +
-            std::min<uint64_t>(static_cast<uint64_t>(z.offload_param_max_in_cpu), ceil_div(Pr, N)) * bm;
-        host_rank += pool;
-        pinned_rank += pool;
-        nvme_rank += bm * ceil_div(Pr, N);
-        if (ex.on) ex.term("host: parameter NVMe swap pool (per rank, pinned)",
-                "buffer_count · align(buffer_size) · b_m + min(max_in_cpu, Ψ/N_d) · b_m",
-                "buffer_count=" + n2s(uint64_t(z.offload_param_buffer_count)) + ", buffer_size=" +
-                    n2s(uint64_t(z.offload_param_buffer_size)) + ", max_in_cpu=" + n2s(uint64_t(z.offload_param_max_in_cpu)),
-                pool, "DeepSpeed runtime/swap_tensor/partitioned_param_swapper.py");
+        if (ex.on && t.bytes > 0) {
+            static const char* life_names[] = {"from load", "from the first backward", "from the first step",
+                                               "while loading", "while saving a checkpoint"};
+            ex.term((std::string("host (per ") + (t.once_per_node ? "node" : "rank") + ", " +
+                     life_names[static_cast<int>(t.life)] + (t.pinned ? ", pinned" : "") + "): " + t.name).c_str(),
+                    t.formula, subst, t.bytes, term_source(terms::Term{t.name, t.formula, t.source, t.bytes}).c_str());
+        }
     }
     const uint64_t overhead = in.residual.host_process_overhead * g;  // every rank's process baseline
-    const uint64_t host_steady = host_rank * g + overhead;
-    const uint64_t pinned_steady = pinned_rank * g;
-    const uint64_t nvme = nvme_rank * g;
+    HostFigures h;
+    h.first_forward = overhead + g * init;
+    h.first_backward = h.first_forward + g * backward;
+    h.steady = h.first_backward + g * lazy;
+    h.pinned_first = g * (pinned_init + pinned_backward);
+    h.pinned_steady = h.pinned_first + g * pinned_lazy;
+    h.pinned_init = g * pinned_init;
+    h.nvme = nvme_bytes(c);
+    h.save_extra = g * save_rank + save_node;
     const uint64_t lb = static_cast<uint64_t>(dtype_bytes(in.residual.load_dtype));
     const bool zero_init = s == 3 && z.zero_init;
-    const uint64_t host_model = overhead + g * (zero_init ? L * lb : to_bytes(double(Tr) * double(lb) + frozen_bytes));
+    const uint64_t host_model = overhead + g * (zero_init ? L * lb : to_bytes(double(c.Tr) * double(lb) + c.frozen_bytes));
     // The optimizer's host states and the pinned offload/swap pools are
-    // allocated while deepspeed.initialize builds the engine, i.e. in the
-    // load phase, after the materialised module has moved to the GPU (or,
-    // under zero.Init, after its last module was built and partitioned).
-    const uint64_t host_init = overhead + g * (host_rank - lazy_rank);
-    const uint64_t pinned_init = g * (pinned_rank - lazy_pinned_rank);
-    const uint64_t host_load = std::max(host_model, host_init);
+    // allocated while deepspeed.initialize builds the engine, after the
+    // materialised module has moved to the GPU (or, under zero.Init, after
+    // its last module was built and partitioned); the load transients
+    // (defragment staging, pageable sources of pinned copies, the init
+    // gradient buffer) come one at a time on top of what init built.
+    const uint64_t host_init = overhead + g * (init + load_tmp);
+    h.load = std::max(host_model, host_init);
     if (ex.on) ex.term("host: model load (per node)",
             zero_init ? "g · (L · load bytes + process overhead) (zero.Init: one module at a time per rank)"
                       : "g · (Ψ · load bytes + process overhead) (every rank materialises the whole model)",
-            "g=" + n2s(g) + ", " + (zero_init ? "L=" + n2s(L) : "Ψ=" + n2s(Pr)) + ", load dtype " +
+            "g=" + n2s(g) + ", " + (zero_init ? "L=" + n2s(L) : "Ψ=" + n2s(c.Pr)) + ", load dtype " +
                 to_string(in.residual.load_dtype),
             host_model, "DeepSpeed estimate_zero3_model_states_mem_needs (4·g·Ψ without zero.Init)");
     if (ex.on && host_init > host_model)
         ex.term("host: load phase (per node)",
-                "max(model load, g · (offloaded states and pinned pools built by deepspeed.initialize) + overhead)",
-                "model load=" + n2s(host_model) + " B, engine init=" + n2s(host_init) + " B", host_load,
-                "DeepSpeed v0.19.6 stage_1_and_2.py / stage3.py __init__, swap_tensor/*.py");
-    const bool gather_save = s == 3 && z.stage3_gather_16bit_weights_on_model_save;
-    const uint64_t save_host = gather_save ? bm * P : 0;  // rank 0 holds the consolidated 16-bit state dict
-    HostFigures h;
-    h.steady = host_steady;
-    h.pinned_steady = pinned_steady;
-    h.load = host_load;
-    h.pinned_init = pinned_init;
-    h.nvme = nvme;
-    h.save_extra = save_host;
+                "max(model load, g · (buffers built by deepspeed.initialize + the largest load transient) + overhead)",
+                "model load=" + n2s(host_model) + " B, engine init=" + n2s(host_init) + " B", h.load,
+                "DeepSpeed v0.19.6 stage_1_and_2.py / stage3.py __init__, zero/utils.py defragment, swap_tensor/*.py");
     return h;
 }
 
@@ -888,9 +930,11 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         if (in.cluster.host_memory) p.fits_host = host_b <= *in.cluster.host_memory;
         out.phases.push_back(std::move(p));
     };
+    // CPU Adam's m and v appear at the first step (ops/adam/cpu_adam.py),
+    // so the first forward and backward hold less host RAM than training.
     add("load", ld, host.load, host.pinned_init);
-    add("forward", fwd, host.steady + host_act, host.pinned_steady);
-    add("backward", bwd, host.steady + host_act, host.pinned_steady);
+    add("forward", fwd, host.first_forward + host_act, host.pinned_first);
+    add("backward", bwd, host.first_backward + host_act, host.pinned_first);
     add("optimizer_step", step, host.steady, host.pinned_steady);
     add("steady_backward", sbwd, host.steady + host_act, host.pinned_steady);
     add("checkpoint_save", save, host.steady + host.save_extra, host.pinned_steady);

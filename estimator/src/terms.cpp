@@ -211,5 +211,152 @@ StepMoments bf16_optimizer_step(const Sizes& s) {
     return m;
 }
 
+uint64_t power_of_two_ceil(uint64_t bytes) {
+    if (bytes <= 1) return bytes;
+    uint64_t p = 1;
+    while (p < bytes) p <<= 1;
+    return p;
+}
+
+namespace {
+// DeepNVMe buffers are multiples of the aio block (1024 B x
+// intra_op_parallelism 1) in elements (swap_tensor/utils.py).
+uint64_t align_aio_elems(uint64_t numel, uint64_t elem_bytes) {
+    const uint64_t unit = 1024 / elem_bytes;
+    return (numel + unit - 1) / unit * unit;
+}
+
+HostTerm host(const char* name, const char* formula, const char* source, uint64_t bytes, bool pinned,
+              HostLife life, bool once = false) {
+    HostTerm t;
+    t.name = name;
+    t.formula = formula;
+    t.source = source;
+    t.bytes = bytes;
+    t.pinned = pinned;
+    t.life = life;
+    t.once_per_node = once;
+    return t;
+}
+
+// ZeRO-1/2 with offload_optimizer cpu (stage_1_and_2.py), one parameter group.
+void zero12_offload_host(const Sizes& s, std::vector<HostTerm>& v) {
+    auto pin = [&](uint64_t b, bool pinned) { return pinned && s.round_pinned ? power_of_two_ceil(b) : b; };
+    const uint64_t Tn = s.Tn;
+    v.push_back(host("fp32 master (single_partition_of_fp32_groups)", "PowerOf2Ceil(4 · Tn) pinned, else 4 · Tn",
+                     "runtime/zero/stage_1_and_2.py __init__ (weights_partition pinned)", pin(4 * Tn, s.master_pinned),
+                     s.master_pinned, HostLife::init));
+    if (s.master_pinned)
+        v.push_back(host("fp32 master's pageable source beside its pinned copy", "4 · Tn (load only)",
+                         "runtime/zero/stage_1_and_2.py __init__ (.to(cpu).clone().float(), then pin_memory)", 4 * Tn,
+                         false, HostLife::load_transient));
+    v.push_back(host("fp32 gradient partition", "PowerOf2Ceil(4 · Tn) pinned",
+                     "runtime/zero/stage_1_and_2.py initialize_optimizer_states", pin(4 * Tn, s.grads_pinned),
+                     s.grads_pinned, HostLife::init));
+    if (s.bit16_staging)
+        v.push_back(host("16-bit parameter staging (param_buffer_of_bit16_for_cpu_offload_groups)",
+                         "PowerOf2Ceil(b_m · Tn) pinned", "runtime/zero/stage_1_and_2.py __init__ (temp_pinned)",
+                         pin(s.bm * Tn, s.pin_optimizer), s.pin_optimizer, HostLife::init));
+    v.push_back(host("temp_grad_buffer_for_cpu_offload", "PowerOf2Ceil(b_m · L) pinned",
+                     "runtime/zero/stage_1_and_2.py __init__", pin(s.bm * s.L, s.pin_optimizer), s.pin_optimizer,
+                     HostLife::init));
+    if (s.grad_accum > 1) {
+        const double raw = double(s.bm * Tn);
+        const uint64_t b = s.pin_optimizer && s.round_pinned ? uint64_t(raw * s.per_param_rounding + 0.5) : uint64_t(raw);
+        v.push_back(host("accumulation buffers, one per parameter (buffer_to_accumulate_to_in_cpu)",
+                         "Σ_p PowerOf2Ceil(b_m · numel_p) ≈ b_m · Tn · (mean per-parameter rounding)",
+                         "runtime/zero/stage_1_and_2.py async_accumulate_grad_in_cpu_via_gpu", b, s.pin_optimizer,
+                         HostLife::backward));
+    }
+}
+
+// ZeRO-3 with offload_optimizer cpu (stage3.py).
+void zero3_offload_host(const Sizes& s, std::vector<HostTerm>& v) {
+    auto pin = [&](uint64_t b) { return s.pin_optimizer && s.round_pinned ? power_of_two_ceil(b) : b; };
+    const uint64_t S = std::max<uint64_t>(1, std::min(s.sub_group_size, s.Tn));
+    const uint64_t full = s.Tn / S, rest = s.Tn % S;
+    v.push_back(host("fp32 master partitions", "4 · Tn (pageable)", "runtime/zero/stage3.py _create_fp32_partitions",
+                     4 * s.Tn, false, HostLife::init));
+    v.push_back(host("fp32 master conversion + clone of one sub-group", "4 · sub (load only)",
+                     "runtime/zero/stage3.py _create_fp32_partitions (.to(cpu, fp32), .clone())", 4 * S, false,
+                     HostLife::load_transient));
+    v.push_back(host("fp32 gradients, one pinned buffer per sub-group",
+                     "Σ_i PowerOf2Ceil(4 · n_i), n_i = sub_group_size (the last the rest)",
+                     "runtime/zero/stage3.py initialize_optimizer_states", full * pin(4 * S) + (rest ? pin(4 * rest) : 0),
+                     s.pin_optimizer, HostLife::init));
+    v.push_back(host("init gradient_buffer of the largest sub-group + pageable sources of the pinned copies",
+                     "4 · sub + b_a · Tn (load only)", "runtime/zero/stage3.py initialize_optimizer_states, _setup_for_real_optimizer",
+                     4 * S + (s.pin_optimizer ? s.ba * s.Tn : 0), false, HostLife::load_transient));
+}
+}  // namespace
+
+std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, uint64_t largest_gpu_optimizer_tensor,
+                                 bool gather_16bit_on_save, uint64_t gathered_state_bytes) {
+    std::vector<HostTerm> v;
+    auto torch_pin = [&](uint64_t b, bool pinned) { return pinned && s.round_pinned ? power_of_two_ceil(b) : b; };
+    const bool z12 = s.stage == 1 || s.stage == 2;
+    if (s.offload_optimizer_cpu) {
+        if (z12) zero12_offload_host(s, v);
+        else zero3_offload_host(s, v);
+        v.push_back(host(s.optimizer_state_bytes == 8 ? "CPU Adam m and v" : "CPU optimizer momentum",
+                         "optimizer bytes · Tn (pageable)", "ops/adam/cpu_adam.py step (zeros_like, lazy)",
+                         s.optimizer_state_bytes * s.Tn, false,
+                         s.lazy_cpu_adam_states ? HostLife::lazy : HostLife::init));
+        if (s.cpu_adam_tile_buffer)
+            v.push_back(host("DeepSpeedCPUAdam tile buffers", "2 · 128 Mi · 4 B (exact, cudaMallocHost)",
+                             "csrc/includes/cpu_adam.h _doubled_buffer (DeepSpeed < 0.14.3)", 1073741824ull, true,
+                             HostLife::init));
+    } else if (s.offload_optimizer_nvme) {
+        const uint64_t S = std::min(s.sub_group_size, s.Tn);
+        v.push_back(host("optimizer NVMe swap buffers", "buffer_count · align(sub) · 4 (exact, DeepNVMe)",
+                         "runtime/swap_tensor/optimizer_utils.py OptimizerSwapper, utils.py SwapBufferManager",
+                         uint64_t(s.offload_optimizer_buffer_count) * align_aio_elems(S, 4) * 4, true, HostLife::init));
+        v.push_back(host("init gradient_buffer of the largest sub-group", "4 · sub (load only)",
+                         "runtime/zero/stage3.py initialize_optimizer_states", 4 * S, false, HostLife::load_transient));
+    }
+    if (s.stage == 3 && (s.offload_optimizer_cpu || s.offload_optimizer_nvme))
+        v.push_back(host("grad_partitions_flat_buffer", "PowerOf2Ceil(b_a · Tn) pinned",
+                         "runtime/zero/stage3.py _setup_for_real_optimizer",
+                         torch_pin(s.ba * s.Tn, s.pin_optimizer || s.offload_optimizer_nvme),
+                         s.pin_optimizer || s.offload_optimizer_nvme, HostLife::init));
+    if (s.offload_param_cpu) {
+        const uint64_t b = s.bm * s.Tn + s.frozen_bytes_rank;
+        v.push_back(host("16-bit parameter flat buffer", "PowerOf2Ceil(b_m · Ψ/N_d) pinned",
+                         "runtime/zero/stage3.py _create_param_groups_fp16_flat_cpu_memory", torch_pin(b, s.pin_param),
+                         s.pin_param, HostLife::init));
+        if (s.zero_init && s.pin_param && s.round_pinned && s.zero_init_partition_blocks > 0)
+            v.push_back(host("zero.Init's per-parameter pinned partitions left in PyTorch's host cache",
+                             "Σ_p PowerOf2Ceil(b_m · ceil(numel_p / N_d))",
+                             "runtime/zero/partition_parameters.py _partition_param (pin_memory per parameter); "
+                             "stage3.py _move_to_flat_buffer drops them; no host empty_cache",
+                             s.zero_init_partition_blocks, true, HostLife::init));
+    } else if (s.offload_param_nvme) {
+        v.push_back(host("parameter NVMe swap pool", "buffer_count · align(buffer_size) · b_m (exact, DeepNVMe)",
+                         "runtime/swap_tensor/partitioned_param_swapper.py",
+                         uint64_t(s.offload_param_buffer_count) * align_aio_elems(s.offload_param_buffer_size, s.bm) * s.bm,
+                         true, HostLife::init));
+        v.push_back(host("parameters kept in CPU memory (max_in_cpu)", "PowerOf2Ceil(min(max_in_cpu, Ψ/N_d) · b_m) pinned",
+                         "runtime/swap_tensor/partitioned_param_swapper.py", torch_pin(std::min(s.offload_param_max_in_cpu, s.Pn) * s.bm, true),
+                         true, HostLife::init));
+    }
+    if (s.stage == 3 && s.zero_init && !s.offload_param_cpu && !s.offload_param_nvme)
+        v.push_back(host("defragment staging of the 16-bit partitions", "b_m · Tn + frozen (pageable, load only)",
+                         "runtime/zero/utils.py defragment (cpu_buffer); stage3.py _create_fp16_partitions_with_defragmentation",
+                         s.bm * s.Tn + s.frozen_bytes_rank, false, HostLife::load_transient));
+    if (s.stage <= 2)
+        v.push_back(host("checkpoint writer's CPU clone of the module state", "b_m · Ψ + frozen (one rank per node)",
+                         "runtime/engine.py _save_checkpoint (clone_tensors_for_torch_save)", module_state_bytes, false,
+                         HostLife::save_transient, true));
+    if (largest_gpu_optimizer_tensor > 0)
+        v.push_back(host("torch.save's host copy of the largest GPU optimizer tensor", "4 · (Tn, or sub at stage 3)",
+                         "torch.save of GPU storages (engine.py _save_zero_checkpoint)", largest_gpu_optimizer_tensor,
+                         false, HostLife::save_transient));
+    if (gather_16bit_on_save)
+        v.push_back(host("consolidated 16-bit state dict on rank 0", "b_m · Ψ (one rank)",
+                         "runtime/engine.py _zero3_consolidated_16bit_state_dict", gathered_state_bytes, false,
+                         HostLife::save_transient, true));
+    return v;
+}
+
 }  // namespace terms
 }  // namespace zeromem

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace zeromem {
 struct EstimateInput;
@@ -61,6 +62,47 @@ struct Sizes {
     /// bf16 + ZeRO-1 + grad_accum_dtype fp32 + no offload: the engine builds
     /// BF16_Optimizer (engine._do_optimizer_sanity_check).
     bool bf16_optimizer = false;
+
+    // --- host (section 3 of issue 7; ../shared/reference/host_memory.md) ---
+    bool offload_optimizer_cpu = false;
+    bool offload_optimizer_nvme = false;
+    bool offload_param_cpu = false;
+    bool offload_param_nvme = false;
+    bool pin_optimizer = true;      ///< offload_optimizer.pin_memory
+    bool pin_param = true;          ///< offload_param.pin_memory
+    bool zero_init = true;          ///< model built under zero.Init (stage 3)
+    /// PyTorch >= 1.11: CachingHostAllocator rounds pinned requests up to a
+    /// power of two (PRs #68906/#69299).
+    bool round_pinned = true;
+    /// ZeRO-1/2 offload pins the fp32 master (DeepSpeed >= 0.14.1; only with
+    /// pin_memory from 0.18.3, unconditionally before).
+    bool master_pinned = true;
+    /// ZeRO-1/2 offload pins its fp32 gradient partition (only with
+    /// pin_memory from DeepSpeed 0.10.1, always before).
+    bool grads_pinned = true;
+    /// ZeRO-1/2 offload's 16-bit parameter staging buffer (DeepSpeed >= 0.17.0).
+    bool bit16_staging = true;
+    /// DeepSpeedCPUAdam pins 2 x 128 Mi fp32 elements per instance (before
+    /// DeepSpeed 0.14.3, cpu_adam.h _doubled_buffer).
+    bool cpu_adam_tile_buffer = false;
+    /// CPU Adam's m and v appear at the first step (DeepSpeed >= 0.13.2;
+    /// before, initialize_optimizer_states stepped once at init).
+    bool lazy_cpu_adam_states = true;
+    uint64_t optimizer_state_bytes = 8;  ///< Adam m + v (8) or SGD momentum (4) per element
+    uint64_t sub_group_size = 1000000000;  ///< elements
+    uint64_t Pn = 0;              ///< every parameter's partition, ceil(Ψ/N_d) incl. frozen (param offload)
+    uint64_t frozen_bytes_rank = 0;  ///< frozen storage in this rank's partition, bytes
+    /// Σ over this rank's parameters of PowerOf2Ceil(b_m · numel_p) / Σ
+    /// b_m · numel_p: the average rounding of per-parameter pinned buffers
+    /// (1 without an architecture).
+    double per_param_rounding = 1.0;
+    /// Σ_p PowerOf2Ceil(b_m · ceil(numel_p / N_d)) over all parameters:
+    /// zero.Init's per-parameter pinned partitions (0 without an architecture).
+    uint64_t zero_init_partition_blocks = 0;
+    int64_t offload_optimizer_buffer_count = 4;
+    int64_t offload_param_buffer_count = 5;
+    uint64_t offload_param_buffer_size = 100000000;  ///< elements
+    uint64_t offload_param_max_in_cpu = 1000000000;  ///< elements
 };
 
 /// One term: what DeepSpeed allocates, the formula, the allocating code and
@@ -203,6 +245,49 @@ StepMoments zero0_step(const Sizes& s);
 /// BF16_Optimizer `step`: the gradients are already fp32 (no copy):
 /// optimizer T·Tn.
 StepMoments bf16_optimizer_step(const Sizes& s);
+
+// --- host RAM, per rank -------------------------------------------------------
+
+/// c10::llvm::PowerOf2Ceil: the bytes PyTorch's CachingHostAllocator
+/// allocates and pins for a request of `bytes` (aten/src/ATen/core/
+/// CachingHostAllocator.h allocate()). 0 stays 0.
+uint64_t power_of_two_ceil(uint64_t bytes);
+
+/// When a host term exists.
+enum class HostLife {
+    init,           ///< from deepspeed.initialize on (load phase and after)
+    backward,       ///< from the first backward on (ZeRO-1/2 GAS > 1 accumulation buffers)
+    lazy,           ///< from the first optimizer step / accumulation micro-step on
+    load_transient, ///< only while the engine is built
+    save_transient  ///< only while a checkpoint is saved
+};
+
+/// One host buffer per rank (or once per node when `once_per_node`).
+struct HostTerm {
+    const char* name = "";
+    const char* formula = "";
+    const char* source = "";
+    uint64_t bytes = 0;   ///< resident bytes (pinned ones at their rounded size)
+    bool pinned = false;
+    HostLife life = HostLife::init;
+    bool once_per_node = false;  ///< one rank of the node holds it (checkpoint writer)
+};
+
+/// Every host buffer of one rank under the sizes' stage and offload
+/// settings: ZeRO-1/2 and ZeRO-3 offload buffers as DeepSpeed creates and
+/// pins them (stage_1_and_2.py __init__/initialize_optimizer_states,
+/// stage3.py _setup_for_real_optimizer/initialize_optimizer_states,
+/// partition_parameters.py, swap_tensor/*.py), CPU Adam's states, the ZeRO-3
+/// load staging (zero/utils.py defragment) and checkpoint-save copies
+/// (engine.py _save_checkpoint). Pinned buffers through torch are rounded by
+/// power_of_two_ceil; DeepNVMe swap pools are exact. `module_state_bytes`:
+/// the 16-bit module state a stage-0-2 checkpoint writer clones to the host;
+/// `largest_gpu_optimizer_tensor`: the largest GPU optimizer tensor
+/// torch.save copies to the host; `gathered_state_bytes`: the consolidated
+/// 16-bit state dict rank 0 gathers under
+/// stage3_gather_16bit_weights_on_model_save.
+std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, uint64_t largest_gpu_optimizer_tensor,
+                                 bool gather_16bit_on_save, uint64_t gathered_state_bytes);
 
 }  // namespace terms
 }  // namespace zeromem
