@@ -160,6 +160,7 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
     if (largest && !req.params && !req.model && !req.hf_config) req.params = "1e9";  // placeholder; searched below
     if (!largest && !req.params && !req.model && !req.hf_config)
         throw InputError("fit: give --gpus (largest model per option) or a model (fewest GPUs per option)");
+    if (!largest) req.gpus = req.tp.value_or(1) * req.pp.value_or(1);  // placeholder; searched below
     const Resolved res = resolve_request(req, dir);
     const auto rows = largest ? largest_model(res.input) : fewest_gpus(res.input, f.gpus_per_node);
     if (format == "json") {

@@ -305,3 +305,53 @@ TEST(Cli, SoftwareStackInHeaderAndJson) {
     expect_error("estimate --params 7e9 --gpus 8 --stage 2 --offload-optimizer cpu --optimizer-impl torch",
                  "zero_force_ds_cpu_optimizer");
 }
+
+// Issue 7, section 5: every flag `estimate` takes reaches fit, compare and
+// plan. Each flag below changes the memory (or the host figures, or the
+// optimizer's temporary) of at least one option, so the JSON of each
+// subcommand must change when it is given. Flags a subcommand searches over
+// are left out for it: fit searches stage and offload; compare and plan also
+// search checkpointing, micro batch and accumulation. Host-only flags change
+// fit's answer only through a host capacity, so fit runs with one; plan runs
+// DeepSpeed's own optimizer (it writes the "optimizer" block), so the torch
+// version does not change its answer.
+TEST(Cli, EveryEstimateFlagReachesFitComparePlan) {
+    const std::vector<std::string> common = {
+        "--dtype fp32",          "--seq-len 4096",        "--optimizer sgd",        "--attention eager",
+        "--cuda-context 4GiB",   "--fragmentation 0.2",   "--trainable-params 1e9", "--lora-rank 64",
+        "--torch-version 2.0",   "--tp 2",                "--host-memory 100GB"};
+    // Host-only flags, compared at a host capacity (both sides) near the
+    // options' host needs: 50 GB for fit (2 ranks), 150 GB for compare and
+    // plan (8 ranks). "Nothing fits" (exit 1) is an answer too.
+    const std::vector<std::string> host_only = {"--host-overhead 8GiB", "--load-dtype bf16", "--no-zero-init"};
+    const std::vector<std::string> fit_only = {"--micro-batch 4", "--grad-accum 4", "--gradient-checkpointing full"};
+    struct Sub {
+        std::string base;
+        bool fit;
+        std::string host;
+    };
+    const Sub subs[] = {
+        {"fit --model llama-2-7b --gpu A100-80GB --format json", true, " --host-memory 50GB"},
+        {"compare --model llama-2-7b --gpus 8 --gpu A100-80GB --global-batch 64 --format json", false,
+         " --host-memory 150GB"},
+        {"plan --model llama-2-7b --gpus 8 --gpu A100-80GB --global-batch 64 --format json", false,
+         " --host-memory 150GB"},
+    };
+    auto check = [](const std::string& base_args, const std::string& flag) {
+        const Outcome base = zeromem(base_args);
+        ASSERT_EQ(base.exit_code, 0) << base_args << "\n" << base.err;
+        const Outcome r = zeromem(base_args + " " + flag);
+        EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << base_args << " " << flag << "\n" << r.err;
+        EXPECT_TRUE(r.out != base.out || r.exit_code != base.exit_code)
+            << base_args << " " << flag << ": the flag did not change the result";
+    };
+    for (const auto& sub : subs) {
+        std::vector<std::string> flags = common;
+        if (sub.fit) flags.insert(flags.end(), fit_only.begin(), fit_only.end());
+        for (const auto& flag : flags) {
+            if (sub.base.rfind("plan", 0) == 0 && flag == "--torch-version 2.0") continue;
+            check(sub.base, flag);
+        }
+        for (const auto& flag : host_only) check(sub.base + sub.host, flag);
+    }
+}

@@ -6,6 +6,7 @@
 // and line at commit edaa722); none is pasted from a zeromem run.
 #include "zeromem/estimate.h"
 #include "zeromem/model.h"
+#include "zeromem/planner.h"
 #include "zeromem/terms.h"
 
 #include "estimate_inputs.h"
@@ -369,4 +370,38 @@ TEST(Issue7Section5, FirstHostOomAtTheStepWhenAdamIsLazy) {
     // init, so m and v were there from the load on.
     in.stack.deepspeed = "0.13.1";
     EXPECT_EQ(estimate(in).first_host_oom_phase, "load");
+}
+
+// Issue 7, section 5: fit keeps --gradient-checkpointing (it used to reset it
+// to none, so at seq 4096 every option "never fit"). With full checkpointing
+// each option's row is the estimate of that option with the user's
+// checkpointing, at the GPU count found.
+TEST(Fit, FewestGpusKeepsGradientCheckpointing) {
+    EstimateInput in = testinputs::preset_input("llama-2-7b", 1, 0, Dtype::bf16);
+    in.train.seq_len = 4096;
+    in.train.checkpointing = Checkpointing::full;
+    in.cluster.gpu_memory = 80ull << 30;
+    const auto rows = fewest_gpus(in, 8);
+    bool some = false;
+    for (const auto& r : rows) {
+        if (!r.value) continue;
+        some = true;
+        EstimateInput at = in;
+        apply_candidate([&] {
+            Candidate c;
+            c.option = r.option;
+            c.option.checkpointing = Checkpointing::full;
+            c.micro_batch = in.train.micro_batch;
+            c.grad_accum = in.train.grad_accum;
+            c.dtype = in.train.dtype;
+            c.overlap_comm = in.zero.overlap_comm.value_or(r.option.stage == 3);
+            c.reduce_bucket_size = in.zero.reduce_bucket_size;
+            return c;
+        }(), at);
+        at.cluster.gpus = int64_t(r.value);
+        at.cluster.nodes = r.value <= 8 ? 1 : int64_t(r.value) / 8;
+        EXPECT_EQ(r.per_gpu_total, estimate(at).per_gpu.total) << r.option.label();
+        EXPECT_EQ(at.train.checkpointing, Checkpointing::full);
+    }
+    EXPECT_TRUE(some);
 }
