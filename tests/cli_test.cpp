@@ -321,9 +321,9 @@ TEST(Cli, EveryEstimateFlagReachesFitComparePlan) {
         "--cuda-context 4GiB",   "--fragmentation 0.2",   "--trainable-params 1e9", "--lora-rank 64",
         "--torch-version 2.0",   "--tp 2",                "--host-memory 100GB"};
     // Host-only flags, compared at a host capacity (both sides) near the
-    // options' host needs: 50 GB for fit (2 ranks), 150 GB for compare and
+    // options' host needs: 50 GB for fit (2 ranks), 100 GB for compare and
     // plan (8 ranks). "Nothing fits" (exit 1) is an answer too.
-    const std::vector<std::string> host_only = {"--host-overhead 8GiB", "--load-dtype bf16", "--no-zero-init"};
+    const std::vector<std::string> host_only = {"--host-overhead 8GiB", "--load-dtype fp32", "--no-zero-init"};
     const std::vector<std::string> fit_only = {"--micro-batch 4", "--grad-accum 4", "--gradient-checkpointing full"};
     struct Sub {
         std::string base;
@@ -333,9 +333,9 @@ TEST(Cli, EveryEstimateFlagReachesFitComparePlan) {
     const Sub subs[] = {
         {"fit --model llama-2-7b --gpu A100-80GB --format json", true, " --host-memory 50GB"},
         {"compare --model llama-2-7b --gpus 8 --gpu A100-80GB --global-batch 64 --format json", false,
-         " --host-memory 150GB"},
+         " --host-memory 100GB"},
         {"plan --model llama-2-7b --gpus 8 --gpu A100-80GB --global-batch 64 --format json", false,
-         " --host-memory 150GB"},
+         " --host-memory 100GB"},
     };
     auto check = [](const std::string& base_args, const std::string& flag) {
         const Outcome base = zeromem(base_args);
@@ -354,4 +354,19 @@ TEST(Cli, EveryEstimateFlagReachesFitComparePlan) {
         }
         for (const auto& flag : host_only) check(sub.base + sub.host, flag);
     }
+}
+
+// Issue 7, section 4: transformers >= 5 loads a 16-bit checkpoint in its own
+// dtype (dtype="auto", huggingface/transformers#42805); before, the model is
+// built in fp32. Without zero.Init every rank holds one copy:
+// 8 x 2 B x 6,738,415,616 + 8 x 1 GiB with the default stack (transformers
+// 5.0), 8 x 4 B x ... with transformers 4.46.
+TEST(Cli, LoadDtypeFollowsTransformersVersion) {
+    const uint64_t P = 6738415616ull, ovh = 8ull << 30;
+    auto j = json_of("estimate --model llama-2-7b --gpus 8 --stage 2");
+    EXPECT_EQ(j.at("per_node").at("host_memory").get<uint64_t>(), 8 * 2 * P + ovh);
+    j = json_of("estimate --model llama-2-7b --gpus 8 --stage 2 --transformers-version 4.46");
+    EXPECT_EQ(j.at("per_node").at("host_memory").get<uint64_t>(), 8 * 4 * P + ovh);
+    j = json_of("estimate --model llama-2-7b --gpus 8 --stage 2 --load-dtype fp32");
+    EXPECT_EQ(j.at("per_node").at("host_memory").get<uint64_t>(), 8 * 4 * P + ovh);
 }

@@ -166,8 +166,13 @@ TEST(Issue7Section1, OffloadStagingBufferInEveryPhase) {
     in.model.largest_layer_params = L;
     in.zero.offload_optimizer = OffloadDevice::cpu;
     const Estimate e = estimate(in);
-    for (const char* p : {"load", "forward", "optimizer_step", "checkpoint_save"})
+    for (const char* p : {"forward", "optimizer_step", "checkpoint_save"})
         EXPECT_EQ(phase(e, p).per_gpu.temporary_buffers, L * 2) << p;
+    // The load phase's peak is the flatten on the GPU (DeepSpeed >= 0.18.7,
+    // the capacity unknown): the module and its flat copy, 2 x 2 B x P, before
+    // the staging buffer exists (stage_1_and_2.py __init__).
+    EXPECT_EQ(phase(e, "load").per_gpu.parameters, 2ull * 2ull * 13000000000ull);
+    EXPECT_EQ(phase(e, "load").per_gpu.temporary_buffers, 0u);
     EXPECT_EQ(phase(e, "backward").per_gpu.temporary_buffers,
               500000000ull * 2ull + L * 2 + L * 2 + std::max<uint64_t>(8 * L, 500000000ull * 2ull));
 }
@@ -404,4 +409,64 @@ TEST(Fit, FewestGpusKeepsGradientCheckpointing) {
         EXPECT_EQ(at.train.checkpointing, Checkpointing::full);
     }
     EXPECT_TRUE(some);
+}
+
+// ===========================================================================
+// Issue 7, section 4: the load phase
+// ===========================================================================
+
+// ZeRO-3 without zero.Init: engine.py _configure_distributed_model moves the
+// whole 16-bit module to every GPU (module.to(device)) before DeepSpeed
+// partitions it, so the load holds 2 B x Ψ per GPU even with parameter
+// offload: llama-2-70b, 2 x 68,976,648,192 B = 128.5 GiB, a load OOM on
+// 80 GiB parts (deepspeed_audit.md "load without zero.Init").
+TEST(Issue7Section4, Zero3WithoutZeroInitLoadsTheWholeModule) {
+    EstimateInput in = testinputs::preset_input("llama-2-70b", 16, 3, Dtype::bf16);
+    in.cluster.nodes = 2;
+    in.cluster.gpu_memory = 80ull << 30;
+    in.zero.offload_param = OffloadDevice::cpu;
+    in.zero.offload_optimizer = OffloadDevice::cpu;
+    in.zero.zero_init = false;
+    const Estimate e = estimate(in);
+    EXPECT_EQ(phase(e, "load").per_gpu.parameters, 2 * 68976648192ull);
+    EXPECT_NEAR(d(phase(e, "load").per_gpu.parameters) / GiB, 128.5, 0.05);
+    EXPECT_EQ(e.first_oom_phase, "load");
+    in.zero.zero_init = true;  // partitions built as the modules are created
+    EXPECT_TRUE(estimate(in).first_oom_phase.empty());
+}
+
+// ZeRO-1/2 flattening (stage_1_and_2.py __init__): from DeepSpeed 0.18.7
+// (PR #7828) on the GPU when the free memory holds the flat copy, two 16-bit
+// copies there briefly; before 0.18.7, or when it does not fit, on the CPU:
+// the 16-bit copies plus the flat buffer, 2 x b_m x Ψ per rank on the host
+// (host_memory.md L4). 7e9 bf16, ZeRO-2, 8 x 80 GiB, with a 16-bit load
+// (--load-dtype bf16) so that the CPU flatten, not the model load, is the
+// host load peak: g x 2 x 2 x 7e9 + overhead.
+TEST(Issue7Section4, Zero12FlattenOnGpuOrCpuByVersion) {
+    const uint64_t P = 7000000000, ovh = 1ull << 30;
+    EstimateInput in = testinputs::params_input(P, 8, 2, Dtype::bf16);
+    in.cluster.gpu_memory = 80ull << 30;
+    in.residual.load_dtype = Dtype::bf16;
+    const Estimate gpu = estimate(in);
+    EXPECT_EQ(phase(gpu, "load").per_gpu.parameters, 2 * 2 * P);
+    EXPECT_EQ(gpu.per_node.host_load, 8 * (2 * P + ovh));  // the model load; no CPU flatten
+    in.stack.deepspeed = "0.18.6";
+    const Estimate cpu = estimate(in);
+    EXPECT_EQ(phase(cpu, "load").per_gpu.parameters, 2 * P);
+    EXPECT_EQ(cpu.per_node.host_load, 8 * (2 * 2 * P + ovh));
+    // 0.18.7 but a 24 GiB card: 24 GiB - 0.5 GiB context - 14e9 B module =
+    // 10.5 GiB free, less than the 14e9 B flat copy.
+    in.stack.deepspeed = "0.19.6";
+    in.cluster.gpu_memory = 24ull << 30;
+    EXPECT_EQ(phase(estimate(in), "load").per_gpu.parameters, 2 * P);
+}
+
+// Frozen parameters are loaded in the load dtype like the rest and frozen
+// afterwards (transformers from_pretrained, then requires_grad_(False)):
+// 7e9 of which 1e9 trainable, fp32 load, ZeRO-2 on 8: 8 x (4 B x 7e9 + 1 GiB)
+// on the host at load, not 4 B x 1e9 + 2 B x 6e9 per rank.
+TEST(Issue7Section4, FrozenParametersLoadInTheLoadDtype) {
+    EstimateInput in = testinputs::params_input(7000000000, 8, 2, Dtype::bf16);
+    in.train.trainable_params = 1000000000;
+    EXPECT_EQ(estimate(in).per_node.host_load, 8 * (4 * 7000000000ull + (1ull << 30)));
 }

@@ -371,6 +371,8 @@ std::vector<std::pair<uint64_t, uint64_t>> parameter_numels(const ModelArch& a, 
     return v;
 }
 
+bool zero12_flattens_on_gpu(const FullContext& c);
+
 // The host fields of the sizes: offload devices, pinning and the software
 // versions that decide which buffers exist and how they are pinned
 // (../shared/reference/host_memory.md M1-M7).
@@ -400,6 +402,7 @@ void set_host_sizes(FullContext& c) {
     s.offload_param_buffer_count = z.offload_param_buffer_count;
     s.offload_param_buffer_size = static_cast<uint64_t>(z.offload_param_buffer_size);
     s.offload_param_max_in_cpu = static_cast<uint64_t>(z.offload_param_max_in_cpu);
+    s.zero12_cpu_flatten = (z.stage == 1 || z.stage == 2) && !s.bf16_optimizer && !zero12_flattens_on_gpu(c);
     if (in.model.arch) {
         double raw = 0, rounded = 0;
         uint64_t blocks = 0;
@@ -737,15 +740,36 @@ GpuMemory optimizer_step_gpu(const FullContext& c, const GpuMemory& st, const Ex
 
 // The load phase: deepspeed.initialize has built the engine and the ZeRO
 // optimizer; Adam's m and v do not exist yet.
+// The whole 16-bit module before DeepSpeed partitions or flattens it:
+// trainable parameters in the model dtype plus the frozen storage.
+uint64_t module_bytes(const FullContext& c) { return c.bm * c.Tr + to_bytes(c.frozen_bytes); }
+
+// ZeRO-1/2 (stage_1_and_2.py __init__) flattens each parameter group on the
+// GPU when the free memory holds the flat copy (DeepSpeed >= 0.18.7, PR
+// #7828), else on the CPU. Unknown capacity: the GPU path.
+bool zero12_flattens_on_gpu(const FullContext& c) {
+    if (compare_versions(c.in.stack.deepspeed, "0.18.7", "--deepspeed-version") < 0) return false;
+    if (!c.in.cluster.gpu_memory) return true;
+    const uint64_t used = c.in.residual.cuda_context + module_bytes(c);
+    return *c.in.cluster.gpu_memory >= used && *c.in.cluster.gpu_memory - used >= c.bm * c.Tr;
+}
+
+// The load phase: deepspeed.initialize has built the engine and the ZeRO
+// optimizer; Adam's m and v do not exist yet. Its peak is the largest of its
+// moments: the module moved whole to the GPU (engine.py
+// _configure_distributed_model, module.to(device)) before ZeRO-3 without
+// zero.Init partitions it or ZeRO-1/2 flattens it (two 16-bit copies on the
+// GPU when the flat copy is made there), then the optimizer's buffers.
 GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& ex) {
     const terms::Sizes& s = c.sz;
     const auto& z = c.in.zero;
     GpuMemory ld;
     ld.master_weights = st.master_weights;
     ld.optimizer_states = ld.master_weights;
+    GpuMemory whole;  // the module before partitioning / flattening
     if (s.stage == 3) {
-        const uint64_t lb = static_cast<uint64_t>(dtype_bytes(c.in.residual.load_dtype));
-        ld.parameters = st.parameters + (z.zero_init ? 0 : c.L * lb);  // without zero.Init one module at a time
+        ld.parameters = st.parameters;
+        if (!z.zero_init) whole.parameters = module_bytes(c);
         // initialize_optimizer_states frees its fp32 gradient_buffer before
         // the IPG bucket and grad_partitions_flat_buffer are allocated: the
         // load peak is the larger of the two moments.
@@ -759,17 +783,23 @@ GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& e
             ld.temporary_buffers = sum_terms(persistent_temporaries(s), "load", c, ex);
         }
     } else {
-        // The engine casts the module to 16 bits on the host, then moves it
-        // to the GPU (engine._configure_distributed_model). The ZeRO
-        // optimizer flattens each param group on the GPU only when a second
-        // copy fits there, else on the CPU (stage_1_and_2.py __init__,
-        // flatten_on_accelerator): the load phase holds one 16-bit copy and
-        // the fp32 master partition.
         ld.parameters = st.parameters;
         ld.gradients = terms::bf16_optimizer_fp32_grad_buffer(s).bytes;
         ld.temporary_buffers = sum_terms(persistent_temporaries(s), "load", c, ex);
+        if (s.stage >= 1 && zero12_flattens_on_gpu(c)) whole.parameters = module_bytes(c) + c.bm * c.Tr;
     }
     finish_gpu(ld, c.in);
+    if (whole.parameters > 0) {
+        finish_gpu(whole, c.in);
+        if (ex.on)
+            ex.term(s.stage == 3 ? "load: whole 16-bit module on every GPU before partitioning (no zero.Init)"
+                                 : "load: 16-bit module + its flat copy while flattening on the GPU",
+                    s.stage == 3 ? "b_m · Ψ_t + frozen" : "2 · b_m · Ψ_t + frozen",
+                    "Ψ_t=" + num(double(c.Tr)) + ", b_m=" + num(double(c.bm)), whole.parameters,
+                    s.stage == 3 ? "DeepSpeed v0.19.6 deepspeed/runtime/engine.py _configure_distributed_model (module.to(device))"
+                                 : "DeepSpeed v0.19.6 deepspeed/runtime/zero/stage_1_and_2.py __init__ (flatten on the accelerator, >= 0.18.7)");
+        if (whole.total > ld.total) return whole;
+    }
     return ld;
 }
 
@@ -860,7 +890,10 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
     h.save_extra = g * save_rank + save_node;
     const uint64_t lb = static_cast<uint64_t>(dtype_bytes(in.residual.load_dtype));
     const bool zero_init = s == 3 && z.zero_init;
-    const uint64_t host_model = overhead + g * (zero_init ? L * lb : to_bytes(double(c.Tr) * double(lb) + c.frozen_bytes));
+    // Frozen parameters are loaded in the load dtype like the rest and only
+    // then frozen (quantized ones are loaded quantized).
+    const double frozen_load = in.train.load_in_bits != 16 ? c.frozen_bytes : double(c.Fr) * double(lb);
+    const uint64_t host_model = overhead + g * (zero_init ? L * lb : to_bytes(double(c.Tr) * double(lb) + frozen_load));
     // The optimizer's host states and the pinned offload/swap pools are
     // allocated while deepspeed.initialize builds the engine, after the
     // materialised module has moved to the GPU (or, under zero.Init, after

@@ -284,6 +284,19 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
                                            "default for the software stack (--optimizer-impl fused|torch|torch-fused)";
     }
     apply_stack(req, in.stack, prov);
+    // transformers >= 5 loads with dtype="auto" by default
+    // (huggingface/transformers#42805): a 16-bit checkpoint stays 16-bit on
+    // the host; before, from_pretrained built the model in fp32
+    // (host_memory.md L1).
+    if (!req.load_dtype) {
+        if (compare_versions(in.stack.transformers, "5", "--transformers-version") >= 0) {
+            in.residual.load_dtype = in.train.dtype == Dtype::fp16 ? Dtype::fp16 : Dtype::bf16;
+            prov["load_dtype"] = std::string(to_string(in.residual.load_dtype)) +
+                                 " (transformers >= 5 loads the checkpoint's 16-bit dtype, dtype=\"auto\"; --load-dtype to change)";
+        } else {
+            prov["load_dtype"] = "fp32 (transformers < 5 builds the model in fp32 unless torch_dtype is given; --load-dtype to change)";
+        }
+    }
     if (req.ds_checkpointing) {
         in.train.ds_checkpointing_api = true;
         prov["activation_checkpointing"] = "--ds-checkpointing (model uses deepspeed.checkpointing)";

@@ -339,6 +339,11 @@ std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, ui
                          "runtime/swap_tensor/partitioned_param_swapper.py", torch_pin(std::min(s.offload_param_max_in_cpu, s.Pn) * s.bm, true),
                          true, HostLife::init));
     }
+    if (s.zero12_cpu_flatten)
+        v.push_back(host("16-bit parameters copied to the CPU and flattened there", "2 · b_m · Ψ_t (load only)",
+                         "runtime/zero/stage_1_and_2.py __init__ (param.cpu_data, flatten_dense_tensors_aligned "
+                         "use_cpu_data; on the GPU from 0.18.7 when it fits)",
+                         2 * s.bm * s.Tr, false, HostLife::load_transient));
     if (s.stage == 3 && s.zero_init && !s.offload_param_cpu && !s.offload_param_nvme)
         v.push_back(host("defragment staging of the 16-bit partitions", "b_m · Tn + frozen (pageable, load only)",
                          "runtime/zero/utils.py defragment (cpu_buffer); stage3.py _create_fp16_partitions_with_defragmentation",

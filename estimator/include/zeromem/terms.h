@@ -99,6 +99,10 @@ struct Sizes {
     /// Σ_p PowerOf2Ceil(b_m · ceil(numel_p / N_d)) over all parameters:
     /// zero.Init's per-parameter pinned partitions (0 without an architecture).
     uint64_t zero_init_partition_blocks = 0;
+    /// ZeRO-1/2 init flattens the 16-bit parameters on the CPU (DeepSpeed
+    /// < 0.18.7, or the flat copy does not fit the GPU): the 16-bit copies
+    /// and the flat buffer, 2 · b_m · Ψ_t per rank, at load.
+    bool zero12_cpu_flatten = false;
     int64_t offload_optimizer_buffer_count = 4;
     int64_t offload_param_buffer_count = 5;
     uint64_t offload_param_buffer_size = 100000000;  ///< elements
