@@ -370,3 +370,24 @@ TEST(Cli, LoadDtypeFollowsTransformersVersion) {
     j = json_of("estimate --model llama-2-7b --gpus 8 --stage 2 --load-dtype fp32");
     EXPECT_EQ(j.at("per_node").at("host_memory").get<uint64_t>(), 8 * 4 * P + ovh);
 }
+
+// Issue 7, section 6: a verdict compares against the memory the card
+// exposes when the preset has it (usable_bytes, with its source), and the
+// output says which figure was used. A10G: 22.5 GiB as reported in user case
+// C10 (DeepSpeedExamples#336), not the 24 GiB label; a preset without a
+// reported figure says it used the nominal label.
+TEST(Cli, GpuCapacityIsTheReportedFigureAndSaysSo) {
+    auto j = json_of("estimate --params 7e9 --gpus 8 --stage 3 --gpu A10G-24GB --explain");
+    EXPECT_EQ(j.at("provenance").at("cluster.gpu_memory").get<std::string>().find("22.50 GiB reported by the device"),
+              std::string("--gpu A10G-24GB (data/gpus/A10G-24GB.json): ").size());
+    Outcome r = zeromem("estimate --params 7e9 --gpus 8 --stage 3 --gpu A10G-24GB");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("of 22.50 GiB"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("GPU capacity used: --gpu A10G-24GB (data/gpus/A10G-24GB.json): 22.50 GiB reported by the device"),
+              std::string::npos) << r.out;
+    r = zeromem("estimate --params 7e9 --gpus 8 --stage 3 --gpu A100-80GB");
+    EXPECT_NE(r.out.find("GPU capacity used: --gpu A100-80GB (data/gpus/A100-80GB.json): 80.00 GiB nominal"),
+              std::string::npos) << r.out;
+    r = zeromem("estimate --params 7e9 --gpus 8 --stage 3 --gpu-memory 79GiB");
+    EXPECT_NE(r.out.find("GPU capacity used: --gpu-memory 79GiB"), std::string::npos) << r.out;
+}

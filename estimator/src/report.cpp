@@ -296,6 +296,8 @@ std::string render(const Estimate& e, const Resolved& res, Format format, bool e
       << verdict("Host", e.fits_host, e.per_node.host_memory, in.cluster.host_memory, "pass --host-memory")
       << (e.phases.empty() ? "" : (e.first_host_oom_phase.empty() ? " (peak at " + e.host_peak_phase + ")"
                                                                 : " (first OOM at " + e.first_host_oom_phase + ")")) << "\n";
+    if (const auto it = res.provenance.find("cluster.gpu_memory"); it != res.provenance.end())
+        o << "GPU capacity used: " << it->second << "\n";
     for (const auto& a : advise(in, e)) {
         if (a.found)
             o << "To fit the " << (a.resource == "gpu" ? "GPU" : "host") << ": " << a.change << " (" << a.why << "; needs "

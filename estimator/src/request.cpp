@@ -126,8 +126,15 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     if (req.gpu) {
         r.gpu = load_gpu_preset(*req.gpu, data_dir);
         in.cluster.gpu_name = r.gpu->name;
-        in.cluster.gpu_memory = r.gpu->memory_bytes;
-        prov["cluster.gpu_memory"] = "--gpu " + r.gpu->name + " (data/gpus/" + r.gpu->name + ".json)";
+        // The verdict compares against what the card exposes when the preset
+        // knows it (nvidia-smi / torch.cuda.mem_get_info total), else the label.
+        in.cluster.gpu_memory = r.gpu->usable_bytes.value_or(r.gpu->memory_bytes);
+        prov["cluster.gpu_memory"] =
+            "--gpu " + r.gpu->name + " (data/gpus/" + r.gpu->name + ".json): " +
+            (r.gpu->usable_bytes ? format_gib(double(*r.gpu->usable_bytes)) + " GiB reported by the device (" +
+                                       r.gpu->usable_source + ")"
+                                 : format_gib(double(r.gpu->memory_bytes)) +
+                                       " GiB nominal (label x 2^30; the reported total is not in the preset)");
     }
     if (req.gpu_memory) {
         in.cluster.gpu_memory = parse_bytes(*req.gpu_memory, "--gpu-memory");
