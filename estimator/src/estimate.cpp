@@ -916,6 +916,47 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
     return h;
 }
 
+// The summary: components each at their own peak, totals at the peak phase,
+// the first phase that overflows, and the per-node host figures.
+void summarize_phases(const EstimateInput& in, const GpuMemory& st, uint64_t act_backward, const HostFigures& host,
+                      uint64_t host_act, Estimate& out, const Explainer& ex) {
+    // --- summary: components at their own peak, totals at the peak phase ---------
+    auto& m = out.per_gpu;
+    m = st;
+    m.activations = act_backward;
+    m.temporary_buffers = 0;
+    for (const auto& p : out.phases) m.temporary_buffers = std::max(m.temporary_buffers, p.per_gpu.temporary_buffers);
+    const PhaseMemory* gpu_peak = &out.phases[0];
+    const PhaseMemory* host_peak = &out.phases[0];
+    for (const auto& p : out.phases) {
+        if (p.per_gpu.total > gpu_peak->per_gpu.total) gpu_peak = &p;
+        if (p.per_node.host_memory > host_peak->per_node.host_memory) host_peak = &p;
+    }
+    m.cuda_context = in.residual.cuda_context;
+    m.fragmentation = gpu_peak->per_gpu.fragmentation;
+    m.total = gpu_peak->per_gpu.total;
+    out.peak_phase = gpu_peak->name;
+    out.host_peak_phase = host_peak->name;
+    for (const auto& p : out.phases) {  // chronological: the first phase that overflows
+        if (out.first_oom_phase.empty() && p.fits_gpu.has_value() && !*p.fits_gpu) out.first_oom_phase = p.name;
+        if (out.first_host_oom_phase.empty() && p.fits_host.has_value() && !*p.fits_host)
+            out.first_host_oom_phase = p.name;
+    }
+    auto& node = out.per_node;
+    node.host_memory = host_peak->per_node.host_memory;
+    node.host_pinned = host.pinned_steady;
+    node.host_load = host.load;
+    node.host_steady = host.steady + host_act;
+    node.nvme = host.nvme;
+    if (ex.on) {
+        ex.term("cuda_context", "named figure (--cuda-context)", num(double(m.cuda_context)) + " B", m.cuda_context,
+                "public reports: 0.4-0.6 GB per process");
+        ex.term("fragmentation", "fraction · allocated bytes of the phase (--fragmentation)",
+                num(in.residual.fragmentation_fraction) + " at the " + gpu_peak->name + " phase", m.fragmentation,
+                "PyTorch caching allocator reserve; a few percent of capacity");
+    }
+}
+
 // --- the full convention: one function per phase, assembled ------------------
 void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) {
     const FullContext c = make_context(in, out);
@@ -972,46 +1013,12 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     add("steady_backward", sbwd, host.steady + host_act, host.pinned_steady);
     add("checkpoint_save", save, host.steady + host.save_extra, host.pinned_steady);
 
-    // --- summary: components at their own peak, totals at the peak phase ---------
-    auto& m = out.per_gpu;
-    m = st;
-    m.activations = act.backward;
-    m.temporary_buffers = 0;
-    for (const auto& p : out.phases) m.temporary_buffers = std::max(m.temporary_buffers, p.per_gpu.temporary_buffers);
-    const PhaseMemory* gpu_peak = &out.phases[0];
-    const PhaseMemory* host_peak = &out.phases[0];
-    for (const auto& p : out.phases) {
-        if (p.per_gpu.total > gpu_peak->per_gpu.total) gpu_peak = &p;
-        if (p.per_node.host_memory > host_peak->per_node.host_memory) host_peak = &p;
-    }
-    m.cuda_context = in.residual.cuda_context;
-    m.fragmentation = gpu_peak->per_gpu.fragmentation;
-    m.total = gpu_peak->per_gpu.total;
-    out.peak_phase = gpu_peak->name;
-    out.host_peak_phase = host_peak->name;
-    for (const auto& p : out.phases) {  // chronological: the first phase that overflows
-        if (out.first_oom_phase.empty() && p.fits_gpu.has_value() && !*p.fits_gpu) out.first_oom_phase = p.name;
-        if (out.first_host_oom_phase.empty() && p.fits_host.has_value() && !*p.fits_host)
-            out.first_host_oom_phase = p.name;
-    }
-    auto& node = out.per_node;
-    node.host_memory = host_peak->per_node.host_memory;
-    node.host_pinned = host.pinned_steady;
-    node.host_load = host.load;
-    node.host_steady = host.steady + host_act;
-    node.nvme = host.nvme;
-    if (ex.on) {
-        ex.term("cuda_context", "named figure (--cuda-context)", num(double(m.cuda_context)) + " B", m.cuda_context,
-                "public reports: 0.4-0.6 GB per process");
-        ex.term("fragmentation", "fraction · allocated bytes of the phase (--fragmentation)",
-                num(in.residual.fragmentation_fraction) + " at the " + gpu_peak->name + " phase", m.fragmentation,
-                "PyTorch caching allocator reserve; a few percent of capacity");
-    }
+    summarize_phases(in, st, act.backward, host, host_act, out, ex);
+    out.optimizer_step_kernel = step_kernel(in).why;
     if (sz.stage == 3 && !in.zero.zero_init)
         ex.note("zero_init is off: every rank on a node builds the whole model in host RAM before partitioning.");
     if (!in.model.arch && sz.stage == 3)
         ex.note("no architecture: ZeRO-3 persistent (small) parameters are not counted.");
-    out.optimizer_step_kernel = step_kernel(in).why;
     if (sz.bf16_optimizer)
         ex.note("bf16 + ZeRO-1 + fp32 gradient accumulation: DeepSpeed builds BF16_Optimizer "
                 "(engine._do_optimizer_sanity_check), whose fp32 gradient buffer exists from load on.");
@@ -1019,6 +1026,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         ex.note("pipeline parallelism with gradient accumulation: memory can grow with the accumulation steps "
                 "(autograd buffers kept until the boundary, DeepSpeed #5198); not modelled beyond pp micro batches in flight.");
 }
+
 }  // namespace
 
 uint64_t activation_bytes_per_layer(int64_t s, int64_t b, int64_t h, int64_t a, int64_t t,
