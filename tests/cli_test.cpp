@@ -391,3 +391,16 @@ TEST(Cli, GpuCapacityIsTheReportedFigureAndSaysSo) {
     r = zeromem("estimate --params 7e9 --gpus 8 --stage 3 --gpu-memory 79GiB");
     EXPECT_NE(r.out.find("GPU capacity used: --gpu-memory 79GiB"), std::string::npos) << r.out;
 }
+
+// offload pin_memory defaulted to false before DeepSpeed 0.19.5 (#8207,
+// host_memory.md M4): with --deepspeed-version 0.19.4 and no pin_memory in a
+// config nothing is pinned; a config that says pin_memory: true still pins.
+TEST(Cli, PinMemoryDefaultFollowsDeepSpeedVersion) {
+    auto j = json_of("estimate --params 7e9 --gpus 8 --stage 2 --offload-optimizer cpu");
+    EXPECT_GT(j.at("per_node").at("host_pinned").get<uint64_t>(), 0u);
+    j = json_of("estimate --params 7e9 --gpus 8 --stage 2 --offload-optimizer cpu --deepspeed-version 0.19.4");
+    EXPECT_EQ(j.at("per_node").at("host_pinned").get<uint64_t>(), 0u);
+    j = json_of("estimate --model llama-2-7b --gpus 8 --optimizer-impl fused --deepspeed-version 0.19.4 --ds-config " +
+                data("ds_configs/ds_zero2_config.json"));
+    EXPECT_GT(j.at("per_node").at("host_pinned").get<uint64_t>(), 0u);
+}

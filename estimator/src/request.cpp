@@ -291,6 +291,17 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
                                            "default for the software stack (--optimizer-impl fused|torch|torch-fused)";
     }
     apply_stack(req, in.stack, prov);
+    // offload_optimizer/offload_param pin_memory defaulted to false before
+    // DeepSpeed 0.19.5 (#8207 made it true; host_memory.md M4).
+    if (compare_versions(in.stack.deepspeed, "0.19.5", "--deepspeed-version") < 0) {
+        for (const char* dev : {"offload_optimizer", "offload_param"}) {
+            const std::string key = std::string("zero_optimization.") + dev + ".pin_memory";
+            if (prov.count(key)) continue;
+            (std::string(dev) == "offload_optimizer" ? in.zero.offload_optimizer_pin_memory
+                                                      : in.zero.offload_param_pin_memory) = false;
+            prov[key] = "false (the default before DeepSpeed 0.19.5, --deepspeed-version " + in.stack.deepspeed + ")";
+        }
+    }
     // transformers >= 5 loads with dtype="auto" by default
     // (huggingface/transformers#42805): a 16-bit checkpoint stays 16-bit on
     // the host; before, from_pretrained built the model in fp32
