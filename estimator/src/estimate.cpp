@@ -63,9 +63,6 @@ void validate(const EstimateInput& in) {
     if (z.reduce_bucket_size <= 0) throw InputError("zero_optimization.reduce_bucket_size: must be positive");
     if (in.residual.fragmentation_fraction < 0 || in.residual.fragmentation_fraction >= 1)
         throw InputError("--fragmentation: must be a fraction in [0, 1)");
-    compare_versions(in.stack.deepspeed, "0", "--deepspeed-version");
-    compare_versions(in.stack.torch, "0", "--torch-version");
-    compare_versions(in.stack.transformers, "0", "--transformers-version");
     // engine.py _configure_optimizer raises ZeRORuntimeException for ZeRO
     // optimizer offload with a client optimizer that is not DeepSpeedCPUAdam
     // unless zero_force_ds_cpu_optimizer is false.
@@ -283,6 +280,36 @@ uint64_t linear_weight_params(const ModelArch& a) {
     return static_cast<uint64_t>((attn + mlp) * a.num_layers);
 }
 
+// The version-dependent behaviours of the software stack, resolved once per
+// estimate (issue 7, sections 2-4; host_memory.md for the DeepSpeed and
+// PyTorch versions). Throws InputError naming the flag for a malformed version.
+struct StackFacts {
+    bool torch_before_2_1 = false;  // foreach AdamW keeps two temporaries
+    bool hf_fused_default = true;   // HF Trainer default adamw_torch_fused (torch >= 2.8, transformers >= 4.54)
+    bool round_pinned = true;       // torch >= 1.11: PowerOf2Ceil pinned sizes
+    bool ds_0_10_1 = true, ds_0_13_2 = true, ds_0_14_1 = true, ds_0_14_3 = true, ds_0_17_0 = true,
+         ds_0_18_3 = true, ds_0_18_7 = true;
+};
+
+StackFacts stack_facts(const SoftwareStack& st) {
+    static const std::string ds_flag = "--deepspeed-version", torch_flag = "--torch-version",
+                             tf_flag = "--transformers-version";
+    auto ds = [&](const char* v) { return compare_versions(st.deepspeed, v, ds_flag) >= 0; };
+    StackFacts f;
+    f.torch_before_2_1 = compare_versions(st.torch, "2.1", torch_flag) < 0;
+    f.hf_fused_default = compare_versions(st.torch, "2.8", torch_flag) >= 0 &&
+                         compare_versions(st.transformers, "4.54", tf_flag) >= 0;
+    f.round_pinned = compare_versions(st.torch, "1.11", torch_flag) >= 0;
+    f.ds_0_10_1 = ds("0.10.1");
+    f.ds_0_13_2 = ds("0.13.2");
+    f.ds_0_14_1 = ds("0.14.1");
+    f.ds_0_14_3 = ds("0.14.3");
+    f.ds_0_17_0 = ds("0.17.0");
+    f.ds_0_18_3 = ds("0.18.3");
+    f.ds_0_18_7 = ds("0.18.7");
+    return f;
+}
+
 // Everything the full convention resolves once per estimate: parameter counts
 // per rank, the named sizes the terms read (terms::Sizes) and the source
 // strings.
@@ -296,6 +323,8 @@ struct FullContext {
     uint64_t bm = 2, ba = 2, bc = 2, osb = 8;
     double frozen_bytes = 0;          // frozen storage per tensor/pipeline rank, bytes
     const char* src = "";             // the stage's DeepSpeed source
+    StackFacts facts;                 // version-dependent behaviours
+    std::string kernel_why;           // which optimizer implementation runs the step, and why
     explicit FullContext(const EstimateInput& i) : in(i) {}
 };
 
@@ -315,9 +344,9 @@ struct KernelChoice {
     std::string why;
 };
 
-KernelChoice step_kernel(const EstimateInput& in) {
+KernelChoice step_kernel(const EstimateInput& in, const StackFacts& facts) {
     const auto& t = in.train;
-    const bool torch_2_0 = compare_versions(in.stack.torch, "2.1", "--torch-version") < 0;
+    const bool torch_2_0 = facts.torch_before_2_1;
     const terms::StepKernel foreach = torch_2_0 ? terms::StepKernel::torch_foreach_2_0 : terms::StepKernel::torch_foreach;
     const std::string foreach_text = std::string("torch's foreach ") + to_string(t.optimizer) +
                                      (torch_2_0 ? " (torch < 2.1: two fp32 temporaries)" : " (one fp32 temporary)");
@@ -331,9 +360,7 @@ KernelChoice step_kernel(const EstimateInput& in) {
     if (t.client_fused)
         return {*t.client_fused ? terms::StepKernel::fused : foreach,
                 *t.client_fused ? std::string("torch's fused AdamW: no temporary") : foreach_text};
-    const bool hf_fused = compare_versions(in.stack.torch, "2.8", "--torch-version") >= 0 &&
-                          compare_versions(in.stack.transformers, "4.54", "--transformers-version") >= 0;
-    if (hf_fused)
+    if (facts.hf_fused_default)
         return {terms::StepKernel::fused,
                 "HF Trainer default adamw_torch_fused (torch >= 2.8, transformers >= 4.54): no temporary"};
     return {foreach, "HF Trainer default adamw_torch: " + foreach_text};
@@ -380,7 +407,7 @@ void set_host_sizes(FullContext& c) {
     const auto& in = c.in;
     const auto& z = in.zero;
     terms::Sizes& s = c.sz;
-    auto ds_at_least = [&](const char* v) { return compare_versions(in.stack.deepspeed, v, "--deepspeed-version") >= 0; };
+    const StackFacts& f = c.facts;
     s.offload_optimizer_cpu = z.offload_optimizer == OffloadDevice::cpu;
     s.offload_optimizer_nvme = z.offload_optimizer == OffloadDevice::nvme;
     s.offload_param_cpu = z.offload_param == OffloadDevice::cpu;
@@ -388,12 +415,12 @@ void set_host_sizes(FullContext& c) {
     s.pin_optimizer = z.offload_optimizer_pin_memory;
     s.pin_param = z.offload_param_pin_memory;
     s.zero_init = z.zero_init;
-    s.round_pinned = compare_versions(in.stack.torch, "1.11", "--torch-version") >= 0;
-    s.master_pinned = ds_at_least("0.18.3") ? s.pin_optimizer : ds_at_least("0.14.1");
-    s.grads_pinned = ds_at_least("0.10.1") ? s.pin_optimizer : true;
-    s.bit16_staging = ds_at_least("0.17.0");
-    s.cpu_adam_tile_buffer = !ds_at_least("0.14.3");
-    s.lazy_cpu_adam_states = ds_at_least("0.13.2");
+    s.round_pinned = f.round_pinned;
+    s.master_pinned = f.ds_0_18_3 ? s.pin_optimizer : f.ds_0_14_1;
+    s.grads_pinned = f.ds_0_10_1 ? s.pin_optimizer : true;
+    s.bit16_staging = f.ds_0_17_0;
+    s.cpu_adam_tile_buffer = !f.ds_0_14_3;
+    s.lazy_cpu_adam_states = f.ds_0_13_2;
     s.optimizer_state_bytes = c.osb;
     s.sub_group_size = static_cast<uint64_t>(std::max<int64_t>(1, z.sub_group_size));
     s.Pn = ceil_div(c.Pr, c.N);
@@ -403,7 +430,9 @@ void set_host_sizes(FullContext& c) {
     s.offload_param_buffer_size = static_cast<uint64_t>(z.offload_param_buffer_size);
     s.offload_param_max_in_cpu = static_cast<uint64_t>(z.offload_param_max_in_cpu);
     s.zero12_cpu_flatten = (z.stage == 1 || z.stage == 2) && !s.bf16_optimizer && !zero12_flattens_on_gpu(c);
-    if (in.model.arch) {
+    const bool per_param_buffers = (s.offload_optimizer_cpu && (z.stage == 1 || z.stage == 2) && in.train.grad_accum > 1) ||
+                                   (s.offload_param_cpu && s.zero_init);
+    if (in.model.arch && per_param_buffers) {
         double raw = 0, rounded = 0;
         uint64_t blocks = 0;
         for (const auto& [numel, count] : parameter_numels(*in.model.arch, c.tp)) {
@@ -480,7 +509,10 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
     s.Tn = c.Tn;
     s.sub = std::min<uint64_t>(static_cast<uint64_t>(z.sub_group_size), c.Tn);
     s.grad_accum = t.grad_accum;
-    s.kernel = step_kernel(in).kernel;
+    c.facts = stack_facts(in.stack);
+    const KernelChoice kc = step_kernel(in, c.facts);
+    s.kernel = kc.kernel;
+    c.kernel_why = kc.why;
     // engine._do_optimizer_sanity_check: bf16 + ZeRO-1 + fp32 accumulation +
     // no offload selects BF16_Optimizer.
     s.bf16_optimizer = z.stage == 1 && t.dtype == Dtype::bf16 && c.ba == 4 && !s.offload_optimizer;
@@ -748,7 +780,7 @@ uint64_t module_bytes(const FullContext& c) { return c.bm * c.Tr + to_bytes(c.fr
 // GPU when the free memory holds the flat copy (DeepSpeed >= 0.18.7, PR
 // #7828), else on the CPU. Unknown capacity: the GPU path.
 bool zero12_flattens_on_gpu(const FullContext& c) {
-    if (compare_versions(c.in.stack.deepspeed, "0.18.7", "--deepspeed-version") < 0) return false;
+    if (!c.facts.ds_0_18_7) return false;
     if (!c.in.cluster.gpu_memory) return true;
     const uint64_t used = c.in.residual.cuda_context + module_bytes(c);
     return *c.in.cluster.gpu_memory >= used && *c.in.cluster.gpu_memory - used >= c.bm * c.Tr;
@@ -1014,7 +1046,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     add("checkpoint_save", save, host.steady + host.save_extra, host.pinned_steady);
 
     summarize_phases(in, st, act.backward, host, host_act, out, ex);
-    out.optimizer_step_kernel = step_kernel(in).why;
+    out.optimizer_step_kernel = c.kernel_why;
     if (sz.stage == 3 && !in.zero.zero_init)
         ex.note("zero_init is off: every rank on a node builds the whole model in host RAM before partitioning.");
     if (!in.model.arch && sz.stage == 3)

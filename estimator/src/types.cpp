@@ -94,30 +94,35 @@ Convention parse_convention(const std::string& text, const std::string& field) {
 }
 
 namespace {
-// The numeric parts of a dotted version ("2.8.0+cu128" -> 2, 8, 0; a local
-// or pre-release suffix after '+' or a letter ends the last part).
-std::vector<long> version_parts(const std::string& v, const std::string& field) {
-    std::vector<long> parts;
+// The numeric parts of a dotted version, up to four ("2.8.0+cu128" -> 2, 8,
+// 0; a local or pre-release suffix after '+' or a letter ends the last part).
+// No allocation: the estimator compares versions on every estimate.
+struct VersionParts {
+    long p[4] = {0, 0, 0, 0};
+};
+
+VersionParts version_parts(const std::string& v, const std::string& field) {
+    VersionParts out;
     std::size_t i = 0;
-    while (i < v.size()) {
+    int n = 0;
+    while (i < v.size() && n < 4) {
         std::size_t j = i;
-        while (j < v.size() && std::isdigit(static_cast<unsigned char>(v[j]))) ++j;
+        long value = 0;
+        while (j < v.size() && v[j] >= '0' && v[j] <= '9' && j - i < 9) value = value * 10 + (v[j++] - '0');
         if (j == i) break;
-        parts.push_back(std::stol(v.substr(i, j - i)));
+        out.p[n++] = value;
         if (j >= v.size() || v[j] != '.') break;
         i = j + 1;
     }
-    if (parts.empty()) throw InputError(field + ": '" + v + "' is not a version (e.g. 2.8 or 0.19.6)");
-    return parts;
+    if (n == 0) throw InputError(field + ": '" + v + "' is not a version (e.g. 2.8 or 0.19.6)");
+    return out;
 }
 }  // namespace
 
 int compare_versions(const std::string& a, const std::string& b, const std::string& field) {
-    const std::vector<long> x = version_parts(a, field), y = version_parts(b, field);
-    for (std::size_t i = 0; i < std::max(x.size(), y.size()); ++i) {
-        const long p = i < x.size() ? x[i] : 0, q = i < y.size() ? y[i] : 0;
-        if (p != q) return p < q ? -1 : 1;
-    }
+    const VersionParts x = version_parts(a, field), y = version_parts(b, field);
+    for (int i = 0; i < 4; ++i)
+        if (x.p[i] != y.p[i]) return x.p[i] < y.p[i] ? -1 : 1;
     return 0;
 }
 
