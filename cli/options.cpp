@@ -110,7 +110,11 @@ void add_request_options(CLI::App* sub, zeromem::Request& req) {
     opt_int("--lora-rank", req.lora_rank, "Train LoRA adapters of rank R on a frozen base", gT)->type_name("R");
     opt_str("--lora-target", req.lora_targets, "Projections with adapters (default q,k,v,o; also gate,up,down)", gT)->type_name("LIST");
     opt_str("--load-in", req.load_in, "Frozen base weights quantized: 4bit (QLoRA NF4) or 8bit", gT)->type_name("BITS");
-    opt_str("--optimizer-impl", req.optimizer_impl, "torch (default without a DeepSpeed \"optimizer\" block) or fused", gT)->type_name("KIND");
+    opt_str("--optimizer-impl", req.optimizer_impl, "fused (DeepSpeed's FusedAdam/DeepSpeedCPUAdam), torch (foreach AdamW) or torch-fused; default: DeepSpeed's under offload, else the HF Trainer's for the stack", gT)->type_name("KIND");
+    opt_str("--deepspeed-version", req.deepspeed_version, "DeepSpeed version whose behaviour to follow (default 0.19.6)", gT)->type_name("V");
+    opt_str("--torch-version", req.torch_version, "torch version (default 2.8: the HF Trainer then uses fused AdamW)", gT)->type_name("V");
+    opt_str("--transformers-version", req.transformers_version, "transformers version (default 5.0)", gT)->type_name("V");
+    opt_str("--stack", req.stack, "All three at once: deepspeed=V,torch=V,transformers=V", gT)->type_name("LIST");
     sub->add_flag("--ds-checkpointing", req.ds_checkpointing,
                   "The model uses deepspeed.checkpointing, so the config's activation_checkpointing keys apply")->group(gT);
     opt_int("--stage", req.stage, "ZeRO stage 0..3; default 0 (or the DeepSpeed config's)", gZ)->type_name("0..3");

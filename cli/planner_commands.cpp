@@ -389,7 +389,7 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
         throw InputError("fit: give --gpus (largest model per option) or a model (fewest GPUs per option)");
     const int64_t max_gpus = has_model && req.gpus ? *req.gpus : 65536;
     if (has_model) {  // the GPU count is searched below
-        req.gpus.reset();
+        req.gpus = req.tp.value_or(1) * req.pp.value_or(1);  // placeholder (tp x pp); searched below
         req.nodes.reset();
     } else {
         req.params = "1e9";  // placeholder; the parameter count is searched below

@@ -124,7 +124,15 @@ TEST(Cli, OtherFormatsAndExplain) {
 TEST(Cli, SeedDeepSpeedConfigs) {
     // Seed ZeRO-3 config: stage 3, both offloads to cpu, fp16; "auto" buckets
     // need the hidden size, which the preset gives.
-    auto j = json_of("estimate --model llama-2-7b --gpus 8 --ds-config " + data("ds_configs/ds_zero3_config.json"));
+    // It offloads the optimizer and has no "optimizer" block, so the client
+    // (the HF Trainer's torch AdamW) builds the optimizer, which DeepSpeed
+    // refuses with ZeRO-Offload (engine.py _configure_optimizer) unless
+    // zero_force_ds_cpu_optimizer is false: an error naming the key.
+    expect_error("estimate --model llama-2-7b --gpus 8 --ds-config " + data("ds_configs/ds_zero3_config.json"),
+                 "zero_force_ds_cpu_optimizer");
+    // With DeepSpeedCPUAdam as the optimizer it runs.
+    auto j = json_of("estimate --model llama-2-7b --gpus 8 --optimizer-impl fused --ds-config " +
+                     data("ds_configs/ds_zero3_config.json"));
     EXPECT_EQ(j.at("zero_optimization").at("stage").get<int>(), 3);
     EXPECT_EQ(j.at("zero_optimization").at("offload_param").get<std::string>(), "cpu");
     EXPECT_EQ(j.at("training").at("dtype").get<std::string>(), "fp16");
@@ -132,7 +140,7 @@ TEST(Cli, SeedDeepSpeedConfigs) {
     EXPECT_EQ(j.at("zero_optimization").at("reduce_bucket_size").get<int64_t>(), 16777216);
     // Flags override the file.
     j = json_of("estimate --model llama-2-7b --gpus 8 --ds-config " + data("ds_configs/ds_zero2_config.json") +
-                " --stage 1 --dtype bf16");
+                " --stage 1 --dtype bf16 --optimizer-impl fused");
     EXPECT_EQ(j.at("zero_optimization").at("stage").get<int>(), 1);
     EXPECT_EQ(j.at("training").at("dtype").get<std::string>(), "bf16");
     // "auto" needing a hidden size, with --params only: error naming the key.
@@ -298,4 +306,128 @@ TEST(CliArchitectures, UnknownModelTypeRefusedAndMoeHeader) {
     EXPECT_NE(moe.out.find("(46.70 B params, 12.88 B active)"), std::string::npos) << moe.out.substr(0, 300);
     EXPECT_NE(moe.out.find("family mixtral"), std::string::npos);
     EXPECT_NE(moe.out.find("decoder block (MoE): 32 x "), std::string::npos);
+}
+
+// Issue 7, section 2: the software stack is a resolved choice, shown in the
+// header with where each version came from, and it changes the optimizer
+// that runs the step (torch 2.7: the HF Trainer's foreach adamw_torch).
+TEST(Cli, SoftwareStackInHeaderAndJson) {
+    Outcome r = zeromem("estimate --params 7e9 --gpus 8 --stage 3");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("software: DeepSpeed 0.19.6 (default), torch 2.8 (default), transformers 5.0 (default); "
+                         "optimizer step: HF Trainer default adamw_torch_fused"),
+              std::string::npos) << r.out;
+    r = zeromem("estimate --params 7e9 --gpus 8 --stage 3 --stack deepspeed=0.18.0,torch=2.7 --transformers-version 4.46");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("software: DeepSpeed 0.18.0 (--stack), torch 2.7 (--stack), transformers 4.46 "
+                         "(--transformers-version); optimizer step: HF Trainer default adamw_torch"),
+              std::string::npos) << r.out;
+    const auto j = json_of("estimate --params 7e9 --gpus 8 --stage 3 --torch-version 2.0");
+    EXPECT_EQ(j.at("software").at("torch").get<std::string>(), "2.0");
+    EXPECT_NE(j.at("software").at("optimizer_step").get<std::string>().find("two fp32 temporaries"), std::string::npos);
+    expect_error("estimate --params 7e9 --gpus 8 --torch-version latest", "--torch-version");
+    expect_error("estimate --params 7e9 --gpus 8 --stack pytorch=2.8", "--stack");
+    expect_error("estimate --params 7e9 --gpus 8 --optimizer-impl apex", "--optimizer-impl");
+    // A client optimizer with ZeRO-Offload is refused, naming the key.
+    expect_error("estimate --params 7e9 --gpus 8 --stage 2 --offload-optimizer cpu --optimizer-impl torch",
+                 "zero_force_ds_cpu_optimizer");
+}
+
+// Issue 7, section 5: every flag `estimate` takes reaches fit, compare and
+// plan. Each flag below changes the memory (or the host figures, or the
+// optimizer's temporary) of at least one option, so the JSON of each
+// subcommand must change when it is given. Flags a subcommand searches over
+// are left out for it: fit searches stage and offload; compare and plan also
+// search checkpointing, micro batch and accumulation. Host-only flags change
+// fit's answer only through a host capacity, so fit runs with one; plan runs
+// DeepSpeed's own optimizer (it writes the "optimizer" block), so the torch
+// version does not change its answer.
+TEST(Cli, EveryEstimateFlagReachesFitComparePlan) {
+    const std::vector<std::string> common = {
+        "--dtype fp32",          "--seq-len 4096",        "--optimizer sgd",        "--attention eager",
+        "--cuda-context 4GiB",   "--fragmentation 0.2",   "--trainable-params 1e9", "--lora-rank 64",
+        "--torch-version 2.0",   "--tp 2",                "--host-memory 100GB"};
+    // Host-only flags, compared at a host capacity (both sides) near the
+    // options' host needs: 50 GB for fit (2 ranks), 100 GB for compare and
+    // plan (8 ranks). "Nothing fits" (exit 1) is an answer too.
+    const std::vector<std::string> host_only = {"--host-overhead 8GiB", "--load-dtype fp32", "--no-zero-init"};
+    const std::vector<std::string> fit_only = {"--micro-batch 4", "--grad-accum 4", "--gradient-checkpointing full"};
+    struct Sub {
+        std::string base;
+        bool fit;
+        std::string host;
+    };
+    const Sub subs[] = {
+        {"fit --model llama-2-7b --gpu A100-80GB --format json", true, " --host-memory 50GB"},
+        {"compare --model llama-2-7b --gpus 8 --gpu A100-80GB --global-batch 64 --format json", false,
+         " --host-memory 100GB"},
+        {"plan --model llama-2-7b --gpus 8 --gpu A100-80GB --global-batch 64 --format json", false,
+         " --host-memory 100GB"},
+    };
+    auto check = [](const std::string& base_args, const std::string& flag) {
+        const Outcome base = zeromem(base_args);
+        ASSERT_EQ(base.exit_code, 0) << base_args << "\n" << base.err;
+        const Outcome r = zeromem(base_args + " " + flag);
+        EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << base_args << " " << flag << "\n" << r.err;
+        EXPECT_TRUE(r.out != base.out || r.exit_code != base.exit_code)
+            << base_args << " " << flag << ": the flag did not change the result";
+    };
+    for (const auto& sub : subs) {
+        std::vector<std::string> flags = common;
+        if (sub.fit) flags.insert(flags.end(), fit_only.begin(), fit_only.end());
+        for (const auto& flag : flags) {
+            if (sub.base.rfind("plan", 0) == 0 && flag == "--torch-version 2.0") continue;
+            check(sub.base, flag);
+        }
+        for (const auto& flag : host_only) check(sub.base + sub.host, flag);
+    }
+}
+
+// Issue 7, section 4: transformers >= 5 loads a 16-bit checkpoint in its own
+// dtype (dtype="auto", huggingface/transformers#42805); before, the model is
+// built in fp32. Without zero.Init every rank holds one copy:
+// 8 x 2 B x 6,738,415,616 + 8 x 1 GiB with the default stack (transformers
+// 5.0), 8 x 4 B x ... with transformers 4.46.
+TEST(Cli, LoadDtypeFollowsTransformersVersion) {
+    const uint64_t P = 6738415616ull, ovh = 8ull << 30;
+    auto j = json_of("estimate --model llama-2-7b --gpus 8 --stage 2");
+    EXPECT_EQ(j.at("per_node").at("host_memory").get<uint64_t>(), 8 * 2 * P + ovh);
+    j = json_of("estimate --model llama-2-7b --gpus 8 --stage 2 --transformers-version 4.46");
+    EXPECT_EQ(j.at("per_node").at("host_memory").get<uint64_t>(), 8 * 4 * P + ovh);
+    j = json_of("estimate --model llama-2-7b --gpus 8 --stage 2 --load-dtype fp32");
+    EXPECT_EQ(j.at("per_node").at("host_memory").get<uint64_t>(), 8 * 4 * P + ovh);
+}
+
+// Issue 7, section 6: a verdict compares against the memory the card
+// exposes when the preset has it (usable_bytes, with its source), and the
+// output says which figure was used. A10G: 22.5 GiB as reported in user case
+// C10 (DeepSpeedExamples#336), not the 24 GiB label; a preset without a
+// reported figure says it used the nominal label.
+TEST(Cli, GpuCapacityIsTheReportedFigureAndSaysSo) {
+    auto j = json_of("estimate --params 7e9 --gpus 8 --stage 3 --gpu A10G-24GB --explain");
+    EXPECT_EQ(j.at("provenance").at("cluster.gpu_memory").get<std::string>().find("22.50 GiB reported by the device"),
+              std::string("--gpu A10G-24GB (data/gpus/A10G-24GB.json): ").size());
+    Outcome r = zeromem("estimate --params 7e9 --gpus 8 --stage 3 --gpu A10G-24GB");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("of 22.50 GiB"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("GPU capacity used: --gpu A10G-24GB (data/gpus/A10G-24GB.json): 22.50 GiB reported by the device"),
+              std::string::npos) << r.out;
+    r = zeromem("estimate --params 7e9 --gpus 8 --stage 3 --gpu A100-80GB");
+    EXPECT_NE(r.out.find("GPU capacity used: --gpu A100-80GB (data/gpus/A100-80GB.json): 80.00 GiB nominal"),
+              std::string::npos) << r.out;
+    r = zeromem("estimate --params 7e9 --gpus 8 --stage 3 --gpu-memory 79GiB");
+    EXPECT_NE(r.out.find("GPU capacity used: --gpu-memory 79GiB"), std::string::npos) << r.out;
+}
+
+// offload pin_memory defaulted to false before DeepSpeed 0.19.5 (#8207,
+// host_memory.md M4): with --deepspeed-version 0.19.4 and no pin_memory in a
+// config nothing is pinned; a config that says pin_memory: true still pins.
+TEST(Cli, PinMemoryDefaultFollowsDeepSpeedVersion) {
+    auto j = json_of("estimate --params 7e9 --gpus 8 --stage 2 --offload-optimizer cpu");
+    EXPECT_GT(j.at("per_node").at("host_pinned").get<uint64_t>(), 0u);
+    j = json_of("estimate --params 7e9 --gpus 8 --stage 2 --offload-optimizer cpu --deepspeed-version 0.19.4");
+    EXPECT_EQ(j.at("per_node").at("host_pinned").get<uint64_t>(), 0u);
+    j = json_of("estimate --model llama-2-7b --gpus 8 --optimizer-impl fused --deepspeed-version 0.19.4 --ds-config " +
+                data("ds_configs/ds_zero2_config.json"));
+    EXPECT_GT(j.at("per_node").at("host_pinned").get<uint64_t>(), 0u);
 }

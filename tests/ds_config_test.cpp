@@ -390,3 +390,30 @@ TEST(DsConfigBatch, RejectsIndivisibleAndMissing) {
     EXPECT_HAS(error_of([&] { complete_batch_settings(b.train, 1, b.prov); }),
                "train_micro_batch_size_per_gpu");
 }
+
+// Issue 7, section 2: the keys that decide which optimizer runs and whether
+// DeepSpeed accepts it (engine.py _configure_optimizer,
+// _configure_basic_optimizer; DeepSpeed config keys as DeepSpeed spells them).
+TEST(DsConfigOptimizer, BuilderTorchAdamAndOffloadKeys) {
+    // No "optimizer" block: the client builds the optimizer.
+    Applied a = run_cfg(json::parse(R"({"zero_optimization": {"stage": 2}})"));
+    ASSERT_TRUE(a.train.optimizer_builder.has_value());
+    EXPECT_EQ(*a.train.optimizer_builder, OptimizerBuilder::client);
+    EXPECT_FALSE(a.train.fused_optimizer);
+    EXPECT_TRUE(a.zero.zero_force_ds_cpu_optimizer);   // DeepSpeed default
+    EXPECT_FALSE(a.zero.zero_allow_untested_optimizer);  // DeepSpeed default
+    // A block: DeepSpeed builds FusedAdam; with torch_adam, torch Adam(W).
+    a = run_cfg(json::parse(R"({"optimizer": {"type": "AdamW", "params": {"lr": 1e-5}}})"));
+    EXPECT_EQ(*a.train.optimizer_builder, OptimizerBuilder::deepspeed);
+    EXPECT_TRUE(a.train.fused_optimizer);
+    EXPECT_FALSE(a.train.torch_adam);
+    a = run_cfg(json::parse(R"({"optimizer": {"type": "AdamW", "params": {"torch_adam": true, "adam_w_mode": true}}})"));
+    EXPECT_TRUE(a.train.torch_adam);
+    EXPECT_FALSE(a.train.fused_optimizer);
+    a = run_cfg(json::parse(R"({"zero_force_ds_cpu_optimizer": false, "zero_allow_untested_optimizer": true})"));
+    EXPECT_FALSE(a.zero.zero_force_ds_cpu_optimizer);
+    EXPECT_TRUE(a.zero.zero_allow_untested_optimizer);
+    // Wrong type: one line naming the key.
+    EXPECT_THROW(run_cfg(json::parse(R"({"optimizer": {"type": "AdamW", "params": {"torch_adam": "yes"}}})")),
+                 InputError);
+}

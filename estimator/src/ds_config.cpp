@@ -212,7 +212,8 @@ const Spec& schema() {
         // open objects, with the HF-filled keys type-checked.
         const Spec opt = Obj("optimizer", {
             S("type"),
-            Obj("params", {N("lr"), A("betas"), N("eps"), N("weight_decay")}, Kind::Open),
+            Obj("params", {N("lr"), A("betas"), N("eps"), N("weight_decay"), B("torch_adam"), B("adam_w_mode")},
+                Kind::Open),
             B("legacy_fusion")});
         const Spec sched = Obj("scheduler", {
             S("type"),
@@ -866,12 +867,24 @@ private:
     }
 
     void apply_optimizer() {
+        read_bool({"zero_force_ds_cpu_optimizer"}, zero_.zero_force_ds_cpu_optimizer);
+        read_bool({"zero_allow_untested_optimizer"}, zero_.zero_allow_untested_optimizer);
         const json* type = find({"optimizer", "type"});
+        if (!type) {
+            // No block: the client (the HF Trainer) passes its own optimizer.
+            train_.optimizer_builder = OptimizerBuilder::client;
+            prov_["optimizer.builder"] = "client: no \"optimizer\" block in " + source_ + " (the HF Trainer passes torch AdamW)";
+        }
         if (type) {
             // DeepSpeed builds its own optimizer (FusedAdam, or DeepSpeedCPUAdam
-            // under offload) from this block: updates in place, no temporaries.
-            train_.fused_optimizer = true;
-            prov_["optimizer.implementation"] = "DeepSpeed's fused optimizer (" + where({"optimizer"}) + ")";
+            // under offload) from this block: updates in place, no temporaries;
+            // with optimizer.params.torch_adam it builds torch Adam(W), foreach.
+            train_.optimizer_builder = OptimizerBuilder::deepspeed;
+            read_bool({"optimizer", "params", "torch_adam"}, train_.torch_adam);
+            train_.fused_optimizer = !train_.torch_adam;
+            prov_["optimizer.implementation"] = train_.torch_adam
+                ? "torch Adam(W), foreach (" + where({"optimizer", "params", "torch_adam"}) + ")"
+                : "DeepSpeed's fused optimizer (" + where({"optimizer"}) + ")";
             const std::string name = type->get<std::string>();
             const std::string t = to_lower(name);
             const std::vector<std::string> path = {"optimizer", "type"};

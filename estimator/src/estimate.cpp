@@ -1,10 +1,12 @@
 #include "zeromem/estimate.h"
 
+#include "zeromem/terms.h"
 #include "zeromem/util.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace zeromem {
 
@@ -27,14 +29,6 @@ std::string num(double v) {
 uint64_t to_bytes(double v) { return v <= 0 ? 0 : static_cast<uint64_t>(std::llround(v)); }
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
-// Rounds an element count up so the buffer is a multiple of the aio block
-// alignment: 1024 B x intra_op_parallelism (1) / element size
-// (DeepSpeed swap_tensor/utils.py).
-uint64_t align_aio(uint64_t numel, uint64_t elem_bytes) {
-    const uint64_t unit = 1024 / elem_bytes;
-    return ceil_div(numel, unit) * unit;
-}
 
 void validate(const EstimateInput& in) {
     if (in.model.params == 0) throw InputError("--params: the model has zero parameters");
@@ -69,6 +63,15 @@ void validate(const EstimateInput& in) {
     if (z.reduce_bucket_size <= 0) throw InputError("zero_optimization.reduce_bucket_size: must be positive");
     if (in.residual.fragmentation_fraction < 0 || in.residual.fragmentation_fraction >= 1)
         throw InputError("--fragmentation: must be a fraction in [0, 1)");
+    // engine.py _configure_optimizer raises ZeRORuntimeException for ZeRO
+    // optimizer offload with a client optimizer that is not DeepSpeedCPUAdam
+    // unless zero_force_ds_cpu_optimizer is false.
+    if (z.offload_optimizer != OffloadDevice::none && in.train.optimizer_builder == OptimizerBuilder::client &&
+        !in.train.fused_optimizer && z.zero_force_ds_cpu_optimizer)
+        throw InputError("zero_optimization.offload_optimizer: DeepSpeed refuses ZeRO-Offload with a client optimizer "
+                         "(no \"optimizer\" block: the HF Trainer passes torch AdamW) and raises ZeRORuntimeException "
+                         "(engine.py _configure_optimizer); add an \"optimizer\" block, set "
+                         "\"zero_force_ds_cpu_optimizer\": false, or pass --optimizer-impl fused for DeepSpeedCPUAdam");
 }
 
 // Collects --explain lines only when asked.
@@ -277,117 +280,363 @@ uint64_t linear_weight_params(const ModelArch& a) {
     return static_cast<uint64_t>((attn + mlp) * a.num_layers);
 }
 
-void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) {
+// The version-dependent behaviours of the software stack, resolved once per
+// estimate (issue 7, sections 2-4; host_memory.md for the DeepSpeed and
+// PyTorch versions). Throws InputError naming the flag for a malformed version.
+struct StackFacts {
+    bool torch_before_2_1 = false;  // foreach AdamW keeps two temporaries
+    bool hf_fused_default = true;   // HF Trainer default adamw_torch_fused (torch >= 2.8, transformers >= 4.54)
+    bool round_pinned = true;       // torch >= 1.11: PowerOf2Ceil pinned sizes
+    bool ds_0_10_1 = true, ds_0_13_2 = true, ds_0_14_1 = true, ds_0_14_3 = true, ds_0_17_0 = true,
+         ds_0_18_3 = true, ds_0_18_7 = true;
+};
+
+StackFacts stack_facts(const SoftwareStack& st) {
+    static const std::string ds_flag = "--deepspeed-version", torch_flag = "--torch-version",
+                             tf_flag = "--transformers-version";
+    auto ds = [&](const char* v) { return compare_versions(st.deepspeed, v, ds_flag) >= 0; };
+    StackFacts f;
+    f.torch_before_2_1 = compare_versions(st.torch, "2.1", torch_flag) < 0;
+    f.hf_fused_default = compare_versions(st.torch, "2.8", torch_flag) >= 0 &&
+                         compare_versions(st.transformers, "4.54", tf_flag) >= 0;
+    f.round_pinned = compare_versions(st.torch, "1.11", torch_flag) >= 0;
+    f.ds_0_10_1 = ds("0.10.1");
+    f.ds_0_13_2 = ds("0.13.2");
+    f.ds_0_14_1 = ds("0.14.1");
+    f.ds_0_14_3 = ds("0.14.3");
+    f.ds_0_17_0 = ds("0.17.0");
+    f.ds_0_18_3 = ds("0.18.3");
+    f.ds_0_18_7 = ds("0.18.7");
+    return f;
+}
+
+// Everything the full convention resolves once per estimate: parameter counts
+// per rank, the named sizes the terms read (terms::Sizes) and the source
+// strings.
+struct FullContext {
+    const EstimateInput& in;
+    terms::Sizes sz;
+    uint64_t P = 0, T = 0, F = 0;  // model, trainable, frozen parameters
+    uint64_t Pr = 0, Tr = 0, Fr = 0;  // the same per tensor/pipeline rank
+    uint64_t Tn = 0;                  // ceil(Tr / N_d)
+    uint64_t N = 1, g = 1, tp = 1, pp = 1, L = 0;
+    uint64_t bm = 2, ba = 2, bc = 2, osb = 8;
+    double frozen_bytes = 0;          // frozen storage per tensor/pipeline rank, bytes
+    const char* src = "";             // the stage's DeepSpeed source
+    StackFacts facts;                 // version-dependent behaviours
+    std::string kernel_why;           // which optimizer implementation runs the step, and why
+    explicit FullContext(const EstimateInput& i) : in(i) {}
+};
+
+constexpr const char* kSrcZ12 = "DeepSpeed v0.19.6 runtime/zero/stage_1_and_2.py (DeepSpeedZeroOptimizer)";
+constexpr const char* kSrcZ3 = "DeepSpeed v0.19.6 runtime/zero/stage3.py, partition_parameters.py";
+constexpr const char* kSrcZ0 = "DeepSpeed v0.19.6 runtime/fp16/fused_optimizer.py (FP16_Optimizer)";
+
+// The optimizer implementation that runs the step, and why (issue 7,
+// section 2). DeepSpeed does not alter a client optimizer's foreach/fused
+// choice (engine.py _configure_optimizer: basic_optimizer =
+// client_optimizer); the HF Trainer's default is adamw_torch_fused from
+// torch 2.8 with transformers >= 4.54 (huggingface/transformers#37358, merged
+// 2025-07-10), adamw_torch (foreach) before. torch 2.0's foreach AdamW keeps
+// two temporaries (exp_avg_sq_sqrt and denom), later versions one.
+struct KernelChoice {
+    terms::StepKernel kernel;
+    std::string why;
+};
+
+KernelChoice step_kernel(const EstimateInput& in, const StackFacts& facts) {
+    const auto& t = in.train;
+    const bool torch_2_0 = facts.torch_before_2_1;
+    const terms::StepKernel foreach = torch_2_0 ? terms::StepKernel::torch_foreach_2_0 : terms::StepKernel::torch_foreach;
+    const std::string foreach_text = std::string("torch's foreach ") + to_string(t.optimizer) +
+                                     (torch_2_0 ? " (torch < 2.1: two fp32 temporaries)" : " (one fp32 temporary)");
+    if (t.optimizer == Optimizer::sgd) return {terms::StepKernel::sgd, "torch SGD: no Adam temporary"};
+    if (t.torch_adam) return {foreach, "optimizer.params.torch_adam: DeepSpeed builds " + foreach_text};
+    if (t.fused_optimizer)
+        return {terms::StepKernel::fused, "DeepSpeed's optimizer (FusedAdam, DeepSpeedCPUAdam under offload): in place"};
+    const bool offload = in.zero.offload_optimizer != OffloadDevice::none;
+    if (offload && t.optimizer_builder != OptimizerBuilder::client)
+        return {terms::StepKernel::fused, "DeepSpeedCPUAdam (optimizer offload needs DeepSpeed's optimizer)"};
+    if (t.client_fused)
+        return {*t.client_fused ? terms::StepKernel::fused : foreach,
+                *t.client_fused ? std::string("torch's fused AdamW: no temporary") : foreach_text};
+    if (facts.hf_fused_default)
+        return {terms::StepKernel::fused,
+                "HF Trainer default adamw_torch_fused (torch >= 2.8, transformers >= 4.54): no temporary"};
+    return {foreach, "HF Trainer default adamw_torch: " + foreach_text};
+}
+
+// Every parameter tensor of the architecture as (numel per tensor, count),
+// in the Hugging Face module layout, split over tp: what per-parameter pinned
+// buffers are sized by (zero.Init's partitions, the ZeRO-1/2 accumulation
+// buffers). The counts match count_params for the families it covers.
+std::vector<std::pair<uint64_t, uint64_t>> parameter_numels(const ModelArch& a, uint64_t tp) {
+    std::vector<std::pair<uint64_t, uint64_t>> v;
+    const uint64_t h = uint64_t(a.hidden_size), f = uint64_t(a.ffn_size), layers = uint64_t(a.num_layers);
+    const uint64_t hd = uint64_t(a.head_dim > 0 ? a.head_dim : a.hidden_size / std::max<int64_t>(1, a.num_heads));
+    const uint64_t q = uint64_t(a.num_heads) * hd, kv = uint64_t(a.num_kv_heads) * hd;
+    auto add = [&](uint64_t numel, uint64_t count) {
+        if (numel > 0 && count > 0) v.emplace_back(ceil_div(numel, tp), count);
+    };
+    add(uint64_t(a.vocab_size) * h, 1);
+    if (!a.tied_embeddings) add(uint64_t(a.vocab_size) * h, 1);
+    if (a.learned_positions) add(uint64_t(a.max_position_embeddings + a.position_offset) * h, 1);
+    if (a.fused_qkv) {
+        add(h * (q + 2 * kv), layers);
+    } else {
+        add(h * q, layers);
+        add(h * kv, 2 * layers);
+    }
+    add(q * h, layers);
+    add(h * f, (a.gated_mlp ? 2 : 1) * layers);
+    add(f * h, layers);
+    if (a.qkv_bias) add(q + 2 * kv, layers);
+    if (a.attn_out_bias) add(h, layers);
+    if (a.mlp_bias) add(f, (a.gated_mlp ? 2 : 1) * layers), add(h, layers);
+    add(h, uint64_t(a.norms_per_layer) * layers * (a.norm_has_bias ? 2 : 1));
+    if (a.final_norm) add(h, a.norm_has_bias ? 2 : 1);
+    return v;
+}
+
+bool zero12_flattens_on_gpu(const FullContext& c);
+
+// The host fields of the sizes: offload devices, pinning and the software
+// versions that decide which buffers exist and how they are pinned
+// (../shared/reference/host_memory.md M1-M7).
+void set_host_sizes(FullContext& c) {
+    const auto& in = c.in;
+    const auto& z = in.zero;
+    terms::Sizes& s = c.sz;
+    const StackFacts& f = c.facts;
+    s.offload_optimizer_cpu = z.offload_optimizer == OffloadDevice::cpu;
+    s.offload_optimizer_nvme = z.offload_optimizer == OffloadDevice::nvme;
+    s.offload_param_cpu = z.offload_param == OffloadDevice::cpu;
+    s.offload_param_nvme = z.offload_param == OffloadDevice::nvme;
+    s.pin_optimizer = z.offload_optimizer_pin_memory;
+    s.pin_param = z.offload_param_pin_memory;
+    s.zero_init = z.zero_init;
+    s.round_pinned = f.round_pinned;
+    s.master_pinned = f.ds_0_18_3 ? s.pin_optimizer : f.ds_0_14_1;
+    s.grads_pinned = f.ds_0_10_1 ? s.pin_optimizer : true;
+    s.bit16_staging = f.ds_0_17_0;
+    s.cpu_adam_tile_buffer = !f.ds_0_14_3;
+    s.lazy_cpu_adam_states = f.ds_0_13_2;
+    s.optimizer_state_bytes = c.osb;
+    s.sub_group_size = static_cast<uint64_t>(std::max<int64_t>(1, z.sub_group_size));
+    s.Pn = ceil_div(c.Pr, c.N);
+    s.frozen_bytes_rank = to_bytes(c.frozen_bytes / double(c.N));
+    s.offload_optimizer_buffer_count = z.offload_optimizer_buffer_count;
+    s.offload_param_buffer_count = z.offload_param_buffer_count;
+    s.offload_param_buffer_size = static_cast<uint64_t>(z.offload_param_buffer_size);
+    s.offload_param_max_in_cpu = static_cast<uint64_t>(z.offload_param_max_in_cpu);
+    s.zero12_cpu_flatten = (z.stage == 1 || z.stage == 2) && !s.bf16_optimizer && !zero12_flattens_on_gpu(c);
+    const bool per_param_buffers = (s.offload_optimizer_cpu && (z.stage == 1 || z.stage == 2) && in.train.grad_accum > 1) ||
+                                   (s.offload_param_cpu && s.zero_init);
+    if (in.model.arch && per_param_buffers) {
+        double raw = 0, rounded = 0;
+        uint64_t blocks = 0;
+        for (const auto& [numel, count] : parameter_numels(*in.model.arch, c.tp)) {
+            raw += double(c.bm * numel) * double(count);
+            rounded += double(terms::power_of_two_ceil(c.bm * numel)) * double(count);
+            blocks += terms::power_of_two_ceil(c.bm * ceil_div(numel, c.N)) * count;
+        }
+        if (raw > 0) s.per_param_rounding = rounded / raw;
+        s.zero_init_partition_blocks = blocks;
+    }
+}
+
+FullContext make_context(const EstimateInput& in, Estimate& out) {
+    FullContext c(in);
     const auto& z = in.zero;
     const auto& t = in.train;
-    const int s = z.stage;
-    const uint64_t N = static_cast<uint64_t>(in.cluster.data_parallel());
-    const uint64_t g = static_cast<uint64_t>(in.cluster.gpus_per_node());
-    const uint64_t tp = static_cast<uint64_t>(in.cluster.tp), pp = static_cast<uint64_t>(in.cluster.pp);
-    const uint64_t L = in.model.largest_layer_params;
-    const uint64_t bm = static_cast<uint64_t>(dtype_bytes(t.dtype));
-    const uint64_t ba = static_cast<uint64_t>(dtype_bytes(t.grad_accum_dtype.value_or(t.dtype)));
-    const uint64_t bc = static_cast<uint64_t>(dtype_bytes(t.communication_dtype.value_or(t.dtype)));
-    const bool half = t.dtype != Dtype::fp32;
-    const bool off_opt = z.offload_optimizer != OffloadDevice::none;
-    const bool off_par = z.offload_param != OffloadDevice::none;
-    const bool overlap = z.overlap_comm_effective();
-    const uint64_t bucket = static_cast<uint64_t>(z.reduce_bucket_size);
-    const bool sgd = t.optimizer == Optimizer::sgd;
-    const uint64_t osb = static_cast<uint64_t>(optimizer_state_bytes(t.optimizer));
-    const char* srcZ12 = "DeepSpeed v0.19.6 runtime/zero/stage_1_and_2.py (DeepSpeedZeroOptimizer)";
-    const char* srcZ3 = "DeepSpeed v0.19.6 runtime/zero/stage3.py, partition_parameters.py";
-    const char* srcZ0 = "DeepSpeed v0.19.6 runtime/fp16/fused_optimizer.py (FP16_Optimizer)";
-    const char* src = s == 0 ? srcZ0 : (s == 3 ? srcZ3 : srcZ12);
-    auto n2s = [&](uint64_t v) { return ex.on ? num(double(v)) : std::string(); };
+    c.N = static_cast<uint64_t>(in.cluster.data_parallel());
+    c.g = static_cast<uint64_t>(in.cluster.gpus_per_node());
+    c.tp = static_cast<uint64_t>(in.cluster.tp);
+    c.pp = static_cast<uint64_t>(in.cluster.pp);
+    c.L = in.model.largest_layer_params;
+    c.bm = static_cast<uint64_t>(dtype_bytes(t.dtype));
+    c.ba = static_cast<uint64_t>(dtype_bytes(t.grad_accum_dtype.value_or(t.dtype)));
+    c.bc = static_cast<uint64_t>(dtype_bytes(t.communication_dtype.value_or(t.dtype)));
+    c.osb = static_cast<uint64_t>(optimizer_state_bytes(t.optimizer));
+    c.src = z.stage == 0 ? kSrcZ0 : (z.stage == 3 ? kSrcZ3 : kSrcZ12);
 
-    // --- trainable and frozen parameters per rank --------------------------
-    const uint64_t P = in.model.params;  // includes LoRA adapters
-    uint64_t T = t.trainable_params.value_or(P);
+    // Trainable and frozen parameters per rank.
+    c.P = in.model.params;  // includes LoRA adapters
+    c.T = t.trainable_params.value_or(c.P);
     if (t.lora_rank > 0) {
         if (!in.model.arch) throw InputError("--lora-rank: needs an architecture (--model or --hf-config)");
-        T = lora_params(*in.model.arch, t.lora_rank, t.lora_targets);
+        c.T = lora_params(*in.model.arch, t.lora_rank, t.lora_targets);
     }
-    if (T > P) throw InputError("--trainable-params: more than the model's " + std::to_string(P) + " parameters");
-    const uint64_t F = P - T;
-    const uint64_t Pr = rank_params(in, P);
-    const uint64_t Tr = P == 0 ? 0 : static_cast<uint64_t>(std::llround(double(T) * double(Pr) / double(P)));
-    const uint64_t Fr = Pr - std::min(Pr, Tr);
-    out.trainable_params = T;
-    out.frozen_params = F;
-    out.params_per_rank = Pr;
+    if (c.T > c.P) throw InputError("--trainable-params: more than the model's " + std::to_string(c.P) + " parameters");
+    c.F = c.P - c.T;
+    c.Pr = rank_params(in, c.P);
+    c.Tr = c.P == 0 ? 0 : static_cast<uint64_t>(std::llround(double(c.T) * double(c.Pr) / double(c.P)));
+    c.Fr = c.Pr - std::min(c.Pr, c.Tr);
+    out.trainable_params = c.T;
+    out.frozen_params = c.F;
+    out.params_per_rank = c.Pr;
     // Frozen storage: quantized linear weights under 8/4-bit loading.
-    double frozen_bytes = double(Fr) * double(bm);
-    if (t.load_in_bits != 16 && F > 0) {
+    c.frozen_bytes = double(c.Fr) * double(c.bm);
+    if (t.load_in_bits != 16 && c.F > 0) {
         const double qb = t.load_in_bits == 8 ? 1.0 : 0.5625;  // int8; NF4 + fp32 absmax per 64
         const uint64_t qn = in.model.arch
-            ? std::min<uint64_t>(Fr, ceil_div(linear_weight_params(*in.model.arch), tp * pp))
-            : Fr;
-        frozen_bytes = double(qn) * qb + double(Fr - qn) * double(bm);
+            ? std::min<uint64_t>(c.Fr, ceil_div(linear_weight_params(*in.model.arch), c.tp * c.pp))
+            : c.Fr;
+        c.frozen_bytes = double(qn) * qb + double(c.Fr - qn) * double(c.bm);
     }
-    const uint64_t Tn = ceil_div(Tr, N);  // this rank's partition of the trainable params, elements
+    c.Tn = ceil_div(c.Tr, c.N);
 
-    // --- steady GPU model states ---------------------------------------------
-    GpuMemory st;  // steady state (after the first optimizer step)
-    uint64_t persist = 0;
+    terms::Sizes& s = c.sz;
+    s.stage = z.stage;
+    s.N = c.N;
+    s.L = c.L;
+    s.layer = in.model.arch ? ceil_div(count_params(*in.model.arch).per_layer, c.tp) : 0;
+    s.bm = c.bm;
+    s.ba = c.ba;
+    s.bc = c.bc;
+    s.half = t.dtype != Dtype::fp32;
+    s.offload_optimizer = z.offload_optimizer != OffloadDevice::none;
+    s.overlap_comm = z.overlap_comm_effective();
+    s.contiguous_gradients = z.contiguous_gradients;
+    s.reduce_scatter = z.reduce_scatter;
+    s.checkpointing = t.checkpointing != Checkpointing::none;
+    s.full_finetune = c.T == c.P;
+    s.bucket = static_cast<uint64_t>(z.reduce_bucket_size);
+    s.prefetch = static_cast<uint64_t>(std::min(z.stage3_prefetch_bucket_size, z.stage3_max_live_parameters));
+    s.max_live = static_cast<uint64_t>(z.stage3_max_live_parameters);
+    s.max_reuse = static_cast<uint64_t>(z.stage3_max_reuse_distance);
+    s.Tr = c.Tr;
+    s.Tn = c.Tn;
+    s.sub = std::min<uint64_t>(static_cast<uint64_t>(z.sub_group_size), c.Tn);
+    s.grad_accum = t.grad_accum;
+    c.facts = stack_facts(in.stack);
+    const KernelChoice kc = step_kernel(in, c.facts);
+    s.kernel = kc.kernel;
+    c.kernel_why = kc.why;
+    // engine._do_optimizer_sanity_check: bf16 + ZeRO-1 + fp32 accumulation +
+    // no offload selects BF16_Optimizer.
+    s.bf16_optimizer = z.stage == 1 && t.dtype == Dtype::bf16 && c.ba == 4 && !s.offload_optimizer;
+    set_host_sizes(c);
+    return c;
+}
+
+// Sizes substituted into every term's --explain line.
+std::string sizes_text(const FullContext& c) {
+    const auto& s = c.sz;
+    return "Ψ_t=" + num(double(s.Tr)) + ", N_d=" + num(double(s.N)) + ", Tn=" + num(double(s.Tn)) +
+           ", sub=" + num(double(s.sub)) + ", reduce_bucket_size=" + num(double(s.bucket)) + ", L=" +
+           num(double(s.L)) + ", layer=" + num(double(s.layer)) + ", b_m=" + num(double(s.bm)) + ", b_a=" +
+           num(double(s.ba)) + ", b_c=" + num(double(s.bc)) + ", T=" +
+           num(double(terms::step_temporary_bytes_per_element(s.kernel))) + " B/element";
+}
+
+// A term's source as --explain prints it: DeepSpeed files carry the version.
+std::string term_source(const terms::Term& t) {
+    const std::string src = t.source;
+    if (src.rfind("runtime/", 0) != 0) return src;
+    return "DeepSpeed v0.19.6 deepspeed/" + src;
+}
+
+// Sums terms of one phase, writing one --explain line per non-zero term.
+uint64_t sum_terms(const std::vector<terms::Term>& list, const char* phase, const FullContext& c, const Explainer& ex) {
+    uint64_t total = 0;
+    std::string subst;
+    for (const auto& t : list) {
+        total += t.bytes;
+        if (ex.on && t.bytes > 0) {
+            if (subst.empty()) subst = sizes_text(c);
+            ex.term((std::string("temporary_buffers (") + phase + "): " + t.name).c_str(), t.formula, subst, t.bytes,
+                    term_source(t).c_str());
+        }
+    }
+    return total;
+}
+
+// --- steady model states (after the first optimizer step) ------------------
+GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
+    const auto& in = c.in;
+    const auto& z = in.zero;
+    const int s = z.stage;
+    const bool off_opt = c.sz.offload_optimizer;
+    const bool off_par = z.offload_param != OffloadDevice::none;
+    auto n2s = [&](uint64_t v) { return ex.on ? num(double(v)) : std::string(); };
+    GpuMemory st;
     if (s == 3) {
+        uint64_t persist = 0;
         if (in.model.arch)
             persist = ceil_div(persistent_numel(*in.model.arch, z.stage3_param_persistence_threshold,
-                                                z.stage3_model_persistence_threshold), tp * pp);
-        const uint64_t part = off_par ? 0 : bm * Tn + to_bytes(frozen_bytes / double(N));
-        st.parameters = bm * persist + part;
+                                                z.stage3_model_persistence_threshold), c.tp * c.pp);
+        const uint64_t part = off_par ? 0 : c.bm * c.Tn + to_bytes(c.frozen_bytes / double(c.N));
+        st.parameters = c.bm * persist + part;
         if (ex.on) ex.term("parameters", off_par ? "b_m · persistent (partitions offloaded)"
                                        : "b_m · (ceil(Ψ_t/N_d) + persistent) + frozen bytes / N_d",
-                "b_m=" + n2s(bm) + ", Ψ_t=" + n2s(Tr) + ", N_d=" + n2s(N) + ", persistent=" + n2s(persist) +
-                    " elements (<= stage3_param_persistence_threshold), frozen=" + n2s(Fr),
-                st.parameters, srcZ3);
+                "b_m=" + n2s(c.bm) + ", Ψ_t=" + n2s(c.Tr) + ", N_d=" + n2s(c.N) + ", persistent=" + n2s(persist) +
+                    " elements (<= stage3_param_persistence_threshold), frozen=" + n2s(c.Fr),
+                st.parameters, "DeepSpeed v0.19.6 stage3.py _create_fp16_partitions_with_defragmentation, "
+                               "parameter_offload.py mark_persistent_parameters");
     } else {
-        st.parameters = bm * Tr + to_bytes(frozen_bytes);
+        st.parameters = c.bm * c.Tr + to_bytes(c.frozen_bytes);
         if (ex.on) ex.term("parameters", "b_m · Ψ_t + frozen bytes (full copy on every data-parallel rank)",
-                "b_m=" + n2s(bm) + ", Ψ_t=" + n2s(Tr) + ", frozen=" + n2s(Fr) + " params", st.parameters, src);
+                "b_m=" + n2s(c.bm) + ", Ψ_t=" + n2s(c.Tr) + ", frozen=" + n2s(c.Fr) + " params", st.parameters,
+                "DeepSpeed v0.19.6 engine.py _configure_distributed_model; stage_1_and_2.py __init__ (bit16_groups_flat)");
     }
-    if (s <= 1) {
-        st.gradients = bm * Tr + (ba != bm ? ba * Tr : 0);
-        if (ex.on) ex.term("gradients", ba != bm ? "b_m · Ψ_t + b_a · Ψ_t (full grads + grad_accum buffer)"
-                                       : "b_m · Ψ_t (full, unpartitioned gradients)",
-                "b_m=" + n2s(bm) + ", b_a=" + n2s(ba) + ", Ψ_t=" + n2s(Tr), st.gradients, src);
-    } else if (s == 2) {
-        st.gradients = off_opt ? 0 : bm * Tn;
-        if (ex.on) ex.term("gradients", off_opt ? "0 (gradient partitions in pinned host memory)"
-                                       : "b_m · ceil(Ψ_t/N_d) (grads_in_partition)",
-                "b_m=" + n2s(bm) + ", Ψ_t=" + n2s(Tr) + ", N_d=" + n2s(N), st.gradients, srcZ12);
+    if (s == 0) {
+        st.gradients = c.bm * c.Tr;
+        if (ex.on) ex.term("gradients", "b_m · Ψ_t (autograd param.grad, full)", "b_m=" + n2s(c.bm) + ", Ψ_t=" + n2s(c.Tr),
+                           st.gradients, "autograd; FP16_Optimizer sets p.grad = None in step");
+    } else if (s <= 2) {
+        terms::Term gr = terms::zero12_backward_gradients(c.sz);
+        const terms::Term hp = terms::bf16_optimizer_fp32_grad_buffer(c.sz);
+        st.gradients = gr.bytes + hp.bytes;
+        if (ex.on) ex.term(("gradients (backward): " + std::string(gr.name)).c_str(), gr.formula,
+                           "b_m=" + n2s(c.bm) + ", b_a=" + n2s(c.ba) + ", Ψ_t=" + n2s(c.Tr) + ", N_d=" + n2s(c.N),
+                           gr.bytes, term_source(gr).c_str());
+        if (ex.on && hp.bytes > 0) ex.term(("gradients: " + std::string(hp.name)).c_str(), hp.formula, "Ψ_t=" + n2s(c.Tr), hp.bytes, term_source(hp).c_str());
     } else {
-        st.gradients = off_opt ? 0 : ba * Tn;
+        st.gradients = off_opt ? 0 : c.ba * c.Tn;
         if (ex.on) ex.term("gradients", off_opt ? "0 (grad_partitions_flat_buffer on the host)"
                                        : "b_a · ceil(Ψ_t/N_d) (grad_partitions_flat_buffer)",
-                "b_a=" + n2s(ba) + ", Ψ_t=" + n2s(Tr) + ", N_d=" + n2s(N), st.gradients, srcZ3);
+                "b_a=" + n2s(c.ba) + ", Ψ_t=" + n2s(c.Tr) + ", N_d=" + n2s(c.N), st.gradients,
+                "DeepSpeed v0.19.6 stage3.py _setup_for_real_optimizer (grad_partitions_flat_buffer)");
     }
-    const uint64_t opt_numel = s == 0 ? Tr : Tn;
+    const uint64_t opt_numel = s == 0 ? c.Tr : c.Tn;
     if (!off_opt) {
-        st.master_weights = (s == 0 && !half) ? 0 : 4 * opt_numel;
+        st.master_weights = (s == 0 && !c.sz.half) ? 0 : 4 * opt_numel;
         st.momentum = 4 * opt_numel;
-        st.variance = sgd ? 0 : 4 * opt_numel;
+        st.variance = in.train.optimizer == Optimizer::sgd ? 0 : 4 * opt_numel;
     }
     st.optimizer_states = st.master_weights + st.momentum + st.variance;
     if (ex.on) ex.term("optimizer_states",
             off_opt ? "0 (fp32 master and optimizer states offloaded)"
                     : (s == 0 ? "4Ψ_t master + optimizer bytes · Ψ_t" : "(4 + optimizer bytes) · ceil(Ψ_t/N_d)"),
-            "Ψ_t=" + n2s(Tr) + ", N_d=" + n2s(N) + ", " + to_string(t.optimizer) + " = " + n2s(osb) +
+            "Ψ_t=" + n2s(c.Tr) + ", N_d=" + n2s(c.N) + ", " + to_string(in.train.optimizer) + " = " + n2s(c.osb) +
                 " B/param; Adam m and v are allocated at the first step",
-            st.optimizer_states, src);
+            st.optimizer_states, c.src);
+    return st;
+}
 
-    // --- activations -----------------------------------------------------------
-    uint64_t act_fwd = 0, act_bwd = 0, act_host = 0;
+// --- activations (Korthikanti et al. 2022 with GQA and the real MLP width) ---
+struct Activations {
+    uint64_t forward = 0;   // stored at the end of forward
+    uint64_t backward = 0;  // stored + one layer's recompute
+    uint64_t host = 0;      // per rank, cpu_checkpointing
+};
+
+Activations activations(const FullContext& c, const Explainer& ex) {
+    const auto& in = c.in;
+    const auto& t = in.train;
+    auto n2s = [&](uint64_t v) { return ex.on ? num(double(v)) : std::string(); };
+    Activations r;
     if (in.model.arch) {
         const auto& a = *in.model.arch;
         const int64_t sq = t.seq_len, b = t.micro_batch, h = a.hidden_size;
         const int64_t ti = in.cluster.tp;
         const bool sp = t.sequence_parallel && ti > 1;
         const double scale = t.dtype == Dtype::fp32 ? 2.0 : 1.0;  // fp32 activations: twice the 16-bit bytes
-        const uint64_t layers = ceil_div(static_cast<uint64_t>(a.num_layers), pp);
+        const uint64_t layers = ceil_div(static_cast<uint64_t>(a.num_layers), c.pp);
         // 1F1B: the first pipeline stage holds up to pp micro batches in flight
         // (Korthikanti Sec. 4.2.3, Eq. 5).
-        const uint64_t in_flight = pp > 1 ? std::min<uint64_t>(pp, static_cast<uint64_t>(t.grad_accum)) : 1;
+        const uint64_t in_flight = c.pp > 1 ? std::min<uint64_t>(c.pp, static_cast<uint64_t>(t.grad_accum)) : 1;
         const uint64_t full_layer = layer_activation_bytes(a, sq, b, ti, Checkpointing::none, t.flash_attention, sp);
         uint64_t per_layer = layer_activation_bytes(a, sq, b, ti, t.checkpointing, t.flash_attention, sp);
         const double sbh = double(sq) * double(b) * double(h);
@@ -396,7 +645,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         uint64_t stored = layers * in_flight * per_layer;
         const uint64_t recompute = t.checkpointing == Checkpointing::full ? full_layer : 0;
         if (t.checkpointing == Checkpointing::full && t.ds_checkpointing_api && t.cpu_checkpointing) {
-            act_host = to_bytes(scale * double(stored));
+            r.host = to_bytes(scale * double(stored));
             stored = 0;
         }
         // Embedding output and the loss: sbh (embedding dropout mask) on
@@ -404,19 +653,19 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         // logits: 16-bit logits, their fp32 upcast and the fp32 log-softmax
         // kept for the cross-entropy backward (HF models upcast logits).
         double io = sbh;
-        if (pp == 1) io += 4.0 * sbh + double(sq) * double(b) * double(a.vocab_size) * double(bm + 8) / double(ti);
-        act_fwd = to_bytes(scale * (double(stored) + io));
-        act_bwd = to_bytes(scale * (double(stored + recompute) + io));
+        if (c.pp == 1) io += 4.0 * sbh + double(sq) * double(b) * double(a.vocab_size) * double(c.bm + 8) / double(ti);
+        r.forward = to_bytes(scale * (double(stored) + io));
+        r.backward = to_bytes(scale * (double(stored + recompute) + io));
         if (ex.on) ex.term("activations",
                 "layers · in-flight micro batches · per_layer + recompute + sbh + 4sbh + sbV(b_m + 8)/t; per_layer by "
                 "Korthikanti with GQA and the real MLP width",
                 "s=" + n2s(uint64_t(sq)) + ", b=" + n2s(uint64_t(b)) + ", h=" + n2s(uint64_t(h)) + ", a=" +
                     n2s(uint64_t(a.num_heads)) + ", kv=" + n2s(uint64_t(a.num_kv_heads)) + ", f=" +
                     n2s(uint64_t(active_ffn_width(a))) + ", layers=" + n2s(layers) + ", in flight=" + n2s(in_flight) +
-                    ", per_layer=" + n2s(per_layer) + " B, V=" + n2s(uint64_t(a.vocab_size)) + ", t=" + n2s(tp) +
+                    ", per_layer=" + n2s(per_layer) + " B, V=" + n2s(uint64_t(a.vocab_size)) + ", t=" + n2s(c.tp) +
                     ", checkpointing " + to_string(t.checkpointing) + (t.flash_attention ? ", flash attention" : ", eager attention") +
                     (scale != 1.0 ? ", x2 for fp32" : ""),
-                act_bwd, kSrcKorthikanti);
+                r.backward, kSrcKorthikanti);
     } else {
         ex.note("activations not estimated: only --params was given; give --model or --hf-config for "
                 "the Korthikanti et al. activation formula.");
@@ -428,232 +677,294 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         ex.note("the DeepSpeed config's activation_checkpointing keys take effect only when the model uses "
                 "deepspeed.checkpointing (Megatron-DeepSpeed); Hugging Face models use torch checkpointing, so they "
                 "are ignored here (--ds-checkpointing to apply them).");
+    return r;
+}
 
-    // --- temporary buffers per phase -------------------------------------------
-    uint64_t tmp_fwd = 0, tmp_bwd = 0, tmp_step = 0, tmp_load = 0;
-    uint64_t tmp_persist = 0;  // buffers kept from init to the end (ZeRO-3 IPG bucket)
-    const bool full_ft = T == P;  // gradients of whole modules exist only when they are trainable
-    const uint64_t torch_opt_tmp = (!t.fused_optimizer && !off_opt) ? 4 * opt_numel : 0;
-    if (s == 0) {
-        tmp_step = (half ? 4 * Tr : 0) + torch_opt_tmp;
-        if (ex.on) ex.term("temporary_buffers (optimizer_step)",
-                "4Ψ_t (FP16_Optimizer's flattened fp32 gradients) + 4Ψ_t if torch Adam (multi-tensor temporary)",
-                "Ψ_t=" + n2s(Tr), tmp_step, srcZ0);
-    } else if (s <= 2) {
-        const uint64_t ipg = bucket * bm * (overlap ? 2 : 1);
-        const uint64_t offload_buf = off_opt ? L * bm : 0;
-        tmp_bwd = ipg + offload_buf;
-        if (ex.on) ex.term("temporary_buffers (backward)",
-                std::string("reduce_bucket_size · b_m") + (overlap ? " · 2 (overlap_comm double buffer)" : "") +
-                    (off_opt ? " + L · b_m (temp_grad_buffer_for_gpu_offload)" : ""),
-                "reduce_bucket_size=" + n2s(bucket) + ", b_m=" + n2s(bm) + ", L=" + n2s(L), tmp_bwd, srcZ12);
-        tmp_step = off_opt ? 0 : (4 + ba) * Tn + torch_opt_tmp;
-        if (ex.on) ex.term("temporary_buffers (optimizer_step)",
-                off_opt ? "0 (optimizer step on the CPU)"
-                        : "(4 + b_a) · ceil(Ψ_t/N_d) (fp32 copy of the gradient partition and its source)"
-                          " + 4 · ceil(Ψ_t/N_d) if torch Adam (multi-tensor temporary)",
-                "b_a=" + n2s(ba) + ", Ψ_t=" + n2s(Tr) + ", N_d=" + n2s(N) +
-                    (t.fused_optimizer ? ", fused optimizer" : ", torch optimizer"),
-                tmp_step, srcZ12);
-        // Flattening a param group needs the module's params in the load
-        // dtype plus the flat 16-bit copy (stage_1_and_2.py __init__).
-        tmp_load = 0;
+// --- GPU temporaries per phase, as lists of named terms ------------------------
+std::vector<terms::Term> forward_temporaries(const terms::Sizes& s) {
+    if (s.stage == 0) return {};
+    if (s.stage <= 2) return {terms::temp_grad_buffer_for_gpu_offload(s)};
+    return {terms::zero3_ipg_bucket(s), terms::zero3_gathered_params(s, false), terms::zero3_allgather_cat_copy(s)};
+}
+
+std::vector<terms::Term> backward_temporaries(const terms::Sizes& s) {
+    if (s.stage == 0) return {terms::engine_allreduce_bucket_flatten(s)};
+    if (s.bf16_optimizer) return {terms::engine_allreduce_bucket_flatten(s), terms::bf16_optimizer_allreduce_cast(s)};
+    if (s.stage <= 2)
+        return {terms::zero12_ipg_bucket(s), terms::zero12_allreduce_bucket_flatten(s),
+                terms::zero2_autograd_grad_before_bucket_copy(s), terms::zero2_accumulated_partition(s),
+                terms::temp_grad_buffer_for_gpu_offload(s), terms::zero12_offload_boundary_transient(s)};
+    return {terms::zero3_ipg_bucket(s), terms::zero3_gathered_params(s, true), terms::zero3_allgather_cat_copy(s),
+            terms::zero3_module_grad(s), terms::zero3_reduce_scatter_cat(s)};
+}
+
+// Buffers live from init to the end of training: the ZeRO-3 IPG bucket and
+// the ZeRO-1/2 offload staging buffer.
+std::vector<terms::Term> persistent_temporaries(const terms::Sizes& s) {
+    if (s.stage == 3) return {terms::zero3_ipg_bucket(s)};
+    if (s.stage >= 1) return {terms::temp_grad_buffer_for_gpu_offload(s)};
+    return {};
+}
+
+uint64_t sum_bytes(const std::vector<terms::Term>& list) {
+    uint64_t b = 0;
+    for (const auto& t : list) b += t.bytes;
+    return b;
+}
+
+void finish_gpu(GpuMemory& m, const EstimateInput& in) {
+    const uint64_t alloc = m.parameters + m.gradients + m.optimizer_states + m.activations + m.temporary_buffers;
+    m.cuda_context = in.residual.cuda_context;
+    m.fragmentation = to_bytes(in.residual.fragmentation_fraction * double(alloc));
+    m.total = alloc + m.cuda_context + m.fragmentation;
+}
+
+// The optimizer step: model states with m and v, plus the largest of the
+// step's moments (terms::StepMoments), each with the gradients alive then.
+GpuMemory optimizer_step_gpu(const FullContext& c, const GpuMemory& st, const Explainer& ex) {
+    const terms::Sizes& s = c.sz;
+    terms::StepMoments mo;
+    uint64_t grads_flatten = 0, grads_optimizer = 0;  // 16-bit/accumulation gradients alive in each moment
+    if (s.stage == 0) {
+        mo = terms::zero0_step(s);
+        grads_flatten = st.gradients;
+        grads_optimizer = mo.gradients_live_at_optimizer ? st.gradients : 0;
+    } else if (s.bf16_optimizer) {
+        mo = terms::bf16_optimizer_step(s);
+        grads_flatten = grads_optimizer = st.gradients;
+    } else if (s.stage <= 2) {
+        mo = terms::zero12_step(s);
+        grads_flatten = terms::grads_in_partition(s).bytes;
+        grads_optimizer = 0;
     } else {
-        const uint64_t ipg = z.contiguous_gradients ? bucket * bc : 0;
-        tmp_persist = ipg;
-        const uint64_t prefetch = static_cast<uint64_t>(
-            std::min(z.stage3_prefetch_bucket_size, z.stage3_max_live_parameters));
-        const uint64_t gathered = L * bm + prefetch * bm;
-        tmp_fwd = ipg + gathered;
-        tmp_bwd = ipg + gathered + (full_ft ? L * bm : 0);
-        if (ex.on) ex.term("temporary_buffers (backward)",
-                "reduce_bucket_size · b_c (IPG bucket, allocated at init) + L · b_m (current module gathered whole) "
-                "+ min(stage3_prefetch_bucket_size, stage3_max_live_parameters) · b_m (prefetch) + L · b_m (its gradient)",
-                "reduce_bucket_size=" + n2s(bucket) + ", b_c=" + n2s(bc) + ", L=" + n2s(L) + ", prefetch=" +
-                    n2s(prefetch) + ", b_m=" + n2s(bm),
-                tmp_bwd, srcZ3);
-        const uint64_t sub = std::min<uint64_t>(static_cast<uint64_t>(z.sub_group_size), Tn);
-        // The IPG bucket is allocated once at init and never freed
-        // (deepspeed_memory.md 4.2, stage3.py): it is live at the step too.
-        tmp_step = ipg + (off_opt ? 0 : sub * (4 + ba) + torch_opt_tmp);
-        if (ex.on) ex.term("temporary_buffers (optimizer_step)",
-                off_opt ? "reduce_bucket_size · b_c (IPG bucket, kept from init; optimizer step on the CPU)"
-                        : "reduce_bucket_size · b_c (IPG bucket, kept from init) + min(sub_group_size, ceil(Ψ_t/N_d))"
-                          " · (4 + b_a) (fp32 gradient of one sub-group) + 4 · ceil(Ψ_t/N_d) if torch Adam",
-                "sub_group_size=" + n2s(uint64_t(z.sub_group_size)) + ", b_a=" + n2s(ba), tmp_step, srcZ3);
-        tmp_load = ipg + (off_opt ? 0 : 4 * sub);  // IPG at init + the fp32 gradient_buffer allocated and freed
+        mo = terms::zero3_step(s);
+        grads_flatten = grads_optimizer = st.gradients;  // grad_partitions_flat_buffer stays
     }
-
-    // --- host memory and NVMe (per rank, then per node) --------------------------
-    uint64_t host_rank = 0, pinned_rank = 0, nvme_rank = 0;
-    // Host bytes per rank that appear only after the load phase: Adam's m and
-    // v on the CPU (DeepSpeedCPUAdam, lazy at the first step) and the ZeRO-1/2
-    // gradient-accumulation buffers (created lazily at the first non-boundary
-    // micro step). Everything else below is allocated while the engine and
-    // the ZeRO optimizer are built (deepspeed_memory.md 4.1 and 4.2).
-    uint64_t lazy_rank = 0, lazy_pinned_rank = 0;
-    const bool pin_o = z.offload_optimizer_pin_memory;
-    const bool pin_p = z.offload_param_pin_memory;
-    if (z.offload_optimizer == OffloadDevice::cpu) {
-        const uint64_t states_host = (4 + osb) * Tn;  // master + m (+ v), pageable
-        uint64_t pinned = 0;
-        if (s <= 2) {
-            pinned = 4 * Tn + bm * Tn + L * bm;  // fp32 grads, 16-bit staging, temp grad buffer
-            if (t.grad_accum > 1) {
-                pinned += bm * Tn;  // async_accumulate_grad_in_cpu_via_gpu buffers
-                lazy_rank += bm * Tn;
-                if (pin_o) lazy_pinned_rank += bm * Tn;
-            }
-        } else {
-            pinned = 4 * Tn + ba * Tn;  // fp32 grad buffers per sub-group + grad_partitions_flat_buffer
+    const uint64_t persist = sum_bytes(persistent_temporaries(s));
+    struct Moment { const terms::Term* term; uint64_t grads; };
+    const Moment moments[] = {{&mo.flatten, grads_flatten}, {&mo.optimizer, grads_optimizer},
+                              {&mo.overflow_check, grads_flatten}};
+    GpuMemory best;
+    const terms::Term* chosen = nullptr;
+    for (const auto& m : moments) {
+        GpuMemory g = st;
+        g.activations = 0;
+        g.gradients = m.grads;
+        g.temporary_buffers = persist + m.term->bytes;
+        finish_gpu(g, c.in);
+        if (!chosen || g.total > best.total) {
+            best = g;
+            chosen = m.term;
         }
-        host_rank += states_host + pinned;
-        if (pin_o) pinned_rank += pinned;
-        lazy_rank += osb * Tn;  // m (and v): allocated by the CPU optimizer at its first step
-        if (ex.on) ex.term("host: offloaded optimizer (per rank)",
-                s <= 2 ? "(4 + optimizer bytes) · Ψ_t/N_d pageable + (4 + b_m) · Ψ_t/N_d + L · b_m pinned [+ b_m · Ψ_t/N_d with GAS > 1]"
-                       : "(4 + optimizer bytes) · Ψ_t/N_d pageable + (4 + b_a) · Ψ_t/N_d pinned",
-                "Ψ_t/N_d=" + n2s(Tn) + (pin_o ? "" : ", pin_memory false"), states_host + pinned, src);
-    } else if (z.offload_optimizer == OffloadDevice::nvme) {
-        const uint64_t sub = std::min<uint64_t>(static_cast<uint64_t>(z.sub_group_size), Tn);
-        const uint64_t pool = static_cast<uint64_t>(z.offload_optimizer_buffer_count) * align_aio(sub, 4) * 4;
-        const uint64_t pinned = pool + ba * Tn;
-        host_rank += pinned;
-        pinned_rank += pinned;
-        nvme_rank += (4 + osb + 4) * Tn;
-        if (ex.on) ex.term("host: optimizer NVMe swap buffers (per rank, pinned)",
-                "buffer_count · align(min(sub_group_size, Ψ_t/N_d)) · 4 + b_a · Ψ_t/N_d",
-                "buffer_count=" + n2s(uint64_t(z.offload_optimizer_buffer_count)) + ", sub=" + n2s(sub), pinned,
-                "DeepSpeed runtime/swap_tensor/optimizer_utils.py, utils.py");
     }
-    if (z.offload_param == OffloadDevice::cpu) {
-        const uint64_t b = bm * Tn + to_bytes(frozen_bytes / double(N));
-        host_rank += b;
-        if (pin_p) pinned_rank += b;
-        if (ex.on) ex.term("host: offloaded 16-bit parameters (per rank)", "b_m · Ψ/N_d", "Ψ/N_d=" + n2s(ceil_div(Pr, N)), b, srcZ3);
-    } else if (z.offload_param == OffloadDevice::nvme) {
-        const uint64_t pool =
-            static_cast<uint64_t>(z.offload_param_buffer_count) * align_aio(static_cast<uint64_t>(z.offload_param_buffer_size), bm) * bm +
-            std::min<uint64_t>(static_cast<uint64_t>(z.offload_param_max_in_cpu), ceil_div(Pr, N)) * bm;
-        host_rank += pool;
-        pinned_rank += pool;
-        nvme_rank += bm * ceil_div(Pr, N);
-        if (ex.on) ex.term("host: parameter NVMe swap pool (per rank, pinned)",
-                "buffer_count · align(buffer_size) · b_m + min(max_in_cpu, Ψ/N_d) · b_m",
-                "buffer_count=" + n2s(uint64_t(z.offload_param_buffer_count)) + ", buffer_size=" +
-                    n2s(uint64_t(z.offload_param_buffer_size)) + ", max_in_cpu=" + n2s(uint64_t(z.offload_param_max_in_cpu)),
-                pool, "DeepSpeed runtime/swap_tensor/partitioned_param_swapper.py");
+    if (ex.on) {
+        sum_terms(persistent_temporaries(s), "optimizer_step", c, ex);
+        const std::string subst = sizes_text(c);
+        for (const auto& m : moments)
+            if (m.term->bytes > 0)
+                ex.term((std::string("temporary_buffers (optimizer_step moment") +
+                         (m.term == chosen ? ", the peak): " : "): ") + m.term->name).c_str(),
+                        m.term->formula, subst + ", gradients alive " + num(double(m.grads)) + " B", m.term->bytes,
+                        term_source(*m.term).c_str());
+    }
+    return best;
+}
+
+// The load phase: deepspeed.initialize has built the engine and the ZeRO
+// optimizer; Adam's m and v do not exist yet.
+// The whole 16-bit module before DeepSpeed partitions or flattens it:
+// trainable parameters in the model dtype plus the frozen storage.
+uint64_t module_bytes(const FullContext& c) { return c.bm * c.Tr + to_bytes(c.frozen_bytes); }
+
+// ZeRO-1/2 (stage_1_and_2.py __init__) flattens each parameter group on the
+// GPU when the free memory holds the flat copy (DeepSpeed >= 0.18.7, PR
+// #7828), else on the CPU. Unknown capacity: the GPU path.
+bool zero12_flattens_on_gpu(const FullContext& c) {
+    if (!c.facts.ds_0_18_7) return false;
+    if (!c.in.cluster.gpu_memory) return true;
+    const uint64_t used = c.in.residual.cuda_context + module_bytes(c);
+    return *c.in.cluster.gpu_memory >= used && *c.in.cluster.gpu_memory - used >= c.bm * c.Tr;
+}
+
+// The load phase: deepspeed.initialize has built the engine and the ZeRO
+// optimizer; Adam's m and v do not exist yet. Its peak is the largest of its
+// moments: the module moved whole to the GPU (engine.py
+// _configure_distributed_model, module.to(device)) before ZeRO-3 without
+// zero.Init partitions it or ZeRO-1/2 flattens it (two 16-bit copies on the
+// GPU when the flat copy is made there), then the optimizer's buffers.
+GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& ex) {
+    const terms::Sizes& s = c.sz;
+    const auto& z = c.in.zero;
+    GpuMemory ld;
+    ld.master_weights = st.master_weights;
+    ld.optimizer_states = ld.master_weights;
+    GpuMemory whole;  // the module before partitioning / flattening
+    if (s.stage == 3) {
+        ld.parameters = st.parameters;
+        if (!z.zero_init) whole.parameters = module_bytes(c);
+        // initialize_optimizer_states frees its fp32 gradient_buffer before
+        // the IPG bucket and grad_partitions_flat_buffer are allocated: the
+        // load peak is the larger of the two moments.
+        const terms::Term init_buf = terms::zero3_init_gradient_buffer(s);
+        const uint64_t after = st.gradients + sum_bytes(persistent_temporaries(s));
+        if (init_buf.bytes > after) {
+            ld.temporary_buffers = init_buf.bytes;
+            sum_terms({init_buf}, "load", c, ex);
+        } else {
+            ld.gradients = st.gradients;
+            ld.temporary_buffers = sum_terms(persistent_temporaries(s), "load", c, ex);
+        }
+    } else {
+        ld.parameters = st.parameters;
+        ld.gradients = terms::bf16_optimizer_fp32_grad_buffer(s).bytes;
+        ld.temporary_buffers = sum_terms(persistent_temporaries(s), "load", c, ex);
+        if (s.stage >= 1 && zero12_flattens_on_gpu(c)) whole.parameters = module_bytes(c) + c.bm * c.Tr;
+    }
+    finish_gpu(ld, c.in);
+    if (whole.parameters > 0) {
+        finish_gpu(whole, c.in);
+        if (ex.on)
+            ex.term(s.stage == 3 ? "load: whole 16-bit module on every GPU before partitioning (no zero.Init)"
+                                 : "load: 16-bit module + its flat copy while flattening on the GPU",
+                    s.stage == 3 ? "b_m · Ψ_t + frozen" : "2 · b_m · Ψ_t + frozen",
+                    "Ψ_t=" + num(double(c.Tr)) + ", b_m=" + num(double(c.bm)), whole.parameters,
+                    s.stage == 3 ? "DeepSpeed v0.19.6 deepspeed/runtime/engine.py _configure_distributed_model (module.to(device))"
+                                 : "DeepSpeed v0.19.6 deepspeed/runtime/zero/stage_1_and_2.py __init__ (flatten on the accelerator, >= 0.18.7)");
+        if (whole.total > ld.total) return whole;
+    }
+    return ld;
+}
+
+// Gradient storage before the first backward: none in stages 0-2 (autograd
+// creates param.grad in backward; grads_in_partition is lazy) except
+// BF16_Optimizer's fp32 buffer; ZeRO-3's grad_partitions_flat_buffer from init.
+uint64_t gradients_before_backward(const FullContext& c, const GpuMemory& st) {
+    if (c.sz.stage == 3) return st.gradients;
+    return terms::bf16_optimizer_fp32_grad_buffer(c.sz).bytes;
+}
+
+// Gradients at checkpoint save, after the step: ZeRO-0 and ZeRO-1/2 have
+// freed them (FP16_Optimizer p.grad = None; stage_1_and_2.py
+// free_grad_in_param_list); BF16_Optimizer's fp32 buffer and ZeRO-3's flat
+// buffer stay.
+uint64_t gradients_after_step(const FullContext& c, const GpuMemory& st) {
+    if (c.sz.stage == 3) return st.gradients;
+    return terms::bf16_optimizer_fp32_grad_buffer(c.sz).bytes;
+}
+
+// --- host RAM and NVMe (per rank, then per node) --------------------------------
+struct HostFigures {
+    uint64_t steady = 0;         // per node, training (without cpu_checkpointing activations)
+    uint64_t first_forward = 0;  // per node, first forward: no lazy states yet
+    uint64_t first_backward = 0; // per node, first backward: + ZeRO-1/2 accumulation buffers
+    uint64_t pinned_steady = 0;  // per node
+    uint64_t pinned_first = 0;   // per node, before the first step
+    uint64_t load = 0;           // per node, load phase
+    uint64_t pinned_init = 0;    // per node, load phase
+    uint64_t nvme = 0;           // per node
+    uint64_t save_extra = 0;     // per node, checkpoint_save on top of steady
+};
+
+// NVMe bytes per node: the optimizer swapper writes fp32 params, optimizer
+// states and fp32 gradients; parameter files are written at zero.Init.
+uint64_t nvme_bytes(const FullContext& c) {
+    const auto& z = c.in.zero;
+    uint64_t per_rank = 0;
+    if (z.offload_optimizer == OffloadDevice::nvme) per_rank += (4 + c.osb + 4) * c.Tn;
+    if (z.offload_param == OffloadDevice::nvme) per_rank += c.bm * ceil_div(c.Pr, c.N);
+    return per_rank * c.g;
+}
+
+HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
+    const auto& in = c.in;
+    const auto& z = in.zero;
+    const int s = z.stage;
+    const uint64_t g = c.g, L = c.L;
+    auto n2s = [&](uint64_t v) { return ex.on ? num(double(v)) : std::string(); };
+    const uint64_t module_state = c.bm * c.Tr + to_bytes(c.frozen_bytes);
+    uint64_t largest_gpu_opt = 0;
+    if (z.offload_optimizer == OffloadDevice::none)
+        largest_gpu_opt = 4 * (s == 0 ? c.Tr : (s == 3 ? c.sz.sub : c.Tn));
+    const bool gather_save = s == 3 && z.stage3_gather_16bit_weights_on_model_save;
+    const std::vector<terms::HostTerm> list = terms::host_terms(c.sz, module_state, largest_gpu_opt, gather_save, c.bm * c.P);
+    uint64_t init = 0, backward = 0, lazy = 0, load_tmp = 0, save_rank = 0, save_node = 0;
+    uint64_t pinned_init = 0, pinned_backward = 0, pinned_lazy = 0;
+    const std::string subst = ex.on ? "Tn=" + n2s(c.Tn) + ", sub=" + n2s(c.sz.sub) + ", b_m=" + n2s(c.bm) + ", b_a=" +
+                                          n2s(c.ba) + ", L=" + n2s(L) + ", pin_memory " +
+                                          (c.sz.pin_optimizer ? "true" : "false") + ", torch " + in.stack.torch +
+                                          (c.sz.round_pinned ? " (pinned sizes rounded to powers of two)" : "")
+                                    : std::string();
+    for (const auto& t : list) {
+        switch (t.life) {
+            case terms::HostLife::init: init += t.bytes; if (t.pinned) pinned_init += t.bytes; break;
+            case terms::HostLife::backward: backward += t.bytes; if (t.pinned) pinned_backward += t.bytes; break;
+            case terms::HostLife::lazy: lazy += t.bytes; if (t.pinned) pinned_lazy += t.bytes; break;
+            case terms::HostLife::load_transient: load_tmp = std::max(load_tmp, t.bytes); break;
+            case terms::HostLife::save_transient: (t.once_per_node ? save_node : save_rank) += t.bytes; break;
+        }
+        if (ex.on && t.bytes > 0) {
+            static const char* life_names[] = {"from load", "from the first backward", "from the first step",
+                                               "while loading", "while saving a checkpoint"};
+            ex.term((std::string("host (per ") + (t.once_per_node ? "node" : "rank") + ", " +
+                     life_names[static_cast<int>(t.life)] + (t.pinned ? ", pinned" : "") + "): " + t.name).c_str(),
+                    t.formula, subst, t.bytes, term_source(terms::Term{t.name, t.formula, t.source, t.bytes}).c_str());
+        }
     }
     const uint64_t overhead = in.residual.host_process_overhead * g;  // every rank's process baseline
-    const uint64_t host_steady = host_rank * g + overhead;
-    const uint64_t pinned_steady = pinned_rank * g;
-    const uint64_t nvme = nvme_rank * g;
+    HostFigures h;
+    h.first_forward = overhead + g * init;
+    h.first_backward = h.first_forward + g * backward;
+    h.steady = h.first_backward + g * lazy;
+    h.pinned_first = g * (pinned_init + pinned_backward);
+    h.pinned_steady = h.pinned_first + g * pinned_lazy;
+    h.pinned_init = g * pinned_init;
+    h.nvme = nvme_bytes(c);
+    h.save_extra = g * save_rank + save_node;
     const uint64_t lb = static_cast<uint64_t>(dtype_bytes(in.residual.load_dtype));
     const bool zero_init = s == 3 && z.zero_init;
-    const uint64_t host_model = overhead + g * (zero_init ? L * lb : to_bytes(double(Tr) * double(lb) + frozen_bytes));
+    // Frozen parameters are loaded in the load dtype like the rest and only
+    // then frozen (quantized ones are loaded quantized).
+    const double frozen_load = in.train.load_in_bits != 16 ? c.frozen_bytes : double(c.Fr) * double(lb);
+    const uint64_t host_model = overhead + g * (zero_init ? L * lb : to_bytes(double(c.Tr) * double(lb) + frozen_load));
     // The optimizer's host states and the pinned offload/swap pools are
-    // allocated while deepspeed.initialize builds the engine, i.e. in the
-    // load phase, after the materialised module has moved to the GPU (or,
-    // under zero.Init, after its last module was built and partitioned).
-    const uint64_t host_init = overhead + g * (host_rank - lazy_rank);
-    const uint64_t pinned_init = g * (pinned_rank - lazy_pinned_rank);
-    const uint64_t host_load = std::max(host_model, host_init);
+    // allocated while deepspeed.initialize builds the engine, after the
+    // materialised module has moved to the GPU (or, under zero.Init, after
+    // its last module was built and partitioned); the load transients
+    // (defragment staging, pageable sources of pinned copies, the init
+    // gradient buffer) come one at a time on top of what init built.
+    const uint64_t host_init = overhead + g * (init + load_tmp);
+    h.load = std::max(host_model, host_init);
     if (ex.on) ex.term("host: model load (per node)",
             zero_init ? "g · (L · load bytes + process overhead) (zero.Init: one module at a time per rank)"
                       : "g · (Ψ · load bytes + process overhead) (every rank materialises the whole model)",
-            "g=" + n2s(g) + ", " + (zero_init ? "L=" + n2s(L) : "Ψ=" + n2s(Pr)) + ", load dtype " +
+            "g=" + n2s(g) + ", " + (zero_init ? "L=" + n2s(L) : "Ψ=" + n2s(c.Pr)) + ", load dtype " +
                 to_string(in.residual.load_dtype),
             host_model, "DeepSpeed estimate_zero3_model_states_mem_needs (4·g·Ψ without zero.Init)");
     if (ex.on && host_init > host_model)
         ex.term("host: load phase (per node)",
-                "max(model load, g · (offloaded states and pinned pools built by deepspeed.initialize) + overhead)",
-                "model load=" + n2s(host_model) + " B, engine init=" + n2s(host_init) + " B", host_load,
-                "DeepSpeed v0.19.6 stage_1_and_2.py / stage3.py __init__, swap_tensor/*.py");
-    const bool gather_save = s == 3 && z.stage3_gather_16bit_weights_on_model_save;
-    const uint64_t save_host = gather_save ? bm * P : 0;  // rank 0 holds the consolidated 16-bit state dict
+                "max(model load, g · (buffers built by deepspeed.initialize + the largest load transient) + overhead)",
+                "model load=" + n2s(host_model) + " B, engine init=" + n2s(host_init) + " B", h.load,
+                "DeepSpeed v0.19.6 stage_1_and_2.py / stage3.py __init__, zero/utils.py defragment, swap_tensor/*.py");
+    return h;
+}
 
-    // --- load-time GPU ----------------------------------------------------------
-    GpuMemory ld;
-    if (s == 3) {
-        ld.parameters = st.parameters + (zero_init ? 0 : L * lb);  // without zero.Init one module at a time
-        ld.gradients = st.gradients;                                 // grad_partitions_flat_buffer at init
-        ld.master_weights = st.master_weights;                       // fp32 partitions at init; m, v come at step 1
-    } else {
-        // The engine casts the module to 16 bits on the host, then moves it
-        // to the GPU (engine._configure_distributed_model). The ZeRO
-        // optimizer flattens each param group on the GPU only when a second
-        // copy fits there, else on the CPU (stage_1_and_2.py __init__,
-        // flatten_on_accelerator), so the flat copy never causes an OOM: the
-        // load phase holds one 16-bit copy and the fp32 master partition.
-        ld.parameters = st.parameters;
-        ld.master_weights = st.master_weights;
-    }
-    ld.optimizer_states = ld.master_weights;
-    ld.temporary_buffers = tmp_load;
-
-    // --- phases -------------------------------------------------------------------
-    const double frag = in.residual.fragmentation_fraction;
-    const uint64_t ctx = in.residual.cuda_context;
-    auto finish = [&](GpuMemory& m) {
-        const uint64_t alloc = m.parameters + m.gradients + m.optimizer_states + m.activations + m.temporary_buffers;
-        m.cuda_context = ctx;
-        m.fragmentation = to_bytes(frag * double(alloc));
-        m.total = alloc + ctx + m.fragmentation;
-    };
-    auto steady_with = [&](uint64_t act, uint64_t tmp) {
-        GpuMemory m = st;
-        m.activations = act;
-        m.temporary_buffers = tmp;
-        finish(m);
-        return m;
-    };
-    finish(ld);
-    out.phases.reserve(6);
-    auto add = [&](const char* name, const GpuMemory& m, uint64_t host, uint64_t pinned) {
-        PhaseMemory p;
-        p.name = name;
-        p.per_gpu = m;
-        p.per_node.host_memory = host;
-        p.per_node.host_pinned = pinned;
-        p.per_node.nvme = nvme;
-        if (in.cluster.gpu_memory) p.fits_gpu = m.total <= *in.cluster.gpu_memory;
-        if (in.cluster.host_memory) p.fits_host = host <= *in.cluster.host_memory;
-        out.phases.push_back(std::move(p));
-    };
-    // The first forward and backward run before Adam's m and v exist (the
-    // optimizer allocates them lazily at its first step); from the second
-    // step on they are live throughout.
-    // Before the first backward no gradient storage exists in stages 0-2:
-    // autograd creates param.grad during backward and ZeRO-2 allocates
-    // grads_in_partition lazily at the first reduction (deepspeed_memory.md
-    // 4.1); ZeRO-3's grad_partitions_flat_buffer is built at init (4.2).
-    auto first_with = [&](uint64_t act, uint64_t tmp, bool before_backward) {
-        GpuMemory m = steady_with(act, tmp);
-        if (before_backward && s <= 2) m.gradients = 0;
-        m.momentum = m.variance = 0;
-        m.optimizer_states = m.master_weights;
-        finish(m);
-        return m;
-    };
-    add("load", ld, host_load, pinned_init);
-    add("forward", first_with(act_fwd, tmp_fwd, true), host_steady + act_host * g, pinned_steady);
-    add("backward", first_with(act_bwd, tmp_bwd, false), host_steady + act_host * g, pinned_steady);
-    add("optimizer_step", steady_with(0, tmp_step), host_steady, pinned_steady);
-    add("steady_backward", steady_with(act_bwd, tmp_bwd), host_steady + act_host * g, pinned_steady);
-    add("checkpoint_save", steady_with(0, tmp_persist + (gather_save ? L * bm : 0)), host_steady + save_host, pinned_steady);
-
+// The summary: components each at their own peak, totals at the peak phase,
+// the first phase that overflows, and the per-node host figures.
+void summarize_phases(const EstimateInput& in, const GpuMemory& st, uint64_t act_backward, const HostFigures& host,
+                      uint64_t host_act, Estimate& out, const Explainer& ex) {
     // --- summary: components at their own peak, totals at the peak phase ---------
     auto& m = out.per_gpu;
     m = st;
-    m.activations = act_bwd;
-    m.temporary_buffers = std::max({tmp_fwd, tmp_bwd, tmp_step, tmp_load});
+    m.activations = act_backward;
+    m.temporary_buffers = 0;
+    for (const auto& p : out.phases) m.temporary_buffers = std::max(m.temporary_buffers, p.per_gpu.temporary_buffers);
     const PhaseMemory* gpu_peak = &out.phases[0];
     const PhaseMemory* host_peak = &out.phases[0];
     for (const auto& p : out.phases) {
         if (p.per_gpu.total > gpu_peak->per_gpu.total) gpu_peak = &p;
         if (p.per_node.host_memory > host_peak->per_node.host_memory) host_peak = &p;
     }
-    m.cuda_context = ctx;
+    m.cuda_context = in.residual.cuda_context;
     m.fragmentation = gpu_peak->per_gpu.fragmentation;
     m.total = gpu_peak->per_gpu.total;
     out.peak_phase = gpu_peak->name;
@@ -665,22 +976,85 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     }
     auto& node = out.per_node;
     node.host_memory = host_peak->per_node.host_memory;
-    node.host_pinned = pinned_steady;
-    node.host_load = host_load;
-    node.host_steady = host_steady + act_host * g;
-    node.nvme = nvme;
+    node.host_pinned = host.pinned_steady;
+    node.host_load = host.load;
+    node.host_steady = host.steady + host_act;
+    node.nvme = host.nvme;
     if (ex.on) {
-        ex.term("cuda_context", "named figure (--cuda-context)", n2s(ctx) + " B", ctx,
+        ex.term("cuda_context", "named figure (--cuda-context)", num(double(m.cuda_context)) + " B", m.cuda_context,
                 "public reports: 0.4-0.6 GB per process");
         ex.term("fragmentation", "fraction · allocated bytes of the phase (--fragmentation)",
-                num(frag) + " at the " + gpu_peak->name + " phase", m.fragmentation,
+                num(in.residual.fragmentation_fraction) + " at the " + gpu_peak->name + " phase", m.fragmentation,
                 "PyTorch caching allocator reserve; a few percent of capacity");
     }
-    if (s == 3 && !z.zero_init)
+}
+
+// --- the full convention: one function per phase, assembled ------------------
+void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) {
+    const FullContext c = make_context(in, out);
+    const terms::Sizes& sz = c.sz;
+    const GpuMemory st = steady_model_states(c, ex);
+    const Activations act = activations(c, ex);
+    const uint64_t tmp_fwd = sum_terms(forward_temporaries(sz), "forward", c, ex);
+    const uint64_t tmp_bwd = sum_terms(backward_temporaries(sz), "backward", c, ex);
+    const HostFigures host = host_memory_full(c, ex);
+    const bool gather_save = sz.stage == 3 && in.zero.stage3_gather_16bit_weights_on_model_save;
+
+    auto with = [&](uint64_t grads, bool moments, uint64_t activations_b, uint64_t tmp) {
+        GpuMemory m = st;
+        m.gradients = grads;
+        if (!moments) {
+            m.momentum = m.variance = 0;
+            m.optimizer_states = m.master_weights;
+        }
+        m.activations = activations_b;
+        m.temporary_buffers = tmp;
+        finish_gpu(m, in);
+        return m;
+    };
+    const GpuMemory ld = load_gpu(c, st, ex);
+    // The first forward and backward run before Adam's m and v exist (the
+    // optimizer allocates them lazily at its first step).
+    const GpuMemory fwd = with(gradients_before_backward(c, st), false, act.forward, tmp_fwd);
+    const GpuMemory bwd = with(st.gradients, false, act.backward, tmp_bwd);
+    const GpuMemory step = optimizer_step_gpu(c, st, ex);
+    const GpuMemory sbwd = with(st.gradients, true, act.backward, tmp_bwd);
+    const uint64_t save_tmp = sum_bytes(persistent_temporaries(sz)) + (gather_save ? c.L * c.bm : 0);
+    const GpuMemory save = with(gradients_after_step(c, st), true, 0, save_tmp);
+
+    const uint64_t g = c.g;
+    const uint64_t host_act = act.host * g;
+    out.phases.reserve(6);
+    auto add = [&](const char* name, const GpuMemory& m, uint64_t host_b, uint64_t pinned) {
+        PhaseMemory p;
+        p.name = name;
+        p.per_gpu = m;
+        p.per_node.host_memory = host_b;
+        p.per_node.host_pinned = pinned;
+        p.per_node.nvme = host.nvme;
+        if (in.cluster.gpu_memory) p.fits_gpu = m.total <= *in.cluster.gpu_memory;
+        if (in.cluster.host_memory) p.fits_host = host_b <= *in.cluster.host_memory;
+        out.phases.push_back(std::move(p));
+    };
+    // CPU Adam's m and v appear at the first step (ops/adam/cpu_adam.py),
+    // so the first forward and backward hold less host RAM than training.
+    add("load", ld, host.load, host.pinned_init);
+    add("forward", fwd, host.first_forward + host_act, host.pinned_first);
+    add("backward", bwd, host.first_backward + host_act, host.pinned_first);
+    add("optimizer_step", step, host.steady, host.pinned_steady);
+    add("steady_backward", sbwd, host.steady + host_act, host.pinned_steady);
+    add("checkpoint_save", save, host.steady + host.save_extra, host.pinned_steady);
+
+    summarize_phases(in, st, act.backward, host, host_act, out, ex);
+    out.optimizer_step_kernel = c.kernel_why;
+    if (sz.stage == 3 && !in.zero.zero_init)
         ex.note("zero_init is off: every rank on a node builds the whole model in host RAM before partitioning.");
-    if (!in.model.arch && s == 3)
+    if (!in.model.arch && sz.stage == 3)
         ex.note("no architecture: ZeRO-3 persistent (small) parameters are not counted.");
-    if (pp > 1 && t.grad_accum > 1)
+    if (sz.bf16_optimizer)
+        ex.note("bf16 + ZeRO-1 + fp32 gradient accumulation: DeepSpeed builds BF16_Optimizer "
+                "(engine._do_optimizer_sanity_check), whose fp32 gradient buffer exists from load on.");
+    if (c.pp > 1 && in.train.grad_accum > 1)
         ex.note("pipeline parallelism with gradient accumulation: memory can grow with the accumulation steps "
                 "(autograd buffers kept until the boundary, DeepSpeed #5198); not modelled beyond pp micro batches in flight.");
 }

@@ -37,6 +37,10 @@ GpuSpec load_gpu_preset(const std::string& name, const std::string& data_dir) {
         if (!j.at("fp16_tflops").is_null()) g.fp16_tflops = j.at("fp16_tflops").get<double>();
         g.hbm_bandwidth = j.at("hbm_bandwidth_bytes_per_s").get<double>();
         g.source = j.at("source").get<std::string>();
+        if (j.contains("usable_bytes")) {
+            g.usable_bytes = j["usable_bytes"].get<uint64_t>();
+            g.usable_source = j.at("usable_source").get<std::string>();
+        }
         if (j.contains("fp32_tflops") && !j["fp32_tflops"].is_null()) g.fp32_tflops = j["fp32_tflops"].get<double>();
         if (j.contains("compute_efficiency")) g.compute_efficiency = j["compute_efficiency"].get<double>();
         if (j.contains("intra_node_interconnect"))

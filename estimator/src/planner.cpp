@@ -110,6 +110,12 @@ void apply_candidate(const Candidate& c, EstimateInput& in) {
     in.zero.stage = c.option.stage;
     in.zero.offload_optimizer = c.option.offload_optimizer;
     in.zero.offload_param = c.option.offload_param;
+    // An optimizer-offload option runs DeepSpeed's optimizer (DeepSpeedCPUAdam):
+    // DeepSpeed refuses ZeRO-Offload with a client optimizer
+    // (engine.py _configure_optimizer), so the option implies an "optimizer" block.
+    if (c.option.offload_optimizer != OffloadDevice::none && in.train.optimizer_builder == OptimizerBuilder::client &&
+        in.zero.zero_force_ds_cpu_optimizer)
+        in.train.optimizer_builder = OptimizerBuilder::deepspeed;
     in.train.checkpointing = c.option.checkpointing;
     in.train.micro_batch = c.micro_batch;
     in.train.grad_accum = c.grad_accum;
@@ -466,8 +472,13 @@ nlohmann::json emit_ds_config(const Candidate& c, const EstimateInput& base, boo
 }
 
 // Sets `in` to option `o` at the user's own micro batch and accumulation.
+// fit keeps everything the user gave but the stage and offload choice:
+// micro batch, accumulation and gradient checkpointing included (issue 7,
+// section 5: every estimate flag reaches fit).
 static void apply_option_at_base_batch(const EstimateInput& base, const ZeroOption& o, EstimateInput& in) {
-    Candidate c = base_candidate(base, o);
+    ZeroOption with_checkpointing = o;
+    with_checkpointing.checkpointing = base.train.checkpointing;
+    Candidate c = base_candidate(base, with_checkpointing);
     c.micro_batch = base.train.micro_batch;
     c.grad_accum = base.train.grad_accum;
     apply_candidate(c, in);
@@ -543,6 +554,11 @@ static std::string why_never_fits(EstimateInput& in, int64_t max_gpus, int64_t g
 std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node, int64_t max_gpus) {
     require_capacity(base, "fit");
     if (gpus_per_node <= 0) throw InputError("--gpus-per-node: must be a positive integer");
+    // Tensor/pipeline parallelism: GPU counts come in multiples of tp x pp.
+    const int64_t mp = base.cluster.tp * base.cluster.pp;
+    if (gpus_per_node % mp != 0)
+        throw InputError("--tp/--pp: tp x pp = " + std::to_string(mp) + " does not divide " +
+                         std::to_string(gpus_per_node) + " GPUs per node");
     std::vector<FitRow> out;
     EstimateInput in = base;
     for (const ZeroOption& o : stage_offload_options()) {
@@ -555,7 +571,7 @@ std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node
         FitRow row;
         row.option = o;
         int64_t found = 0;
-        for (int64_t n = 1; n <= std::min(gpus_per_node, max_gpus) && !found; ++n)
+        for (int64_t n = mp; n <= std::min(gpus_per_node, max_gpus) && !found; n += mp)
             if (fits_at(n)) found = n;
         if (!found) {  // whole nodes, binary search (memory per GPU falls with more GPUs)
             int64_t lo = 1, hi = max_gpus / gpus_per_node;

@@ -109,6 +109,22 @@ std::vector<ComponentRow> component_rows(const Estimate& e, Optimizer opt) {
     return out;
 }
 
+// The software stack the full convention followed, each version with where
+// it came from, and the optimizer implementation that runs the step.
+std::string stack_line(const Estimate& e, const Resolved& res) {
+    if (e.convention != Convention::full) return {};
+    const auto& st = res.input.stack;
+    auto from = [&](const char* key) {
+        const auto it = res.provenance.find(key);
+        if (it == res.provenance.end() || it->second.find("(default") != std::string::npos) return std::string(" (default)");
+        const std::size_t open = it->second.find(" (");
+        return open == std::string::npos ? std::string() : it->second.substr(open);
+    };
+    return "software: DeepSpeed " + st.deepspeed + from("stack.deepspeed") + ", torch " + st.torch + from("stack.torch") +
+           ", transformers " + st.transformers + from("stack.transformers") + "; optimizer step: " +
+           e.optimizer_step_kernel;
+}
+
 // " (first OOM at X)" / " (peak at X)" after a verdict line.
 std::string phase_suffix(const Estimate& e, const std::string& first_oom, const std::string& peak) {
     if (e.phases.empty()) return "";
@@ -117,12 +133,15 @@ std::string phase_suffix(const Estimate& e, const std::string& first_oom, const 
 
 // The answer in sentences: the GPU and host verdicts (need, capacity, first
 // phase out of memory) and, for what does not fit, the recipe's change.
-std::vector<std::string> answer_lines(const Estimate& e, const EstimateInput& in) {
+std::vector<std::string> answer_lines(const Estimate& e, const Resolved& res) {
+    const EstimateInput& in = res.input;
     std::vector<std::string> out;
     out.push_back(verdict("GPU", e.fits_gpu, e.per_gpu.total, in.cluster.gpu_memory, "pass --gpu or --gpu-memory") +
                   phase_suffix(e, e.first_oom_phase, e.peak_phase));
     out.push_back(verdict("Host", e.fits_host, e.per_node.host_memory, in.cluster.host_memory, "pass --host-memory") +
                   phase_suffix(e, e.first_host_oom_phase, e.host_peak_phase));
+    if (const auto it = res.provenance.find("cluster.gpu_memory"); it != res.provenance.end())
+        out.push_back("GPU capacity used: " + it->second);
     for (const auto& a : advise(in, e)) {
         const std::string what = a.resource == "gpu" ? "GPU" : "host";
         if (a.found)
@@ -275,6 +294,11 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
                        {"found", a.found}, {"change", a.change}, {"why", a.why}, {"need_after", a.need_after}});
     j["advice"] = adv;
     j["notes"] = e.notes;
+    if (e.convention == Convention::full) {
+        const auto& st = in.stack;
+        j["software"] = {{"deepspeed", st.deepspeed}, {"torch", st.torch}, {"transformers", st.transformers},
+                         {"optimizer_step", e.optimizer_step_kernel}};
+    }
     j["warnings"] = res.warnings;
     if (explain) {
         ojson terms = ojson::array();
@@ -351,7 +375,9 @@ std::string render_md(const Estimate& e, const Resolved& res, bool explain) {
     const auto& in = res.input;
     const bool by_phase = peak_phase_of(e) != nullptr;
     std::ostringstream o;
-    o << "**" << head_line(e, in) << "**\n\nSettings: " << settings_line(res) << "\n\n";
+    o << "**" << head_line(e, in) << "**\n\n";
+    if (const std::string stack = stack_line(e, res); !stack.empty()) o << stack << "\n\n";
+    o << "Settings: " << settings_line(res) << "\n\n";
     if (by_phase) o << "| per GPU, in " << e.peak_phase << " | GiB | own peak GiB (phase) |\n|---|---:|---:|\n";
     else o << "| per GPU | GiB |\n|---|---:|\n";
     for (const auto& c : component_rows(e, in.train.optimizer)) {
@@ -374,7 +400,7 @@ std::string render_md(const Estimate& e, const Resolved& res, bool explain) {
               << format_gib(double(p.per_node.host_memory)) << " |\n";
     }
     o << "\n";
-    for (const auto& l : answer_lines(e, in)) o << "- " << l << "\n";
+    for (const auto& l : answer_lines(e, res)) o << "- " << l << "\n";
     for (const auto& n : e.notes) o << "- note: " << n << "\n";
     for (const auto& w : res.warnings) o << "- warning: " << w << "\n";
     o << "\nGiB = 2^30 bytes.\n";
@@ -413,7 +439,9 @@ std::string render_table(const Estimate& e, const Resolved& res, bool explain) {
     const bool by_phase = peak_phase_of(e) != nullptr;
     std::ostringstream o;
     char line[160];
-    o << head_line(e, in) << "\nSettings: " << settings_line(res) << "\n\n";
+    o << head_line(e, in) << "\n";
+    if (const std::string stack = stack_line(e, res); !stack.empty()) o << stack << "\n";
+    o << "Settings: " << settings_line(res) << "\n\n";
     auto section = [&](const char* title, const std::vector<Row>& rows) {
         std::snprintf(line, sizeof line, "%-40s %12s\n", title, "GiB");
         o << line;
@@ -447,7 +475,7 @@ std::string render_table(const Estimate& e, const Resolved& res, bool explain) {
         phase_table(o, e, in);
     }
     o << "\n";
-    for (const auto& l : answer_lines(e, in)) o << l << "\n";
+    for (const auto& l : answer_lines(e, res)) o << l << "\n";
     for (const auto& n : e.notes) o << "note: " << n << "\n";
     o << "GiB = 2^30 bytes.";
     if (by_phase)

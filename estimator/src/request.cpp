@@ -171,6 +171,43 @@ std::optional<std::string> check_precision(const nlohmann::json& cfg, const std:
 
 }  // namespace
 
+namespace {
+// --stack deepspeed=V,torch=V,transformers=V, then the single-version flags
+// (which win). Each version is checked and recorded with where it came from.
+void apply_stack(const Request& req, SoftwareStack& stack, Provenance& prov) {
+    prov["stack.deepspeed"] = stack.deepspeed + " (default: newest the reference describes)";
+    prov["stack.torch"] = stack.torch + " (default: newest the reference describes)";
+    prov["stack.transformers"] = stack.transformers + " (default: newest the reference describes)";
+    auto set = [&](const char* name, std::string& slot, const std::string& value, const std::string& from) {
+        compare_versions(value, "0", from);
+        slot = value;
+        prov[std::string("stack.") + name] = value + " (" + from + ")";
+    };
+    if (req.stack) {
+        std::size_t pos = 0;
+        const std::string& text = *req.stack;
+        while (pos <= text.size()) {
+            const std::size_t comma = text.find(',', pos);
+            const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+            const std::size_t eq = item.find('=');
+            if (eq == std::string::npos)
+                throw InputError("--stack: '" + item + "' is not NAME=VERSION (deepspeed, torch, transformers)");
+            const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+            if (name == "deepspeed") set("deepspeed", stack.deepspeed, value, "--stack");
+            else if (name == "torch") set("torch", stack.torch, value, "--stack");
+            else if (name == "transformers") set("transformers", stack.transformers, value, "--stack");
+            else throw InputError("--stack: unknown package '" + name + "' (use deepspeed, torch, transformers)");
+            if (comma == std::string::npos) break;
+            pos = comma + 1;
+        }
+    }
+    if (req.deepspeed_version) set("deepspeed", stack.deepspeed, *req.deepspeed_version, "--deepspeed-version");
+    if (req.torch_version) set("torch", stack.torch, *req.torch_version, "--torch-version");
+    if (req.transformers_version)
+        set("transformers", stack.transformers, *req.transformers_version, "--transformers-version");
+}
+}  // namespace
+
 Resolved resolve_request(const Request& req, const std::string& data_dir) {
     Resolved r;
     EstimateInput& in = r.input;
@@ -245,8 +282,15 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     if (req.gpu) {
         r.gpu = load_gpu_preset(*req.gpu, data_dir);
         in.cluster.gpu_name = r.gpu->name;
-        in.cluster.gpu_memory = r.gpu->memory_bytes;
-        prov["cluster.gpu_memory"] = "--gpu " + r.gpu->name + " (data/gpus/" + r.gpu->name + ".json)";
+        // The verdict compares against what the card exposes when the preset
+        // knows it (nvidia-smi / torch.cuda.mem_get_info total), else the label.
+        in.cluster.gpu_memory = r.gpu->usable_bytes.value_or(r.gpu->memory_bytes);
+        prov["cluster.gpu_memory"] =
+            "--gpu " + r.gpu->name + " (data/gpus/" + r.gpu->name + ".json): " +
+            (r.gpu->usable_bytes ? format_gib(double(*r.gpu->usable_bytes)) + " GiB reported by the device (" +
+                                       r.gpu->usable_source + ")"
+                                 : format_gib(double(r.gpu->memory_bytes)) +
+                                       " GiB nominal (label x 2^30; the reported total is not in the preset)");
     }
     if (req.gpu_memory) {
         in.cluster.gpu_memory = parse_bytes(*req.gpu_memory, "--gpu-memory");
@@ -401,13 +445,47 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         prov["load_in"] = "--load-in " + *req.load_in;
     }
     if (req.optimizer_impl) {
-        if (*req.optimizer_impl == "fused") in.train.fused_optimizer = true;
-        else if (*req.optimizer_impl == "torch") in.train.fused_optimizer = false;
-        else throw InputError("--optimizer-impl: '" + *req.optimizer_impl + "' is not fused or torch");
-        prov["optimizer.implementation"] = "--optimizer-impl " + *req.optimizer_impl;
+        const std::string& k = *req.optimizer_impl;
+        if (k == "fused") {
+            in.train.fused_optimizer = true;
+            in.train.optimizer_builder = OptimizerBuilder::deepspeed;
+        } else if (k == "torch" || k == "torch-fused") {
+            in.train.fused_optimizer = false;
+            in.train.torch_adam = false;
+            in.train.client_fused = k == "torch-fused";
+            in.train.optimizer_builder = OptimizerBuilder::client;
+        } else {
+            throw InputError("--optimizer-impl: '" + k + "' is not fused, torch or torch-fused");
+        }
+        prov["optimizer.implementation"] = "--optimizer-impl " + k;
     } else if (!prov.count("optimizer.implementation")) {
-        prov["optimizer.implementation"] = "torch (no DeepSpeed \"optimizer\" block: the HF Trainer's torch AdamW; "
-                                           "--optimizer-impl fused for DeepSpeed's FusedAdam)";
+        prov["optimizer.implementation"] = "not given: DeepSpeedCPUAdam under optimizer offload, else the HF Trainer's "
+                                           "default for the software stack (--optimizer-impl fused|torch|torch-fused)";
+    }
+    apply_stack(req, in.stack, prov);
+    // offload_optimizer/offload_param pin_memory defaulted to false before
+    // DeepSpeed 0.19.5 (#8207 made it true; host_memory.md M4).
+    if (compare_versions(in.stack.deepspeed, "0.19.5", "--deepspeed-version") < 0) {
+        for (const char* dev : {"offload_optimizer", "offload_param"}) {
+            const std::string key = std::string("zero_optimization.") + dev + ".pin_memory";
+            if (prov.count(key)) continue;
+            (std::string(dev) == "offload_optimizer" ? in.zero.offload_optimizer_pin_memory
+                                                      : in.zero.offload_param_pin_memory) = false;
+            prov[key] = "false (the default before DeepSpeed 0.19.5, --deepspeed-version " + in.stack.deepspeed + ")";
+        }
+    }
+    // transformers >= 5 loads with dtype="auto" by default
+    // (huggingface/transformers#42805): a 16-bit checkpoint stays 16-bit on
+    // the host; before, from_pretrained built the model in fp32
+    // (host_memory.md L1).
+    if (!req.load_dtype) {
+        if (compare_versions(in.stack.transformers, "5", "--transformers-version") >= 0) {
+            in.residual.load_dtype = in.train.dtype == Dtype::fp16 ? Dtype::fp16 : Dtype::bf16;
+            prov["load_dtype"] = std::string(to_string(in.residual.load_dtype)) +
+                                 " (transformers >= 5 loads the checkpoint's 16-bit dtype, dtype=\"auto\"; --load-dtype to change)";
+        } else {
+            prov["load_dtype"] = "fp32 (transformers < 5 builds the model in fp32 unless torch_dtype is given; --load-dtype to change)";
+        }
     }
     if (req.ds_checkpointing) {
         in.train.ds_checkpointing_api = true;

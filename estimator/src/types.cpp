@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string>
+#include <vector>
 
 namespace zeromem {
 
@@ -89,6 +91,39 @@ Convention parse_convention(const std::string& text, const std::string& field) {
     if (t == "deepspeed") return Convention::deepspeed;
     if (t == "full") return Convention::full;
     throw InputError(field + ": '" + text + "' is not a convention (use paper, deepspeed or full)");
+}
+
+namespace {
+// The numeric parts of a dotted version, up to four ("2.8.0+cu128" -> 2, 8,
+// 0; a local or pre-release suffix after '+' or a letter ends the last part).
+// No allocation: the estimator compares versions on every estimate.
+struct VersionParts {
+    long p[4] = {0, 0, 0, 0};
+};
+
+VersionParts version_parts(const std::string& v, const std::string& field) {
+    VersionParts out;
+    std::size_t i = 0;
+    int n = 0;
+    while (i < v.size() && n < 4) {
+        std::size_t j = i;
+        long value = 0;
+        while (j < v.size() && v[j] >= '0' && v[j] <= '9' && j - i < 9) value = value * 10 + (v[j++] - '0');
+        if (j == i) break;
+        out.p[n++] = value;
+        if (j >= v.size() || v[j] != '.') break;
+        i = j + 1;
+    }
+    if (n == 0) throw InputError(field + ": '" + v + "' is not a version (e.g. 2.8 or 0.19.6)");
+    return out;
+}
+}  // namespace
+
+int compare_versions(const std::string& a, const std::string& b, const std::string& field) {
+    const VersionParts x = version_parts(a, field), y = version_parts(b, field);
+    for (int i = 0; i < 4; ++i)
+        if (x.p[i] != y.p[i]) return x.p[i] < y.p[i] ? -1 : 1;
+    return 0;
 }
 
 }  // namespace zeromem

@@ -56,6 +56,9 @@ struct EstimateInput {
     bool legacy_zero2_formula = false;
     /// DeepSpeed estimators' additional_buffer_factor for host memory.
     double additional_buffer_factor = 1.5;
+    /// DeepSpeed / torch / transformers versions whose behaviour is followed
+    /// (optimizer implementation, HF Trainer defaults).
+    SoftwareStack stack;
 };
 
 /// Per-GPU bytes. parameters + gradients + optimizer_states are the model
@@ -128,6 +131,9 @@ struct Estimate {
     std::optional<bool> fits_host;    ///< unset when the host capacity is unknown
     std::vector<ExplainTerm> terms;   ///< filled only when asked for
     std::vector<std::string> notes;   ///< assumptions and warnings
+    /// full convention: which optimizer implementation runs the step and
+    /// why (DeepSpeed's, torch foreach or fused, from the software stack).
+    std::string optimizer_step_kernel;
 };
 
 /// Computes the estimate for `in` under `in.convention`.
@@ -136,8 +142,14 @@ struct Estimate {
 ///  - deepspeed: DeepSpeed estimate_zero2_model_states_mem_needs
 ///    (stage_1_and_2.py) for stage 2 and estimate_zero3_model_states_mem_needs
 ///    (stage3.py) for stage 3, bit-exact; stages 0 and 1 throw InputError.
-///  - full: DeepSpeed v0.19.6's real allocations (see estimate.cpp and
-///    ../shared/reference/deepspeed_memory.md section 4).
+///  - full: DeepSpeed v0.19.6's real allocations, one function per phase
+///    built from the named terms of zeromem/terms.h (each citing the
+///    DeepSpeed or PyTorch function that allocates it), following the
+///    software stack in `in.stack` (../shared/reference/deepspeed_memory.md
+///    section 4, deepspeed_audit.md, host_memory.md). Also throws InputError
+///    for ZeRO optimizer offload with a client optimizer while
+///    zero_force_ds_cpu_optimizer is true (DeepSpeed raises
+///    ZeRORuntimeException there) and for a malformed version string.
 /// With `explain` the terms and notes are filled (slower). Throws InputError
 /// for impossible inputs (zero params or GPUs, nodes not dividing GPUs, stage
 /// outside 0..3, offload_param below stage 3, NVMe optimizer offload below

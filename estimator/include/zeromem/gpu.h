@@ -12,6 +12,11 @@ namespace zeromem {
 struct GpuSpec {
     std::string name;                 ///< preset name, e.g. "A100-80GB"
     uint64_t memory_bytes = 0;        ///< nominal capacity, label x 2^30 bytes
+    /// The total the device reports (nvidia-smi / torch.cuda.mem_get_info),
+    /// which verdicts use when known ("usable_bytes"); unset: only the
+    /// nominal figure is known.
+    std::optional<uint64_t> usable_bytes;
+    std::string usable_source;        ///< where usable_bytes comes from ("usable_source")
     std::optional<double> bf16_tflops;  ///< dense peak, 1e12 FLOP/s; unset if no bf16 tensor cores
     std::optional<double> fp16_tflops;
     double hbm_bandwidth = 0;         ///< bytes/s

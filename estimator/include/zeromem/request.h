@@ -47,7 +47,11 @@ struct Request {
     std::optional<int64_t> lora_rank;            ///< --lora-rank
     std::optional<std::string> lora_targets;     ///< --lora-target q,k,v,o
     std::optional<std::string> load_in;          ///< --load-in 4bit|8bit
-    std::optional<std::string> optimizer_impl;   ///< --optimizer-impl fused|torch
+    std::optional<std::string> optimizer_impl;   ///< --optimizer-impl fused|torch|torch-fused
+    std::optional<std::string> deepspeed_version;     ///< --deepspeed-version
+    std::optional<std::string> torch_version;         ///< --torch-version
+    std::optional<std::string> transformers_version;  ///< --transformers-version
+    std::optional<std::string> stack;                 ///< --stack deepspeed=V,torch=V,transformers=V
     bool ds_checkpointing = false;               ///< --ds-checkpointing
     std::optional<bool> gather_on_save;          ///< --gather-on-save / --no-gather-on-save (stage 3)
 };

@@ -50,6 +50,23 @@ enum class Checkpointing { none, full, selective };
 const char* to_string(Checkpointing c);
 Checkpointing parse_checkpointing(const std::string& text, const std::string& field);
 
+/// Who builds the optimizer DeepSpeed steps (engine.py _configure_optimizer).
+enum class OptimizerBuilder { deepspeed, client };
+
+/// The software versions whose behaviour the full convention follows, as
+/// dotted version strings ("0.19.6", "2.8", "5.0"). Defaults: the newest the
+/// project's references describe (DeepSpeed v0.19.6, torch 2.8,
+/// transformers 5.0).
+struct SoftwareStack {
+    std::string deepspeed = "0.19.6";
+    std::string torch = "2.8";
+    std::string transformers = "5.0";
+};
+
+/// Compares dotted versions numerically ("2.10" > "2.8"): negative, zero or
+/// positive. Throws InputError naming `field` when a part is not a number.
+int compare_versions(const std::string& a, const std::string& b, const std::string& field);
+
 /// Optimizer whose per-parameter state is counted (fp32 states).
 /// adam/adamw: m and v, 8 B/param; sgd (with momentum): 4 B/param.
 /// The fp32 master copy (4 B/param) is counted separately.
@@ -98,10 +115,13 @@ struct ZeroSettings {
     /// defaults): bytes per NVMe request and requests in flight.
     int64_t aio_block_size = 1048576;
     int64_t aio_queue_depth = 8;
-    /// Top-level "zero_force_ds_cpu_optimizer" (DeepSpeed engine default
-    /// true): with offload, a client optimizer other than DeepSpeedCPUAdam
-    /// is refused unless this is false.
+    /// Top-level `zero_force_ds_cpu_optimizer` (default true): with ZeRO
+    /// optimizer offload DeepSpeed refuses a client optimizer that is not
+    /// DeepSpeedCPUAdam (engine.py _configure_optimizer, ZeRORuntimeException).
     bool zero_force_ds_cpu_optimizer = true;
+    /// Top-level `zero_allow_untested_optimizer` (default false; the HF
+    /// Trainer sets it when the config has no "optimizer" block). Recorded.
+    bool zero_allow_untested_optimizer = false;
 
     /// DeepSpeed's validator `overlap_comm_valid`: default true for stage 3
     /// only.
@@ -129,6 +149,23 @@ struct TrainingSettings {
     /// "optimizer" block), whose multi-tensor step allocates an fp32
     /// temporary the size of the rank's partition (e.g. sqrt(exp_avg_sq)).
     bool fused_optimizer = false;
+
+    /// Who builds the optimizer. deepspeed: the config's "optimizer" block
+    /// (FusedAdam, DeepSpeedCPUAdam, or torch Adam(W) with torch_adam);
+    /// client: the training script / HF Trainer passes its own (a DeepSpeed
+    /// config without an "optimizer" block). Unset: not known; zeromem then
+    /// assumes DeepSpeed's under optimizer offload (the only one DeepSpeed
+    /// accepts there by default) and the client's otherwise.
+    std::optional<OptimizerBuilder> optimizer_builder;
+    /// A client optimizer known to be torch's fused AdamW (true) or its
+    /// foreach AdamW (false). Unset: the HF Trainer's default for the
+    /// software stack (adamw_torch_fused from torch 2.8 with transformers
+    /// >= 4.54, huggingface/transformers#37358; adamw_torch before).
+    std::optional<bool> client_fused;
+    /// optimizer.params.torch_adam: DeepSpeed builds torch.optim Adam(W),
+    /// the foreach implementation, instead of FusedAdam
+    /// (engine.py _configure_basic_optimizer).
+    bool torch_adam = false;
 
     /// Parameters that require gradients. Unset: all of them. Frozen
     /// parameters cost only their storage: no gradient, no optimizer state.

@@ -1,0 +1,297 @@
+// The named memory terms of the `full` convention: one small function per
+// buffer that DeepSpeed v0.19.6 (or PyTorch) allocates, each named after that
+// buffer and citing the file and function that allocates it. The estimator's
+// phases (estimate.cpp) are sums and maxima of these terms; a simulator that
+// replays DeepSpeed's allocations can name its events alike, so a
+// disagreement points at one term.
+//
+// Sources: ../shared/reference/deepspeed_audit.md (term table, DeepSpeed
+// commit edaa722 = v0.19.6) and deepspeed_memory.md sections 4-5.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace zeromem {
+struct EstimateInput;
+
+namespace terms {
+
+/// Which code runs the optimizer step, and so what temporary it allocates.
+///  - torch_foreach: torch.optim Adam(W) multi-tensor path, torch >= 2.1:
+///    one fp32 temporary per element stepped (adam.py `_multi_tensor_adam`,
+///    `exp_avg_sq_sqrt = torch._foreach_sqrt(...)`).
+///  - torch_foreach_2_0: the same on torch 2.0, which also builds `denom`
+///    (two temporaries).
+///  - fused: DeepSpeed FusedAdam, DeepSpeedCPUAdam or torch's fused AdamW
+///    (`_fused_adamw_`): updates in place, no temporary.
+///  - sgd: torch SGD with momentum: no Adam temporary.
+enum class StepKernel { torch_foreach, torch_foreach_2_0, fused, sgd };
+
+/// Bytes of the step's temporary per element stepped: 4 (torch >= 2.1
+/// foreach), 8 (torch 2.0 foreach), 0 (fused, SGD).
+uint64_t step_temporary_bytes_per_element(StepKernel k);
+
+/// Every resolved size a term reads. Element counts are tensor elements,
+/// byte counts are bytes per element. Built once per estimate by
+/// `make_sizes`.
+struct Sizes {
+    int stage = 0;
+    uint64_t N = 1;         ///< data-parallel size N_d
+    uint64_t L = 0;         ///< largest module's parameters (DeepSpeed's largest_layer_params)
+    uint64_t layer = 0;     ///< parameters of one decoder layer (0 without an architecture)
+    uint64_t bm = 2;        ///< model (16-bit) dtype bytes
+    uint64_t ba = 2;        ///< grad_accum_dtype bytes
+    uint64_t bc = 2;        ///< communication_data_type bytes
+    bool half = true;       ///< fp16 or bf16 training
+    bool offload_optimizer = false;
+    bool overlap_comm = false;
+    bool contiguous_gradients = true;
+    bool reduce_scatter = true;
+    bool checkpointing = false;   ///< activation checkpointing (recompute in backward)
+    bool full_finetune = true;    ///< every parameter trainable (whole-module gradients exist)
+    uint64_t bucket = 0;          ///< reduce_bucket_size, elements
+    uint64_t prefetch = 0;        ///< min(stage3_prefetch_bucket_size, stage3_max_live_parameters), elements
+    uint64_t max_live = 0;        ///< stage3_max_live_parameters, elements
+    uint64_t max_reuse = 0;       ///< stage3_max_reuse_distance, elements
+    uint64_t Tr = 0;              ///< trainable parameters of this tensor/pipeline rank, Ψ_t
+    uint64_t Tn = 0;              ///< ceil(Ψ_t / N_d): this rank's partition
+    uint64_t sub = 0;             ///< ZeRO-3 sub-group: min(sub_group_size, Tn)
+    int64_t grad_accum = 1;       ///< gradient_accumulation_steps
+    StepKernel kernel = StepKernel::torch_foreach;
+    /// bf16 + ZeRO-1 + grad_accum_dtype fp32 + no offload: the engine builds
+    /// BF16_Optimizer (engine._do_optimizer_sanity_check).
+    bool bf16_optimizer = false;
+
+    // --- host (section 3 of issue 7; ../shared/reference/host_memory.md) ---
+    bool offload_optimizer_cpu = false;
+    bool offload_optimizer_nvme = false;
+    bool offload_param_cpu = false;
+    bool offload_param_nvme = false;
+    bool pin_optimizer = true;      ///< offload_optimizer.pin_memory
+    bool pin_param = true;          ///< offload_param.pin_memory
+    bool zero_init = true;          ///< model built under zero.Init (stage 3)
+    /// PyTorch >= 1.11: CachingHostAllocator rounds pinned requests up to a
+    /// power of two (PRs #68906/#69299).
+    bool round_pinned = true;
+    /// ZeRO-1/2 offload pins the fp32 master (DeepSpeed >= 0.14.1; only with
+    /// pin_memory from 0.18.3, unconditionally before).
+    bool master_pinned = true;
+    /// ZeRO-1/2 offload pins its fp32 gradient partition (only with
+    /// pin_memory from DeepSpeed 0.10.1, always before).
+    bool grads_pinned = true;
+    /// ZeRO-1/2 offload's 16-bit parameter staging buffer (DeepSpeed >= 0.17.0).
+    bool bit16_staging = true;
+    /// DeepSpeedCPUAdam pins 2 x 128 Mi fp32 elements per instance (before
+    /// DeepSpeed 0.14.3, cpu_adam.h _doubled_buffer).
+    bool cpu_adam_tile_buffer = false;
+    /// CPU Adam's m and v appear at the first step (DeepSpeed >= 0.13.2;
+    /// before, initialize_optimizer_states stepped once at init).
+    bool lazy_cpu_adam_states = true;
+    uint64_t optimizer_state_bytes = 8;  ///< Adam m + v (8) or SGD momentum (4) per element
+    uint64_t sub_group_size = 1000000000;  ///< elements
+    uint64_t Pn = 0;              ///< every parameter's partition, ceil(Ψ/N_d) incl. frozen (param offload)
+    uint64_t frozen_bytes_rank = 0;  ///< frozen storage in this rank's partition, bytes
+    /// Σ over this rank's parameters of PowerOf2Ceil(b_m · numel_p) / Σ
+    /// b_m · numel_p: the average rounding of per-parameter pinned buffers
+    /// (1 without an architecture).
+    double per_param_rounding = 1.0;
+    /// Σ_p PowerOf2Ceil(b_m · ceil(numel_p / N_d)) over all parameters:
+    /// zero.Init's per-parameter pinned partitions (0 without an architecture).
+    uint64_t zero_init_partition_blocks = 0;
+    /// ZeRO-1/2 init flattens the 16-bit parameters on the CPU (DeepSpeed
+    /// < 0.18.7, or the flat copy does not fit the GPU): the 16-bit copies
+    /// and the flat buffer, 2 · b_m · Ψ_t per rank, at load.
+    bool zero12_cpu_flatten = false;
+    int64_t offload_optimizer_buffer_count = 4;
+    int64_t offload_param_buffer_count = 5;
+    uint64_t offload_param_buffer_size = 100000000;  ///< elements
+    uint64_t offload_param_max_in_cpu = 1000000000;  ///< elements
+};
+
+/// One term: what DeepSpeed allocates, the formula, the allocating code and
+/// the bytes (per GPU unless the name says otherwise).
+struct Term {
+    const char* name = "";
+    const char* formula = "";
+    const char* source = "";
+    uint64_t bytes = 0;
+};
+
+// --- GPU model states -----------------------------------------------------
+
+/// ZeRO-1/2 gradients held through backward. ZeRO-1: the full autograd
+/// `param.grad` b_m·Ψ_t, or with fp16 + fp32 accumulation only the fp32
+/// `param.grad_accum` b_a·Ψ_t (`_fill_param_grad_accum_attribute` sets
+/// param.grad = None after each hook). ZeRO-2: `grads_in_partition`
+/// b_m·Tn (`copy_grads_in_partition`); with offload 0.
+Term zero12_backward_gradients(const Sizes& s);
+
+/// ZeRO-1/2 gradients while the optimizer steps: only `grads_in_partition`
+/// b_m·Tn survives the boundary (`_clear_param_grad_only` in
+/// `independent_gradient_partition_epilogue`); `step` frees it with
+/// `free_grad_in_param_list` before `optimizer.step`, so this is live only
+/// during the flatten (see zero12_step_flatten_moment).
+Term grads_in_partition(const Sizes& s);
+
+/// BF16_Optimizer's fp32 gradient buffer, 4·Ψ_t from init
+/// (bf16_optimizer.py `_setup_for_real_optimizer`, `fp32_flat_buffer`).
+Term bf16_optimizer_fp32_grad_buffer(const Sizes& s);
+
+// --- GPU temporaries: backward ---------------------------------------------
+
+/// ZeRO-1/2 IPG bucket: reduce_bucket_size · b_m, doubled with overlap_comm
+/// (stage_1_and_2.py `setup_buckets`, buf_0/buf_1).
+Term zero12_ipg_bucket(const Sizes& s);
+
+/// ZeRO-1/2 `allreduce_bucket` flatten of a bucket spanning several ranks'
+/// slices: reduce_bucket_size · b_m, N_d > 1, no offload (stage_1_and_2.py
+/// `average_tensor` -> `allreduce_and_scatter` -> `allreduce_bucket`
+/// `self.flatten(bucket)`).
+Term zero12_allreduce_bucket_flatten(const Sizes& s);
+
+/// ZeRO-2 autograd gradient of one module before the hook copies it into the
+/// bucket: L · b_m (`reduce_independent_p_g_buckets_and_remove_grads`).
+Term zero2_autograd_grad_before_bucket_copy(const Sizes& s);
+
+/// ZeRO-2, gradient_accumulation_steps > 1, no offload: micro-step 1's
+/// partition kept in `all_grad_tensors` while the next micro-step allocates
+/// a fresh `grads_in_partition`: + b_m · Tn
+/// (`independent_gradient_partition_epilogue`).
+Term zero2_accumulated_partition(const Sizes& s);
+
+/// ZeRO-1/2 CPU offload: `temp_grad_buffer_for_gpu_offload`, L · b_m,
+/// created in `__init__` and never freed (every phase).
+Term temp_grad_buffer_for_gpu_offload(const Sizes& s);
+
+/// ZeRO-1/2 CPU offload, boundary backward: `.double().norm(2)` of the
+/// largest slice (8·Lp, `set_norm_for_param_grad_in_gpu`) or the bucket
+/// flatten, whichever is larger.
+Term zero12_offload_boundary_transient(const Sizes& s);
+
+/// ZeRO-0 (FP16_Optimizer / bf16 DDP) and BF16_Optimizer: the engine's
+/// all-reduce flattens up to MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements
+/// of gradients per bucket (engine.py `buffered_allreduce_fallback` ->
+/// `allreduce_bucket` `self.flatten(bucket)`), N_d > 1.
+Term engine_allreduce_bucket_flatten(const Sizes& s);
+
+/// BF16_Optimizer: `allreduce_bucket` casts the fp32 gradient buffer to the
+/// communication dtype, b_c · Ψ_t, unless that is fp32 (engine.py
+/// `allreduce_bucket`, `tensor.to(self.communication_data_type)`).
+Term bf16_optimizer_allreduce_cast(const Sizes& s);
+
+/// ZeRO-3 IPG bucket: reduce_bucket_size · b_c, allocated at init, never
+/// freed (stage3.py `_setup_for_real_optimizer`).
+Term zero3_ipg_bucket(const Sizes& s);
+
+/// ZeRO-3 `reduce_scatter_coalesced` concatenation of the padded partitions:
+/// reduce_bucket_size · b_c per reduction, N_d > 1 and reduce_scatter
+/// (comm/coalesced_collectives.py `reduce_scatter_coalesced`, torch.cat).
+Term zero3_reduce_scatter_cat(const Sizes& s);
+
+/// ZeRO-3 parameters gathered around the running module: the module whole
+/// (L · b_m) plus the prefetch (min(prefetch bucket, max_live) · b_m)
+/// (partitioned_param_coordinator.py `_fetch_sub_module_impl`). In backward
+/// with recomputation, the whole decoder layer stays gathered from its
+/// recompute to its backward when stage3_max_reuse_distance covers it
+/// (`__params_to_release`): max(L, layer, capped by max_live) · b_m.
+Term zero3_gathered_params(const Sizes& s, bool backward);
+
+/// ZeRO-3 `AllGatherCoalescedHandle.wait`: `param.data = torch.cat(...)`
+/// copies the largest fetched parameter out of the coalesced all-gather
+/// buffer while that buffer is alive: + L · b_m, N_d > 1
+/// (partition_parameters.py).
+Term zero3_allgather_cat_copy(const Sizes& s);
+
+/// ZeRO-3 module gradient before `__add_grad_to_ipg_bucket` copies it: L · b_m.
+Term zero3_module_grad(const Sizes& s);
+
+// --- GPU temporaries: optimizer step -----------------------------------------
+
+/// The step's moments. The GPU peak of the step is the largest moment, not
+/// the sum of all temporaries.
+struct StepMoments {
+    Term flatten;        ///< flat copy + its fp32 cast, with the 16-bit gradients alive
+    Term optimizer;      ///< fp32 gradient + the optimizer kernel's temporary, 16-bit gradients freed
+    Term overflow_check; ///< `_has_inf_or_nan` / `.double()` norm of the largest slice, gradients alive
+    /// The 16-bit gradients are still alive in the optimizer moment (fp32
+    /// training without FP16_Optimizer; BF16_Optimizer's fp32 buffer).
+    bool gradients_live_at_optimizer = false;
+};
+
+/// ZeRO-1/2 `step` per parameter group (stage_1_and_2.py `step`):
+///  flatten: b_m·Tn (flat copy of grads_in_partition) + 4·Tn (`.to(fp32)`)
+///  optimizer: 4·Tn (fp32 grad) + T·Tn (`_optimizer_step`)
+///  overflow_check: 11·Lp (`_has_inf_or_nan`, half dtypes; covers the 8·Lp
+///  `get_grad_norm_direct` `.double()`), Lp = min(L, Tn).
+/// The 16-bit grads_in_partition (b_m·Tn) is live in flatten and
+/// overflow_check only. With offload every moment is 0 (step on the CPU).
+StepMoments zero12_step(const Sizes& s);
+
+/// ZeRO-3 `step`, one sub-group at a time (stage3.py `step`,
+/// `_prepare_fp32_grad_for_sub_group`, `_optimizer_step`,
+/// `_release_sub_group`): flatten (b_a + 4)·sub, then optimizer 4·sub +
+/// T·sub; the b_a flat copy is freed before the optimizer runs.
+StepMoments zero3_step(const Sizes& s);
+
+/// ZeRO-3 optimizer init (stage3.py `initialize_optimizer_states`): the fp32
+/// `gradient_buffer` of the largest sub-group, 4·sub, freed before the IPG
+/// bucket and `grad_partitions_flat_buffer` are allocated. 0 with offload
+/// (the buffer is on the CPU).
+Term zero3_init_gradient_buffer(const Sizes& s);
+
+/// ZeRO-0 FP16_Optimizer `step` (fp16/fused_optimizer.py `step`):
+///  flatten: per-parameter fp32 copies (4·Ψ_t) and their flattening (4·Ψ_t)
+///  with the 16-bit grads alive; optimizer: the flat fp32 grad 4·Ψ_t + T·Ψ_t
+///  after p.grad = None. fp32 training: no copy, optimizer T·Ψ_t only.
+StepMoments zero0_step(const Sizes& s);
+
+/// BF16_Optimizer `step`: the gradients are already fp32 (no copy):
+/// optimizer T·Tn.
+StepMoments bf16_optimizer_step(const Sizes& s);
+
+// --- host RAM, per rank -------------------------------------------------------
+
+/// c10::llvm::PowerOf2Ceil: the bytes PyTorch's CachingHostAllocator
+/// allocates and pins for a request of `bytes` (aten/src/ATen/core/
+/// CachingHostAllocator.h allocate()). 0 stays 0.
+uint64_t power_of_two_ceil(uint64_t bytes);
+
+/// When a host term exists.
+enum class HostLife {
+    init,           ///< from deepspeed.initialize on (load phase and after)
+    backward,       ///< from the first backward on (ZeRO-1/2 GAS > 1 accumulation buffers)
+    lazy,           ///< from the first optimizer step / accumulation micro-step on
+    load_transient, ///< only while the engine is built
+    save_transient  ///< only while a checkpoint is saved
+};
+
+/// One host buffer per rank (or once per node when `once_per_node`).
+struct HostTerm {
+    const char* name = "";
+    const char* formula = "";
+    const char* source = "";
+    uint64_t bytes = 0;   ///< resident bytes (pinned ones at their rounded size)
+    bool pinned = false;
+    HostLife life = HostLife::init;
+    bool once_per_node = false;  ///< one rank of the node holds it (checkpoint writer)
+};
+
+/// Every host buffer of one rank under the sizes' stage and offload
+/// settings: ZeRO-1/2 and ZeRO-3 offload buffers as DeepSpeed creates and
+/// pins them (stage_1_and_2.py __init__/initialize_optimizer_states,
+/// stage3.py _setup_for_real_optimizer/initialize_optimizer_states,
+/// partition_parameters.py, swap_tensor/*.py), CPU Adam's states, the ZeRO-3
+/// load staging (zero/utils.py defragment) and checkpoint-save copies
+/// (engine.py _save_checkpoint). Pinned buffers through torch are rounded by
+/// power_of_two_ceil; DeepNVMe swap pools are exact. `module_state_bytes`:
+/// the 16-bit module state a stage-0-2 checkpoint writer clones to the host;
+/// `largest_gpu_optimizer_tensor`: the largest GPU optimizer tensor
+/// torch.save copies to the host; `gathered_state_bytes`: the consolidated
+/// 16-bit state dict rank 0 gathers under
+/// stage3_gather_16bit_weights_on_model_save.
+std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, uint64_t largest_gpu_optimizer_tensor,
+                                 bool gather_16bit_on_save, uint64_t gathered_state_bytes);
+
+}  // namespace terms
+}  // namespace zeromem

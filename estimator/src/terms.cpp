@@ -1,0 +1,367 @@
+#include "zeromem/terms.h"
+
+#include <algorithm>
+
+namespace zeromem {
+namespace terms {
+
+namespace {
+constexpr const char* kZ12 = "DeepSpeed v0.19.6 runtime/zero/stage_1_and_2.py";
+constexpr const char* kZ3 = "DeepSpeed v0.19.6 runtime/zero/stage3.py";
+constexpr const char* kBf16 = "DeepSpeed v0.19.6 runtime/bf16_optimizer.py";
+constexpr const char* kFp16 = "DeepSpeed v0.19.6 runtime/fp16/fused_optimizer.py";
+
+Term make(const char* name, const char* formula, const char* source, uint64_t bytes) {
+    Term t;
+    t.name = name;
+    t.formula = formula;
+    t.source = source;
+    t.bytes = bytes;
+    return t;
+}
+
+// MEMORY_OPT_ALLREDUCE_SIZE in engine.py: elements per all-reduce bucket.
+constexpr uint64_t kMemoryOptAllreduceSize = 500000000;
+
+// Largest single parameter's slice inside this rank's partition, Lp.
+uint64_t largest_slice(const Sizes& s) { return std::min(s.L, s.Tn); }
+}  // namespace
+
+uint64_t step_temporary_bytes_per_element(StepKernel k) {
+    switch (k) {
+        case StepKernel::torch_foreach: return 4;
+        case StepKernel::torch_foreach_2_0: return 8;
+        case StepKernel::fused:
+        case StepKernel::sgd: return 0;
+    }
+    return 0;
+}
+
+Term zero12_backward_gradients(const Sizes& s) {
+    if (s.bf16_optimizer)
+        return make("autograd param.grad (bf16, full)", "b_m · Ψ_t",
+                    "autograd; bf16_optimizer.py update_hp_grads adds them into the fp32 buffer", s.bm * s.Tr);
+    if (s.stage == 1) {
+        if (s.ba != s.bm)
+            return make("param.grad_accum (fp32 accumulation)", "b_a · Ψ_t",
+                        "runtime/zero/stage_1_and_2.py _fill_param_grad_accum_attribute (param.grad = None after each hook)",
+                        s.ba * s.Tr);
+        return make("autograd param.grad (full)", "b_m · Ψ_t",
+                    "autograd; reduced after backward by engine.allreduce_gradients -> reduce_gradients", s.bm * s.Tr);
+    }
+    if (s.offload_optimizer) return make("grads_in_partition", "0 (pinned host memory)", kZ12, 0);
+    return make("grads_in_partition", "b_m · ceil(Ψ_t/N_d)",
+                "runtime/zero/stage_1_and_2.py copy_grads_in_partition", s.bm * s.Tn);
+}
+
+Term grads_in_partition(const Sizes& s) {
+    if (s.offload_optimizer) return make("grads_in_partition", "0 (pinned host memory)", kZ12, 0);
+    return make("grads_in_partition", "b_m · ceil(Ψ_t/N_d)",
+                "runtime/zero/stage_1_and_2.py copy_grads_in_partition (the rest set to None by _clear_param_grad_only)",
+                s.bm * s.Tn);
+}
+
+Term bf16_optimizer_fp32_grad_buffer(const Sizes& s) {
+    return make("BF16_Optimizer fp32 gradient buffer", "4 · Ψ_t (from init)",
+                "runtime/bf16_optimizer.py _setup_for_real_optimizer (fp32_flat_buffer)", s.bf16_optimizer ? 4 * s.Tr : 0);
+}
+
+Term zero12_ipg_bucket(const Sizes& s) {
+    return make("ipg bucket", s.overlap_comm ? "reduce_bucket_size · b_m · 2 (overlap_comm)" : "reduce_bucket_size · b_m",
+                "runtime/zero/stage_1_and_2.py setup_buckets (buf_0, buf_1)", s.bucket * s.bm * (s.overlap_comm ? 2 : 1));
+}
+
+Term zero12_allreduce_bucket_flatten(const Sizes& s) {
+    const bool on = s.N > 1 && !s.offload_optimizer;
+    return make("allreduce_bucket flatten", "reduce_bucket_size · b_m (N_d > 1)",
+                "runtime/zero/stage_1_and_2.py average_tensor -> allreduce_and_scatter -> allreduce_bucket (self.flatten(bucket))",
+                on ? s.bucket * s.bm : 0);
+}
+
+Term zero2_autograd_grad_before_bucket_copy(const Sizes& s) {
+    const bool on = s.stage == 2 && s.full_finetune;
+    return make("autograd grad before the bucket copy", "L · b_m",
+                "runtime/zero/stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads", on ? s.L * s.bm : 0);
+}
+
+Term zero2_accumulated_partition(const Sizes& s) {
+    const bool on = s.stage == 2 && s.grad_accum > 1 && !s.offload_optimizer;
+    return make("all_grad_tensors (previous micro-step's partition)", "b_m · ceil(Ψ_t/N_d) (gradient_accumulation_steps > 1)",
+                "runtime/zero/stage_1_and_2.py independent_gradient_partition_epilogue (all_grad_tensors, add_)",
+                on ? s.bm * s.Tn : 0);
+}
+
+Term temp_grad_buffer_for_gpu_offload(const Sizes& s) {
+    const bool on = (s.stage == 1 || s.stage == 2) && s.offload_optimizer;
+    return make("temp_grad_buffer_for_gpu_offload", "L · b_m (every phase)", "runtime/zero/stage_1_and_2.py __init__",
+                on ? s.L * s.bm : 0);
+}
+
+Term zero12_offload_boundary_transient(const Sizes& s) {
+    const bool on = (s.stage == 1 || s.stage == 2) && s.offload_optimizer;
+    return make("offload boundary transient", "max(8 · Lp (.double() norm), reduce_bucket_size · b_m (flatten)), Lp = min(L, Tn)",
+                "runtime/zero/stage_1_and_2.py set_norm_for_param_grad_in_gpu, allreduce_bucket",
+                on ? std::max(8 * largest_slice(s), s.N > 1 ? s.bucket * s.bm : 0) : 0);
+}
+
+Term engine_allreduce_bucket_flatten(const Sizes& s) {
+    const bool on = s.stage == 0 || s.bf16_optimizer;
+    // BF16_Optimizer reduces one flat fp32 tensor per group: the flatten is a view.
+    const bool copy = on && !s.bf16_optimizer;
+    return make("engine allreduce_bucket flatten", "min(MEMORY_OPT_ALLREDUCE_SIZE = 5e8, Ψ_t) · b_m",
+                "runtime/engine.py buffered_allreduce_fallback -> allreduce_bucket (self.flatten(bucket))",
+                copy ? std::min(kMemoryOptAllreduceSize, s.Tr) * s.bm : 0);
+}
+
+Term bf16_optimizer_allreduce_cast(const Sizes& s) {
+    const bool on = s.bf16_optimizer && s.bc != 4;
+    return make("allreduce cast to communication_data_type", "b_c · Ψ_t (fp32 gradient buffer cast)",
+                "runtime/engine.py allreduce_bucket (tensor.to(communication_data_type))", on ? s.bc * s.Tr : 0);
+}
+
+Term zero3_ipg_bucket(const Sizes& s) {
+    return make("ipg bucket (kept from init)", "reduce_bucket_size · b_c (contiguous_gradients)",
+                "runtime/zero/stage3.py _setup_for_real_optimizer", s.contiguous_gradients ? s.bucket * s.bc : 0);
+}
+
+Term zero3_reduce_scatter_cat(const Sizes& s) {
+    const bool on = s.N > 1 && s.reduce_scatter;
+    return make("reduce_scatter_coalesced cat", "reduce_bucket_size · b_c (N_d > 1, reduce_scatter)",
+                "runtime/comm/coalesced_collectives.py reduce_scatter_coalesced (torch.cat); runtime/zero/stage3.py __avg_scatter_grads",
+                on ? s.bucket * s.bc : 0);
+}
+
+Term zero3_gathered_params(const Sizes& s, bool backward) {
+    uint64_t whole = s.L;
+    const bool retain = backward && s.checkpointing && s.layer > 0 && s.max_reuse >= s.layer;
+    if (retain) whole = std::max(s.L, std::min(s.layer, s.max_live));
+    return make(retain ? "gathered params (decoder layer kept from recompute to backward)" : "gathered params",
+                retain ? "max(L, min(layer, stage3_max_live_parameters)) · b_m + min(prefetch, max_live) · b_m"
+                       : "L · b_m + min(stage3_prefetch_bucket_size, stage3_max_live_parameters) · b_m",
+                "runtime/zero/partitioned_param_coordinator.py _fetch_sub_module_impl, __params_to_release",
+                (whole + s.prefetch) * s.bm);
+}
+
+Term zero3_allgather_cat_copy(const Sizes& s) {
+    return make("all-gather cat copy", "L · b_m (N_d > 1)",
+                "runtime/zero/partition_parameters.py AllGatherCoalescedHandle.wait (param.data = torch.cat(...))",
+                s.N > 1 ? s.L * s.bm : 0);
+}
+
+Term zero3_module_grad(const Sizes& s) {
+    return make("module gradient", "L · b_m", "runtime/zero/stage3.py __add_grad_to_ipg_bucket (autograd grad before the copy)",
+                s.full_finetune ? s.L * s.bm : 0);
+}
+
+StepMoments zero12_step(const Sizes& s) {
+    StepMoments m;
+    const uint64_t T = step_temporary_bytes_per_element(s.kernel);
+    const uint64_t on = s.offload_optimizer ? 0 : 1;
+    m.flatten = make("step: flat gradient copy + fp32 cast", "b_m · Tn + 4 · Tn",
+                     "runtime/zero/stage_1_and_2.py step (flatten(averaged_gradients), .to(fp32))", on * (s.bm + 4) * s.Tn);
+    m.optimizer = make("step: fp32 gradient + optimizer temporary", "4 · Tn + T · Tn (grads_in_partition freed)",
+                       "runtime/zero/stage_1_and_2.py step (free_grad_in_param_list, _optimizer_step)", on * (4 + T) * s.Tn);
+    m.overflow_check = make("step: overflow check of the largest slice", "11 · Lp, Lp = min(L, Tn) (fp16/bf16)",
+                            "runtime/zero/stage_1_and_2.py _has_inf_or_nan, get_grad_norm_direct (.double())",
+                            s.half ? on * 11 * largest_slice(s) : 0);
+    return m;
+}
+
+StepMoments zero3_step(const Sizes& s) {
+    StepMoments m;
+    const uint64_t T = step_temporary_bytes_per_element(s.kernel);
+    const uint64_t on = s.offload_optimizer ? 0 : 1;
+    m.flatten = make("step: sub-group flat gradient + fp32 cast", "(b_a + 4) · sub",
+                     "runtime/zero/stage3.py _prepare_fp32_grad_for_sub_group", on * (s.ba + 4) * s.sub);
+    m.optimizer = make("step: sub-group fp32 gradient + optimizer temporary", "4 · sub + T · sub",
+                       "runtime/zero/stage3.py _optimizer_step (one sub-group's fp32 flat), _release_sub_group",
+                       on * (4 + T) * s.sub);
+    m.overflow_check = make("step: overflow check", "0 (on the flat gradient buffer)", kZ3, 0);
+    return m;
+}
+
+Term zero3_init_gradient_buffer(const Sizes& s) {
+    return make("init: fp32 gradient_buffer of the largest sub-group", "4 · sub (freed before the IPG bucket)",
+                "runtime/zero/stage3.py initialize_optimizer_states", s.offload_optimizer ? 0 : 4 * s.sub);
+}
+
+StepMoments zero0_step(const Sizes& s) {
+    StepMoments m;
+    const uint64_t T = step_temporary_bytes_per_element(s.kernel);
+    if (s.half) {
+        m.flatten = make("step: per-parameter fp32 grads + their flattening", "4 · Ψ_t + 4 · Ψ_t (16-bit grads alive)",
+                         "runtime/fp16/fused_optimizer.py step", 8 * s.Tr);
+        m.optimizer = make("step: flat fp32 gradient + optimizer temporary", "4 · Ψ_t + T · Ψ_t (p.grad = None)",
+                           "runtime/fp16/fused_optimizer.py step", (4 + T) * s.Tr);
+    } else {
+        m.optimizer = make("step: optimizer temporary", "T · Ψ_t (fp32 grads alive)", "torch.optim step", T * s.Tr);
+        m.gradients_live_at_optimizer = true;
+    }
+    m.overflow_check = make("step: overflow check", "0", kFp16, 0);
+    return m;
+}
+
+StepMoments bf16_optimizer_step(const Sizes& s) {
+    StepMoments m;
+    const uint64_t T = step_temporary_bytes_per_element(s.kernel);
+    m.optimizer = make("step: optimizer temporary (fp32 grads already there)", "T · Tn",
+                       "runtime/bf16_optimizer.py step", T * s.Tn);
+    m.gradients_live_at_optimizer = true;
+    m.overflow_check = make("step: overflow check", "0", kBf16, 0);
+    return m;
+}
+
+uint64_t power_of_two_ceil(uint64_t bytes) {
+    if (bytes <= 1) return bytes;
+    uint64_t p = 1;
+    while (p < bytes) p <<= 1;
+    return p;
+}
+
+namespace {
+// DeepNVMe buffers are multiples of the aio block (1024 B x
+// intra_op_parallelism 1) in elements (swap_tensor/utils.py).
+uint64_t align_aio_elems(uint64_t numel, uint64_t elem_bytes) {
+    const uint64_t unit = 1024 / elem_bytes;
+    return (numel + unit - 1) / unit * unit;
+}
+
+HostTerm host(const char* name, const char* formula, const char* source, uint64_t bytes, bool pinned,
+              HostLife life, bool once = false) {
+    HostTerm t;
+    t.name = name;
+    t.formula = formula;
+    t.source = source;
+    t.bytes = bytes;
+    t.pinned = pinned;
+    t.life = life;
+    t.once_per_node = once;
+    return t;
+}
+
+// ZeRO-1/2 with offload_optimizer cpu (stage_1_and_2.py), one parameter group.
+void zero12_offload_host(const Sizes& s, std::vector<HostTerm>& v) {
+    auto pin = [&](uint64_t b, bool pinned) { return pinned && s.round_pinned ? power_of_two_ceil(b) : b; };
+    const uint64_t Tn = s.Tn;
+    v.push_back(host("fp32 master (single_partition_of_fp32_groups)", "PowerOf2Ceil(4 · Tn) pinned, else 4 · Tn",
+                     "runtime/zero/stage_1_and_2.py __init__ (weights_partition pinned)", pin(4 * Tn, s.master_pinned),
+                     s.master_pinned, HostLife::init));
+    if (s.master_pinned)
+        v.push_back(host("fp32 master's pageable source beside its pinned copy", "4 · Tn (load only)",
+                         "runtime/zero/stage_1_and_2.py __init__ (.to(cpu).clone().float(), then pin_memory)", 4 * Tn,
+                         false, HostLife::load_transient));
+    v.push_back(host("fp32 gradient partition", "PowerOf2Ceil(4 · Tn) pinned",
+                     "runtime/zero/stage_1_and_2.py initialize_optimizer_states", pin(4 * Tn, s.grads_pinned),
+                     s.grads_pinned, HostLife::init));
+    if (s.bit16_staging)
+        v.push_back(host("16-bit parameter staging (param_buffer_of_bit16_for_cpu_offload_groups)",
+                         "PowerOf2Ceil(b_m · Tn) pinned", "runtime/zero/stage_1_and_2.py __init__ (temp_pinned)",
+                         pin(s.bm * Tn, s.pin_optimizer), s.pin_optimizer, HostLife::init));
+    v.push_back(host("temp_grad_buffer_for_cpu_offload", "PowerOf2Ceil(b_m · L) pinned",
+                     "runtime/zero/stage_1_and_2.py __init__", pin(s.bm * s.L, s.pin_optimizer), s.pin_optimizer,
+                     HostLife::init));
+    if (s.grad_accum > 1) {
+        const double raw = double(s.bm * Tn);
+        const uint64_t b = s.pin_optimizer && s.round_pinned ? uint64_t(raw * s.per_param_rounding + 0.5) : uint64_t(raw);
+        v.push_back(host("accumulation buffers, one per parameter (buffer_to_accumulate_to_in_cpu)",
+                         "Σ_p PowerOf2Ceil(b_m · numel_p) ≈ b_m · Tn · (mean per-parameter rounding)",
+                         "runtime/zero/stage_1_and_2.py async_accumulate_grad_in_cpu_via_gpu", b, s.pin_optimizer,
+                         HostLife::backward));
+    }
+}
+
+// ZeRO-3 with offload_optimizer cpu (stage3.py).
+void zero3_offload_host(const Sizes& s, std::vector<HostTerm>& v) {
+    auto pin = [&](uint64_t b) { return s.pin_optimizer && s.round_pinned ? power_of_two_ceil(b) : b; };
+    const uint64_t S = std::max<uint64_t>(1, std::min(s.sub_group_size, s.Tn));
+    const uint64_t full = s.Tn / S, rest = s.Tn % S;
+    v.push_back(host("fp32 master partitions", "4 · Tn (pageable)", "runtime/zero/stage3.py _create_fp32_partitions",
+                     4 * s.Tn, false, HostLife::init));
+    v.push_back(host("fp32 master conversion + clone of one sub-group", "4 · sub (load only)",
+                     "runtime/zero/stage3.py _create_fp32_partitions (.to(cpu, fp32), .clone())", 4 * S, false,
+                     HostLife::load_transient));
+    v.push_back(host("fp32 gradients, one pinned buffer per sub-group",
+                     "Σ_i PowerOf2Ceil(4 · n_i), n_i = sub_group_size (the last the rest)",
+                     "runtime/zero/stage3.py initialize_optimizer_states", full * pin(4 * S) + (rest ? pin(4 * rest) : 0),
+                     s.pin_optimizer, HostLife::init));
+    v.push_back(host("init gradient_buffer of the largest sub-group + pageable sources of the pinned copies",
+                     "4 · sub + b_a · Tn (load only)", "runtime/zero/stage3.py initialize_optimizer_states, _setup_for_real_optimizer",
+                     4 * S + (s.pin_optimizer ? s.ba * s.Tn : 0), false, HostLife::load_transient));
+}
+}  // namespace
+
+std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, uint64_t largest_gpu_optimizer_tensor,
+                                 bool gather_16bit_on_save, uint64_t gathered_state_bytes) {
+    std::vector<HostTerm> v;
+    auto torch_pin = [&](uint64_t b, bool pinned) { return pinned && s.round_pinned ? power_of_two_ceil(b) : b; };
+    const bool z12 = s.stage == 1 || s.stage == 2;
+    if (s.offload_optimizer_cpu) {
+        if (z12) zero12_offload_host(s, v);
+        else zero3_offload_host(s, v);
+        v.push_back(host(s.optimizer_state_bytes == 8 ? "CPU Adam m and v" : "CPU optimizer momentum",
+                         "optimizer bytes · Tn (pageable)", "ops/adam/cpu_adam.py step (zeros_like, lazy)",
+                         s.optimizer_state_bytes * s.Tn, false,
+                         s.lazy_cpu_adam_states ? HostLife::lazy : HostLife::init));
+        if (s.cpu_adam_tile_buffer)
+            v.push_back(host("DeepSpeedCPUAdam tile buffers", "2 · 128 Mi · 4 B (exact, cudaMallocHost)",
+                             "csrc/includes/cpu_adam.h _doubled_buffer (DeepSpeed < 0.14.3)", 1073741824ull, true,
+                             HostLife::init));
+    } else if (s.offload_optimizer_nvme) {
+        const uint64_t S = std::min(s.sub_group_size, s.Tn);
+        v.push_back(host("optimizer NVMe swap buffers", "buffer_count · align(sub) · 4 (exact, DeepNVMe)",
+                         "runtime/swap_tensor/optimizer_utils.py OptimizerSwapper, utils.py SwapBufferManager",
+                         uint64_t(s.offload_optimizer_buffer_count) * align_aio_elems(S, 4) * 4, true, HostLife::init));
+        v.push_back(host("init gradient_buffer of the largest sub-group", "4 · sub (load only)",
+                         "runtime/zero/stage3.py initialize_optimizer_states", 4 * S, false, HostLife::load_transient));
+    }
+    if (s.stage == 3 && (s.offload_optimizer_cpu || s.offload_optimizer_nvme))
+        v.push_back(host("grad_partitions_flat_buffer", "PowerOf2Ceil(b_a · Tn) pinned",
+                         "runtime/zero/stage3.py _setup_for_real_optimizer",
+                         torch_pin(s.ba * s.Tn, s.pin_optimizer || s.offload_optimizer_nvme),
+                         s.pin_optimizer || s.offload_optimizer_nvme, HostLife::init));
+    if (s.offload_param_cpu) {
+        const uint64_t b = s.bm * s.Tn + s.frozen_bytes_rank;
+        v.push_back(host("16-bit parameter flat buffer", "PowerOf2Ceil(b_m · Ψ/N_d) pinned",
+                         "runtime/zero/stage3.py _create_param_groups_fp16_flat_cpu_memory", torch_pin(b, s.pin_param),
+                         s.pin_param, HostLife::init));
+        if (s.zero_init && s.pin_param && s.round_pinned && s.zero_init_partition_blocks > 0)
+            v.push_back(host("zero.Init's per-parameter pinned partitions left in PyTorch's host cache",
+                             "Σ_p PowerOf2Ceil(b_m · ceil(numel_p / N_d))",
+                             "runtime/zero/partition_parameters.py _partition_param (pin_memory per parameter); "
+                             "stage3.py _move_to_flat_buffer drops them; no host empty_cache",
+                             s.zero_init_partition_blocks, true, HostLife::init));
+    } else if (s.offload_param_nvme) {
+        v.push_back(host("parameter NVMe swap pool", "buffer_count · align(buffer_size) · b_m (exact, DeepNVMe)",
+                         "runtime/swap_tensor/partitioned_param_swapper.py",
+                         uint64_t(s.offload_param_buffer_count) * align_aio_elems(s.offload_param_buffer_size, s.bm) * s.bm,
+                         true, HostLife::init));
+        v.push_back(host("parameters kept in CPU memory (max_in_cpu)", "PowerOf2Ceil(min(max_in_cpu, Ψ/N_d) · b_m) pinned",
+                         "runtime/swap_tensor/partitioned_param_swapper.py", torch_pin(std::min(s.offload_param_max_in_cpu, s.Pn) * s.bm, true),
+                         true, HostLife::init));
+    }
+    if (s.zero12_cpu_flatten)
+        v.push_back(host("16-bit parameters copied to the CPU and flattened there", "2 · b_m · Ψ_t (load only)",
+                         "runtime/zero/stage_1_and_2.py __init__ (param.cpu_data, flatten_dense_tensors_aligned "
+                         "use_cpu_data; on the GPU from 0.18.7 when it fits)",
+                         2 * s.bm * s.Tr, false, HostLife::load_transient));
+    if (s.stage == 3 && s.zero_init && !s.offload_param_cpu && !s.offload_param_nvme)
+        v.push_back(host("defragment staging of the 16-bit partitions", "b_m · Tn + frozen (pageable, load only)",
+                         "runtime/zero/utils.py defragment (cpu_buffer); stage3.py _create_fp16_partitions_with_defragmentation",
+                         s.bm * s.Tn + s.frozen_bytes_rank, false, HostLife::load_transient));
+    if (s.stage <= 2)
+        v.push_back(host("checkpoint writer's CPU clone of the module state", "b_m · Ψ + frozen (one rank per node)",
+                         "runtime/engine.py _save_checkpoint (clone_tensors_for_torch_save)", module_state_bytes, false,
+                         HostLife::save_transient, true));
+    if (largest_gpu_optimizer_tensor > 0)
+        v.push_back(host("torch.save's host copy of the largest GPU optimizer tensor", "4 · (Tn, or sub at stage 3)",
+                         "torch.save of GPU storages (engine.py _save_zero_checkpoint)", largest_gpu_optimizer_tensor,
+                         false, HostLife::save_transient));
+    if (gather_16bit_on_save)
+        v.push_back(host("consolidated 16-bit state dict on rank 0", "b_m · Ψ (one rank)",
+                         "runtime/engine.py _zero3_consolidated_16bit_state_dict", gathered_state_bytes, false,
+                         HostLife::save_transient, true));
+    return v;
+}
+
+}  // namespace terms
+}  // namespace zeromem
