@@ -2,9 +2,11 @@
 // (runtime/fp16/fused_optimizer.py; bf16 runs it as "ddp_bf16"). Every rank
 // holds the flat 16-bit parameters (2Ψ), full gradients (2Ψ), the flat fp32
 // master (4Ψ, 16-bit only) and Adam m and v (8Ψ, lazily at the first step).
-// Backward epilogue: engine.allreduce_gradients -> buffered_allreduce_fallback
-// flattens up to reduce_bucket_size elements of gradients at a time into a
-// bucket and all-reduces it. Step: a flattened fp32 copy of all gradients
+// Backward epilogue: engine.allreduce_gradients(bucket_size =
+// MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements) -> buffered_allreduce_fallback ->
+// allreduce_and_copy -> allreduce_bucket flattens up to 5e8 elements of
+// gradients at a time (a transient of b_m · min(Ψ, 5e8) bytes) and
+// all-reduces the flat copy. Step: a flattened fp32 copy of all gradients
 // (4Ψ), Adam, master -> 16-bit.
 #include "zeromem/runtime/zero.h"
 
@@ -13,6 +15,8 @@
 namespace zeromem::runtime {
 
 namespace {
+
+constexpr int64_t kMemoryOptAllreduceSize = 500000000;  // DeepSpeed runtime/constants.py, elements
 
 class Stage0 final : public ZeroStage {
 public:
@@ -56,7 +60,7 @@ public:
     }
     void end_backward(bool boundary) override {
         if (!boundary) return;
-        const int64_t cap = c_.zero.reduce_bucket_size;
+        const int64_t cap = kMemoryOptAllreduceSize;
         Tensor bucket = be_.alloc(std::min<int64_t>(cap, total_), c_.model_dtype, Category::buffers);
         const float inv = 1.0f / static_cast<float>(be_.world());
         std::vector<size_t> in_bucket;

@@ -227,15 +227,15 @@ private:
     // Reduce-scatter the padded full gradient at src[soff..] of parameter i
     // into its partition of grad_partitions_flat_buffer.
     void reduce_into_partition(const Tensor& src, int64_t soff, size_t i) {
+        const float inv = 1.0f / static_cast<float>(be_.world());
+        if (micro_ == 0 && c_.comm_dtype == c_.accum_dtype) {  // straight into the partition
+            be_.reduce_scatter(src, soff, grads_, poff_[i], part_[i]);
+            be_.scale(grads_, poff_[i], part_[i], inv);
+            return;
+        }
         Tensor out = be_.alloc(part_[i], c_.comm_dtype, Category::buffers);
         be_.reduce_scatter(src, soff, out, 0, part_[i]);
-        const float inv = 1.0f / static_cast<float>(be_.world());
-        if (micro_ > 0) {
-            be_.axpy(grads_, poff_[i], out, 0, part_[i], inv);
-        } else {
-            be_.scale(out, 0, part_[i], inv);
-            be_.copy(grads_, poff_[i], out, 0, part_[i]);
-        }
+        be_.axpy(grads_, poff_[i], out, 0, part_[i], inv);
         be_.free(out);
     }
     void flush() {
