@@ -8,11 +8,15 @@ namespace zeromem::runtime {
 
 namespace {
 
-// The record of `name` at `step` (last micro step), or nullptr.
+// The record of `name` at `step`: the first micro step's forward (before
+// any gradient exists), else the last micro step's record; nullptr if absent.
 const nlohmann::json* find_phase(const nlohmann::json& rank, const std::string& name, int step) {
     const nlohmann::json* hit = nullptr;
     for (const auto& p : rank.at("phases"))
-        if (p.at("name") == name && p.at("step") == step) hit = &p;
+        if (p.at("name") == name && p.at("step") == step) {
+            if (name == "forward" && hit != nullptr) break;
+            hit = &p;
+        }
     return hit;
 }
 

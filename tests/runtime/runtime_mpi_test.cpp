@@ -349,3 +349,22 @@ TEST(Validate, JsonAndExitStatus) {
 }
 
 }  // namespace
+
+namespace {
+
+// Gradient accumulation: two micro steps per optimizer step. The first
+// forward holds no gradients; the later micro step accumulates into the
+// same gradient storage, so every component stays within the tolerance.
+class GradAccum : public ::testing::TestWithParam<int> {};
+
+TEST_P(GradAccum, TwoMicroStepsValidate) {
+    const Result r = run(2, "validate --backend host --hf-config " + kConfig + " --ds-config " + kData + "/ds_stage" +
+                                std::to_string(GetParam()) + ".json --seq-len 64 --grad-accum 2 --format json");
+    ASSERT_EQ(r.status, 0) << r.err << r.out;
+    EXPECT_TRUE(json::parse(r.out).at("pass").get<bool>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Host, GradAccum, ::testing::Values(1, 2, 3),
+                         [](const auto& i) { return "stage" + std::to_string(i.param); });
+
+}  // namespace

@@ -60,8 +60,8 @@ namespace zeromem::runtime {
 
 /// Holds a full-convention estimate against a measurement (the JSON of
 /// measure()): per estimator phase and component, the largest per-rank peak.
-/// Phases: load <- init; forward <- step 1 forward; backward <- step 1
-/// backward; optimizer_step <- step 1 step; steady_backward <- step 2
+/// Phases: load <- init; forward <- step 1 forward (first micro step);
+/// backward <- step 1 backward (last micro step); optimizer_step <- step 1 step; steady_backward <- step 2
 /// backward. Components: parameters, gradients, optimizer_states,
 /// activations, temporary_buffers (device bytes of those categories;
 /// buffers for temporary_buffers), host_offload (tracked host + pinned bytes
