@@ -76,7 +76,7 @@ void add_measure_commands(CLI::App& app, zeromem::Request& req, MeasureFlags& f,
 #ifndef ZEROMEM_HAVE_RUNTIME
 
 int run_measure(const zeromem::Request&, const MeasureFlags&, const std::string&) {
-    std::cerr << "zeromem: error: this zeromem was built without the runtime (MPI was not found at configure time); "
+    std::cerr << "zeromem: error: this zeromem was built without the runtime (MPI not found at configure time, or ZEROMEM_ENABLE_RUNTIME=OFF); "
                  "install OpenMPI (libopenmpi-dev openmpi-bin) and rebuild to use measure and validate\n";
     return 3;
 }
