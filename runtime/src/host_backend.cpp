@@ -1,7 +1,9 @@
 // The host backend: the runtime's code path on CPU memory, with MPI
 // collectives and Eigen matrix products, so partitioning and per-rank
-// accounting run on any machine (CI included). "Device" memory is ordinary
-// process memory; pinned memory is page-locked with mlock when allowed.
+// accounting run on any machine (CI included). "Device" and "pinned" memory
+// are ordinary process memory here, accounted apart so the stages' placement
+// (what DeepSpeed keeps on the GPU, in pinned or in pageable host memory)
+// shows in the measurement.
 #include "zeromem/runtime/backend.h"
 
 #include <Eigen/Core>

@@ -80,8 +80,11 @@ private:
 
 // Test hooks for failure handling: ZEROMEM_TEST_KILL_RANK=r makes rank r
 // kill itself with SIGKILL in the first forward; ZEROMEM_TEST_FAIL_RANK=r
-// makes it throw.
+// makes it throw; ZEROMEM_TEST_HANG_RANK=r makes it stop responding (the
+// watchdog then aborts every rank after --phase-timeout).
 void failure_hook(int rank) {
+    if (const char* hng = std::getenv("ZEROMEM_TEST_HANG_RANK"); hng && std::atoi(hng) == rank)
+        std::this_thread::sleep_for(std::chrono::hours(1));
     if (const char* k = std::getenv("ZEROMEM_TEST_KILL_RANK"); k && std::atoi(k) == rank) std::raise(SIGKILL);
     if (const char* f = std::getenv("ZEROMEM_TEST_FAIL_RANK"); f && std::atoi(f) == rank)
         throw std::runtime_error("injected failure (ZEROMEM_TEST_FAIL_RANK)");

@@ -287,6 +287,8 @@ TEST(Failure, KilledRankEndsTheJob) {
     const Result r = run(2, model_args("ds_stage2.json"), "ZEROMEM_TEST_KILL_RANK=1");
     EXPECT_NE(r.status, 0);
     EXPECT_LT(r.seconds, 120.0);
+    EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;  // mpirun names the rank that died
+    EXPECT_NE(r.err.find("signal 9"), std::string::npos) << r.err;
 }
 
 // A rank that fails says so and aborts every rank.
@@ -296,6 +298,15 @@ TEST(Failure, FailingRankAbortsAllWithAMessage) {
     EXPECT_LT(r.seconds, 120.0);
     EXPECT_NE(r.err.find("rank 1: error: injected failure"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("aborting all ranks"), std::string::npos) << r.err;
+}
+
+// A rank that stops responding: its peers block inside a collective; the
+// watchdog aborts every rank after --phase-timeout seconds with a message.
+TEST(Failure, HungRankIsAbortedByTheWatchdog) {
+    const Result r = run(2, model_args("ds_stage2.json", "--phase-timeout 5"), "ZEROMEM_TEST_HANG_RANK=1");
+    EXPECT_NE(r.status, 0);
+    EXPECT_LT(r.seconds, 60.0);
+    EXPECT_NE(r.err.find("made no progress for 5 s"), std::string::npos) << r.err;
 }
 
 TEST(Failure, BadInputIsOneLineAndStatus2) {
