@@ -379,3 +379,26 @@ INSTANTIATE_TEST_SUITE_P(Host, GradAccum, ::testing::Values(1, 2, 3),
                          [](const auto& i) { return "stage" + std::to_string(i.param); });
 
 }  // namespace
+
+namespace {
+
+// DeepSpeed's persistence rule (parameter_offload.py
+// mark_persistent_parameters) keeps whole every parameter with numel <=
+// stage3_param_persistence_threshold (default 1e5), matrices included: in
+// this small model the q, k, v and o projections (65,536 / 32,768 elements)
+// persist besides the norm weights; gate, up and down (176,128) do not. The
+// expected bytes come from that rule and the shapes alone. (The estimator
+// counts only norm and bias vectors as persistent, so it is low here; see
+// the issue-9 report.)
+TEST(Padding, Stage3DefaultPersistenceKeepsSmallMatricesWhole) {
+    const int np = 2;
+    const json m = measure_json(np, "ds_stage3_defaults.json", "--steps 1");
+    auto part = [&](int64_t n) { return (n + np - 1) / np; };
+    const int64_t parts = 2 * part(V * h) + layers * (2 * part(h) + part(q * h) + 2 * part(kv * h) + part(h * q) +
+                                                      3 * part(h * f)) + part(h);
+    const int64_t whole = layers * (2 * part(h) + part(q * h) + 2 * part(kv * h) + part(h * q)) * np + part(h) * np;
+    const json& init = run_phase(m.at("ranks")[0], "init", 0);
+    EXPECT_EQ(dev(init, "parameters"), static_cast<uint64_t>(2 * (parts + whole)));
+}
+
+}  // namespace
