@@ -266,8 +266,8 @@ void SyntheticModel::forward(Backend& be, ParamStore& st) {
     be.copy(logsm_, 0, logits32_, 0, sb_ * V_);
 }
 
-void SyntheticModel::layer_backward(Backend& be, ParamStore& st, const Layer& L, Saved& s, Tensor& dout,
-                                    Tensor& dx) {
+// MLP and its residual: returns d(h1) = dout + norm2 backward.
+Tensor SyntheticModel::mlp_backward(Backend& be, ParamStore& st, const Layer& L, Saved& s, const Tensor& dout) {
     const DType d = dtype_;
     const Category W = Category::workspace;
     // MLP block.
@@ -315,7 +315,13 @@ void SyntheticModel::layer_backward(Backend& be, ParamStore& st, const Layer& L,
     }
     be.axpy(dh1, 0, dn2, 0, sb_ * h_, 1.0f);
     be.free(dn2);
-    // Attention block.
+    return dh1;
+}
+
+// Attention and its residual: returns d(x) = d(h1) + norm1 backward.
+Tensor SyntheticModel::attention_backward(Backend& be, ParamStore& st, const Layer& L, Saved& s, Tensor& dh1) {
+    const DType d = dtype_;
+    const Category W = Category::workspace;
     st.fetch(L.m_o, true);
     Tensor dattn = act(sb_ * qw_, d, W);
     be.matmul(dh1, false, st.weight(L.o), false, dattn, sb_, qw_, h_, 1.0f, 0.0f);
@@ -357,12 +363,20 @@ void SyntheticModel::layer_backward(Backend& be, ParamStore& st, const Layer& L,
     zero_grad(be, st, L.ln1_w);
     zero_grad(be, st, L.ln1_b);
     st.release(L.m_ln1);
-    dx = act(sb_ * h_, d, W);
+    Tensor dx = act(sb_ * h_, d, W);
     be.copy(dx, 0, dh1, 0, sb_ * h_);
     be.axpy(dx, 0, dn1, 0, sb_ * h_, 1.0f);
     be.free(dn1);
+    return dx;
+}
+
+void SyntheticModel::layer_backward(Backend& be, ParamStore& st, const Layer& L, Saved& s, Tensor& dout,
+                                    Tensor& dx) {
+    Tensor dh1 = mlp_backward(be, st, L, s, dout);
+    dx = attention_backward(be, st, L, s, dh1);
     be.free(dh1);
 }
+
 
 void SyntheticModel::backward(Backend& be, ParamStore& st) {
     be_ = &be;

@@ -88,6 +88,8 @@ private:
     Tensor act(int64_t numel, DType d, Category c = Category::activations);
     void layer_forward(Backend& be, ParamStore& st, const Layer& L, Saved& s, Tensor& out);
     void layer_backward(Backend& be, ParamStore& st, const Layer& L, Saved& s, Tensor& dout, Tensor& dx);
+    Tensor mlp_backward(Backend& be, ParamStore& st, const Layer& L, Saved& s, const Tensor& dout);
+    Tensor attention_backward(Backend& be, ParamStore& st, const Layer& L, Saved& s, Tensor& dh1);
     void linear_grad(Backend& be, ParamStore& st, int p, const Tensor& dy, const Tensor& x, int64_t out, int64_t in);
     void zero_grad(Backend& be, ParamStore& st, int p);
     void free_saved(Backend& be, Saved& s, bool keep_input);
