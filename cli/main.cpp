@@ -11,6 +11,7 @@
 #include "options.h"
 #include "planner_commands.h"
 #include "simulate_command.h"
+#include "measure_command.h"
 
 #include <CLI/CLI.hpp>
 
@@ -115,7 +116,7 @@ int main(int argc, char** argv) {
                  "zeromem"};
     app.set_version_flag("--version", std::string("zeromem ") + version());
     app.require_subcommand(1);
-    app.footer(std::string("\nSubcommands: estimate, compare, plan, fit, simulate, models, gpus, interconnects. Run `zeromem estimate --help` for the options.\n"
+    app.footer(std::string("\nSubcommands: estimate, compare, plan, fit, simulate, measure, validate, models, gpus, interconnects. Run `zeromem estimate --help` for the options.\n"
                "Example: zeromem estimate --params 7e9 --gpus 8 --stage 3\n") + kExitStatus);
 
     Request req;
@@ -128,7 +129,7 @@ int main(int argc, char** argv) {
     // builds every option eagerly); `zeromem --help` and the like get all.
     const std::string named = argc > 1 ? argv[1] : "";
     auto wants = [&named](const char* sub) {
-        for (const char* s : {"estimate", "compare", "plan", "fit", "simulate", "models", "gpus", "interconnects", "hosts"})
+        for (const char* s : {"estimate", "compare", "plan", "fit", "simulate", "measure", "validate", "models", "gpus", "interconnects", "hosts"})
             if (named == s) return named == sub;
         return true;
     };
@@ -165,6 +166,10 @@ int main(int argc, char** argv) {
     SimulateFlags simf;
     auto* simc = add_simulate_command(app, req, simf, wants("simulate"));
 
+    MeasureFlags mf;
+    CLI::App *meas = nullptr, *val = nullptr;
+    add_measure_commands(app, req, mf, meas, val, wants("measure"), wants("validate"));
+
     auto* models = app.add_subcommand("models", "List the model presets in data/models");
     models->footer("\nExample: zeromem models");
     auto* gpus = app.add_subcommand("gpus", "List the GPU presets in data/gpus");
@@ -190,7 +195,7 @@ int main(int argc, char** argv) {
             known = known || s->get_name() == sub;
         if (!known) {
             std::cerr << "zeromem: error: unknown subcommand '" << sub
-                      << "' (use estimate, compare, plan, fit, simulate, models, gpus, interconnects or hosts; see zeromem --help)\n";
+                      << "' (use estimate, compare, plan, fit, simulate, measure, validate, models, gpus, interconnects or hosts; see zeromem --help)\n";
             return 2;
         }
     }
@@ -238,6 +243,8 @@ int main(int argc, char** argv) {
         if (*cmp || *pln) return run_compare_or_plan(*cmp ? "compare" : "plan", req, sf, format, dir);
         if (*fit) return run_fit(req, sf, format, dir);
         if (*simc) return run_simulate(req, simf, dir);
+        if (*meas) return run_measure(req, mf, dir);
+        if (*val) return run_validate(req, mf, dir);
         if (*ics) {
             for (const auto& n : list_interconnect_presets(dir)) {
                 const Interconnect ic = load_interconnect_preset(n, dir);

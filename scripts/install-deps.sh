@@ -7,6 +7,8 @@ pkgs=(cmake g++ make nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-d
 # the virtual libqt6charts6-dev); Qt6Charts' CMake config also needs Qt6OpenGL
 # (libqt6opengl6-dev, not pulled in by qt6-charts-dev on Debian 12), GL and xkbcommon headers.
 pkgs+=(qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev libxkbcommon-dev)
+# zeromem measure/validate: the runtime (MPI collectives, Eigen on the host backend).
+pkgs+=(libopenmpi-dev openmpi-bin libeigen3-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

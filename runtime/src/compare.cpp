@@ -1,0 +1,86 @@
+// Estimate vs measurement, component by component (see measure.h).
+#include "zeromem/runtime/measure.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace zeromem::runtime {
+
+namespace {
+
+// The record of `name` at `step`: the first micro step's forward (before
+// any gradient exists), else the last micro step's record; nullptr if absent.
+const nlohmann::json* find_phase(const nlohmann::json& rank, const std::string& name, int step) {
+    const nlohmann::json* hit = nullptr;
+    for (const auto& p : rank.at("phases"))
+        if (p.at("name") == name && p.at("step") == step) {
+            if (name == "forward" && hit != nullptr) break;
+            hit = &p;
+        }
+    return hit;
+}
+
+uint64_t peak(const nlohmann::json& phase, const char* where, const char* cat) {
+    return phase.at("peak_bytes").at(where).at(cat).get<uint64_t>();
+}
+
+}  // namespace
+
+nlohmann::json compare_with_estimate(const Estimate& est, const EstimateInput& in, const nlohmann::json& measured,
+                                     double tolerance) {
+    struct Map {
+        const char* est_phase;
+        const char* run_phase;
+        int step;
+    };
+    const Map maps[] = {{"load", "init", 0},
+                        {"forward", "forward", 1},
+                        {"backward", "backward", 1},
+                        {"optimizer_step", "optimizer_step", 1},
+                        {"steady_backward", "backward", 2}};
+    const uint64_t g = static_cast<uint64_t>(in.cluster.gpus_per_node());
+    nlohmann::json rows = nlohmann::json::array();
+    bool pass = true;
+    for (const auto& mp : maps) {
+        const PhaseMemory* ep = nullptr;
+        for (const auto& p : est.phases)
+            if (p.name == mp.est_phase) ep = &p;
+        if (ep == nullptr) continue;
+        std::vector<const nlohmann::json*> recs;
+        for (const auto& r : measured.at("ranks"))
+            if (const auto* p = find_phase(r, mp.run_phase, mp.step)) recs.push_back(p);
+        if (recs.empty()) continue;
+        auto max_over = [&](auto fn) {
+            uint64_t m = 0;
+            for (const auto* p : recs) m = std::max(m, fn(*p));
+            return m;
+        };
+        auto add = [&](const char* name, uint64_t e, uint64_t m) {
+            const double rel = e == m ? 0.0 : (e == 0 ? 1.0 : (double(m) - double(e)) / double(e));
+            if (std::fabs(rel) > tolerance) pass = false;
+            rows.push_back({{"name", name}, {"phase", mp.est_phase}, {"estimated", e}, {"measured", m},
+                            {"rel_error", rel}});
+        };
+        const GpuMemory& gm = ep->per_gpu;
+        add("parameters", gm.parameters, max_over([](const auto& p) { return peak(p, "device", "parameters"); }));
+        add("gradients", gm.gradients, max_over([](const auto& p) { return peak(p, "device", "gradients"); }));
+        add("optimizer_states", gm.optimizer_states,
+            max_over([](const auto& p) { return peak(p, "device", "optimizer_states"); }));
+        add("activations", gm.activations, max_over([](const auto& p) { return peak(p, "device", "activations"); }));
+        add("temporary_buffers", gm.temporary_buffers,
+            max_over([](const auto& p) { return peak(p, "device", "buffers"); }));
+        if (std::string(mp.est_phase) != "load") {
+            const uint64_t overhead = in.residual.host_process_overhead * g;
+            const uint64_t host = ep->per_node.host_memory > overhead ? (ep->per_node.host_memory - overhead) / g : 0;
+            add("host_offload", host, max_over([](const auto& p) {
+                    return p.at("peak_bytes").at("host").at("total").template get<uint64_t>() +
+                           p.at("peak_bytes").at("pinned").at("total").template get<uint64_t>();
+                }));
+            add("host_pinned", ep->per_node.host_pinned / g,
+                max_over([](const auto& p) { return p.at("peak_bytes").at("pinned").at("total").template get<uint64_t>(); }));
+        }
+    }
+    return {{"components", rows}, {"pass", pass}, {"tolerance", tolerance}};
+}
+
+}  // namespace zeromem::runtime

@@ -1,0 +1,404 @@
+// `zeromem measure` / `validate` on the host backend under mpirun: the
+// runtime's per-rank bytes against the full-convention estimate of the same
+// input and against independent arithmetic on the model's shapes (the ~10M
+// Llama-shaped config in tests/data/runtime). Tolerances from issue 9:
+// parameters, gradients and optimizer states 1%, buffers 5%, activations 10%.
+#include "zeromem/estimate.h"
+#include "zeromem/request.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+using nlohmann::json;
+
+const std::string kData = ZEROMEM_RUNTIME_TEST_DATA;
+const std::string kConfig = kData + "/llama_10m_config.json";
+
+// --- independent arithmetic on the config's shapes -------------------------
+// hidden 256, 8 layers, 4 heads of 64 (q width 256), 2 KV heads (kv width
+// 128), SwiGLU 688, vocabulary 8000, untied LM head, RMSNorm.
+constexpr int64_t h = 256, f = 688, V = 8000, q = 256, kv = 128, layers = 8;
+constexpr int64_t per_layer = 2 * h /*norms*/ + q * h + 2 * kv * h + h * q + 3 * h * f;
+constexpr int64_t psi = 2 * V * h + layers * per_layer + h /*final norm*/;
+static_assert(psi == 9900288, "the config's parameter count");
+
+struct Result {
+    int status = -1;
+    std::string out, err;
+    double seconds = 0;
+};
+
+std::string scratch(const std::string& stem) {
+    return ::testing::TempDir() + "zeromem_rt_" + std::to_string(::getpid()) + "_" + stem;
+}
+
+Result run(int np, const std::string& args, const std::string& env = "") {
+    const std::string err = scratch("stderr.txt");
+    const std::string cmd = env + " " ZEROMEM_MPIRUN " --oversubscribe -np " + std::to_string(np) + " " ZEROMEM_BINARY
+                            " " + args + " 2>" + err;
+    Result r;
+    const auto t0 = std::chrono::steady_clock::now();
+    FILE* p = ::popen(cmd.c_str(), "r");
+    char buf[4096];
+    size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    const int st = ::pclose(p);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    std::ifstream e(err);
+    std::stringstream ss;
+    ss << e.rdbuf();
+    r.err = ss.str();
+    return r;
+}
+
+std::string model_args(const std::string& ds, const std::string& extra = "") {
+    return "measure --backend host --hf-config " + kConfig + " --ds-config " + kData + "/" + ds +
+           " --seq-len 64 --format json " + extra;
+}
+
+json measure_json(int np, const std::string& ds, const std::string& extra = "") {
+    const Result r = run(np, model_args(ds, extra));
+    EXPECT_EQ(r.status, 0) << r.err;
+    return json::parse(r.out);
+}
+
+zeromem::Estimate estimate_for(int np, const std::string& ds, const std::string& ckpt = "") {
+    zeromem::Request req;
+    req.hf_config = kConfig;
+    req.ds_config = kData + "/" + ds;
+    req.gpus = np;
+    req.seq_len = 64;
+    if (!ckpt.empty()) req.checkpointing = ckpt;
+    const zeromem::Resolved res = zeromem::resolve_request(req, ZEROMEM_SOURCE_DATA_DIR);
+    return zeromem::estimate(res.input);
+}
+
+const zeromem::PhaseMemory& est_phase(const zeromem::Estimate& e, const std::string& name) {
+    for (const auto& p : e.phases)
+        if (p.name == name) return p;
+    throw std::runtime_error("no phase " + name);
+}
+
+const json& run_phase(const json& rank, const std::string& name, int step) {
+    for (const auto& p : rank.at("phases"))
+        if (p.at("name") == name && p.at("step") == step) return p;
+    throw std::runtime_error("no measured phase " + name);
+}
+
+uint64_t dev(const json& phase, const char* cat) { return phase.at("peak_bytes").at("device").at(cat).get<uint64_t>(); }
+
+void expect_near_rel(uint64_t measured, uint64_t expected, double tol, const std::string& what) {
+    if (expected == 0) {
+        EXPECT_EQ(measured, 0u) << what;
+        return;
+    }
+    const double rel = std::fabs(double(measured) - double(expected)) / double(expected);
+    EXPECT_LE(rel, tol) << what << ": measured " << measured << " B, expected " << expected << " B";
+}
+
+struct Mapping {
+    const char* est;
+    const char* run;
+    int step;
+};
+const Mapping kPhases[] = {{"load", "init", 0},
+                           {"forward", "forward", 1},
+                           {"backward", "backward", 1},
+                           {"optimizer_step", "optimizer_step", 1},
+                           {"steady_backward", "backward", 2}};
+
+// Every rank and phase: model states within 1%, buffers within 5%,
+// activations within 10% of the estimate; `buffer_gap(phase)` adds a known
+// estimator omission (computed independently by the caller).
+template <class Gap>
+void check_against_estimate(const json& m, const zeromem::Estimate& e, Gap buffer_gap) {
+    for (const auto& rank : m.at("ranks")) {
+        ASSERT_FALSE(rank.at("oom").get<bool>());
+        for (const auto& mp : kPhases) {
+            const auto& ep = est_phase(e, mp.est).per_gpu;
+            const json& rp = run_phase(rank, mp.run, mp.step);
+            const std::string at = std::string(mp.est) + " rank " + std::to_string(rank.at("rank").get<int>());
+            expect_near_rel(dev(rp, "parameters"), ep.parameters, 0.01, "parameters " + at);
+            expect_near_rel(dev(rp, "gradients"), ep.gradients, 0.01, "gradients " + at);
+            expect_near_rel(dev(rp, "optimizer_states"), ep.optimizer_states, 0.01, "optimizer_states " + at);
+            expect_near_rel(dev(rp, "buffers"), ep.temporary_buffers + buffer_gap(std::string(mp.est)), 0.05,
+                            "buffers " + at);
+            expect_near_rel(dev(rp, "activations"), ep.activations, 0.10, "activations " + at);
+        }
+    }
+}
+
+auto no_gap = [](const std::string&) { return uint64_t{0}; };
+
+class Stages : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(Stages, MeasuredBytesMatchTheFullEstimate) {
+    const auto [stage, np] = GetParam();
+    const std::string ds = "ds_stage" + std::to_string(stage) + ".json";
+    const json m = measure_json(np, ds);
+    ASSERT_EQ(m.at("ranks").size(), static_cast<size_t>(np));
+    EXPECT_EQ(m.at("model").at("params").get<int64_t>(), psi);
+    const zeromem::Estimate e = estimate_for(np, ds);
+    if (stage == 0) {
+        // Known estimator omission: DeepSpeed's non-ZeRO gradient all-reduce
+        // flattens up to MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements of bf16
+        // gradients into one transient (engine.py allreduce_gradients ->
+        // buffered_allreduce_fallback -> allreduce_bucket); the estimate's
+        // stage-0 backward buffers are 0.
+        const uint64_t flat = 2 * static_cast<uint64_t>(std::min<int64_t>(psi, 500000000));
+        check_against_estimate(m, e, [&](const std::string& p) {
+            return (p == "backward" || p == "steady_backward") ? flat : uint64_t{0};
+        });
+    } else {
+        check_against_estimate(m, e, no_gap);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Host, Stages,
+                         ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Values(2, 4)),
+                         [](const auto& i) {
+                             return "stage" + std::to_string(std::get<0>(i.param)) + "_np" +
+                                    std::to_string(std::get<1>(i.param));
+                         });
+
+// Padding, from the shapes alone: stages 1/2 pad the flat 16-bit buffer to a
+// multiple of 2·N_d elements (nccl_start_alignment_factor), stage 3 pads each
+// parameter to a multiple of N_d (ds_numel_aligned). The estimator counts
+// 2Ψ and 2·ceil(Ψ/N_d); the difference is below 2·2·N_d bytes per buffer
+// (stage 1/2) and 2·N_d bytes per parameter tensor (stage 3), far inside 1%.
+TEST(Padding, Stage2FlatBufferIsPaddedToTwiceTheRanks) {
+    const int np = 4;
+    const json m = measure_json(np, "ds_stage2.json", "--steps 1");
+    const int64_t padded = (psi + 2 * np - 1) / (2 * np) * (2 * np);
+    const json& init = run_phase(m.at("ranks")[0], "init", 0);
+    EXPECT_EQ(dev(init, "parameters"), static_cast<uint64_t>(2 * padded));
+    EXPECT_EQ(dev(init, "optimizer_states"), static_cast<uint64_t>(4 * padded / np));  // fp32 master partition
+    EXPECT_EQ(m.at("ranks")[0].at("partition_numel").get<int64_t>(), padded / np);
+}
+
+TEST(Padding, Stage3PadsEachParameter) {
+    const int np = 4;
+    const json m = measure_json(np, "ds_stage3.json", "--steps 1");
+    auto part = [&](int64_t n) { return (n + np - 1) / np; };
+    const int64_t per_layer_parts = 2 * part(h) + part(q * h) + 2 * part(kv * h) + part(h * q) + 3 * part(h * f);
+    const int64_t parts = 2 * part(V * h) + layers * per_layer_parts + part(h);
+    EXPECT_EQ(m.at("ranks")[0].at("partition_numel").get<int64_t>(), parts);
+    // 16-bit partitions + whole norm weights (numel 256 <= threshold 1000).
+    const int64_t persistent = (2 * layers + 1) * h;
+    const json& init = run_phase(m.at("ranks")[1], "init", 0);
+    const int64_t persistent_padded = (2 * layers + 1) * part(h) * np;
+    EXPECT_EQ(dev(init, "parameters"), static_cast<uint64_t>(2 * (parts + persistent_padded)));
+    EXPECT_GE(persistent_padded, persistent);
+}
+
+// Activations from the shapes (Korthikanti et al. 2022 Table 2 tensors, flash
+// attention): per layer 2sb(4h + 2q + 2kv + 4f) + 2sbh (masks); plus the
+// embedding mask sbh, the final norm input and output 4sbh, and the logits in
+// bf16 + fp32 + fp32 log-softmax sbV(2 + 8).
+TEST(Activations, ForwardHoldsTheSavedTensors) {
+    const int64_t sb = 64;
+    const int64_t layer = 2 * sb * (4 * h + 2 * q + 2 * kv + 4 * f) + 2 * sb * h;
+    const int64_t io = sb * h + 4 * sb * h + sb * V * 10;
+    const json m = measure_json(2, "ds_stage1.json", "--steps 1");
+    EXPECT_EQ(dev(run_phase(m.at("ranks")[0], "forward", 1), "activations"), static_cast<uint64_t>(layers * layer + io));
+}
+
+// Full checkpointing keeps each layer's input (2sbh) and recomputes one
+// layer in backward. The logits (io) are freed before the first layer is
+// recomputed, so the backward peak is max(stored + io, stored + one layer),
+// below the estimate's stored + recompute + io: a known over-count of the
+// estimator (it adds both).
+TEST(Activations, FullCheckpointingPeak) {
+    const int64_t sb = 64;
+    const int64_t layer = 2 * sb * (4 * h + 2 * q + 2 * kv + 4 * f) + 2 * sb * h;
+    const int64_t io = sb * h + 4 * sb * h + sb * V * 10;
+    const int64_t stored = layers * 2 * sb * h;
+    const json m = measure_json(2, "ds_stage2.json", "--steps 1 --gradient-checkpointing full");
+    const json& r0 = m.at("ranks")[0];
+    EXPECT_EQ(dev(run_phase(r0, "forward", 1), "activations"), static_cast<uint64_t>(stored + io));
+    EXPECT_EQ(dev(run_phase(r0, "backward", 1), "activations"),
+              static_cast<uint64_t>(std::max(stored + io, stored + layer)));
+    const zeromem::Estimate e = estimate_for(2, "ds_stage2.json", "full");
+    EXPECT_EQ(est_phase(e, "backward").per_gpu.activations, static_cast<uint64_t>(stored + io + layer))
+        << "the estimate adds the recomputed layer on top of the logits";
+}
+
+// Optimizer offload: nothing of the optimizer on the device; host bytes per
+// rank equal the estimate's per-rank host memory (less the process
+// overhead) in the steady phases. In the first forward/backward the runtime
+// holds no CPU-Adam m and v yet (DeepSpeedCPUAdam creates them at its first
+// step) while the estimate already counts them: a known estimator gap of
+// 8 B per partition element.
+class Offload : public ::testing::TestWithParam<int> {};
+
+TEST_P(Offload, HostStatesMatchTheEstimate) {
+    const int stage = GetParam(), np = 2;
+    const std::string ds = "ds_stage" + std::to_string(stage) + "_offload.json";
+    const json m = measure_json(np, ds);
+    const zeromem::Estimate e = estimate_for(np, ds);
+    check_against_estimate(m, e, no_gap);
+    const uint64_t overhead = 1073741824ULL * 2;  // the estimate's 1 GiB per rank, 2 ranks on this node
+    for (const auto& rank : m.at("ranks")) {
+        const uint64_t tn = rank.at("partition_numel").get<uint64_t>();
+        for (const char* p : {"forward", "backward", "optimizer_step", "steady_backward"}) {
+            const Mapping* mp = nullptr;
+            for (const auto& x : kPhases)
+                if (std::string(x.est) == p) mp = &x;
+            const json& rp = run_phase(rank, mp->run, mp->step);
+            const uint64_t host = rp["peak_bytes"]["host"]["total"].get<uint64_t>() +
+                                  rp["peak_bytes"]["pinned"]["total"].get<uint64_t>();
+            uint64_t expected = (est_phase(e, p).per_node.host_memory - overhead) / 2;
+            if (mp->step == 1 && std::string(p) != "optimizer_step") expected -= 8 * tn;  // known gap
+            expect_near_rel(host, expected, 0.01, std::string("host bytes in ") + p);
+            expect_near_rel(rp["peak_bytes"]["pinned"]["total"].get<uint64_t>(), est_phase(e, p).per_node.host_pinned / 2,
+                            0.01, std::string("pinned bytes in ") + p);
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Host, Offload, ::testing::Values(1, 2, 3),
+                         [](const auto& i) { return "stage" + std::to_string(i.param); });
+
+// Out of memory is a result: a 30 MB device cannot hold stage 0's 16Ψ.
+TEST(Failure, OutOfMemoryIsAResult) {
+    const Result r = run(2, model_args("ds_stage0.json", "--gpu-memory 30MB --steps 1"));
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json m = json::parse(r.out);
+    EXPECT_TRUE(m.at("oom").get<bool>());
+    const json& d = m.at("ranks")[0].at("oom_detail");
+    EXPECT_GT(d.at("requested_bytes").get<uint64_t>(), 0u);
+    EXPECT_FALSE(d.at("phase").get<std::string>().empty());
+}
+
+// A rank killed with SIGKILL takes the job down in bounded time.
+TEST(Failure, KilledRankEndsTheJob) {
+    const Result r = run(2, model_args("ds_stage2.json"), "ZEROMEM_TEST_KILL_RANK=1");
+    EXPECT_NE(r.status, 0);
+    EXPECT_LT(r.seconds, 120.0);
+    EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;  // mpirun names the rank that died
+    EXPECT_NE(r.err.find("signal 9"), std::string::npos) << r.err;
+}
+
+// A rank that fails says so and aborts every rank.
+TEST(Failure, FailingRankAbortsAllWithAMessage) {
+    const Result r = run(2, model_args("ds_stage3.json"), "ZEROMEM_TEST_FAIL_RANK=1");
+    EXPECT_NE(r.status, 0);
+    EXPECT_LT(r.seconds, 120.0);
+    EXPECT_NE(r.err.find("rank 1: error: injected failure"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("aborting all ranks"), std::string::npos) << r.err;
+}
+
+// A rank that stops responding: its peers block inside a collective; the
+// watchdog aborts every rank after --phase-timeout seconds with a message.
+TEST(Failure, HungRankIsAbortedByTheWatchdog) {
+    const Result r = run(2, model_args("ds_stage2.json", "--phase-timeout 5"), "ZEROMEM_TEST_HANG_RANK=1");
+    EXPECT_NE(r.status, 0);
+    EXPECT_LT(r.seconds, 60.0);
+    EXPECT_NE(r.err.find("made no progress for 5 s"), std::string::npos) << r.err;
+}
+
+TEST(Failure, BadInputIsOneLineAndStatus2) {
+    const Result r = run(2, "measure --backend host --params 7e9 --seq-len 64");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find("--model or --hf-config"), std::string::npos) << r.err;
+}
+
+// nccl-tests definitions (doc/PERFORMANCE.md): algbw = size / time; busbw =
+// algbw · 2(n-1)/n (all-reduce), · (n-1)/n (all-gather, reduce-scatter).
+TEST(Collectives, BusBandwidthFollowsNcclTests) {
+    const int np = 4;
+    const Result r = run(np, "measure --backend host --collectives --min-bytes 4KiB --max-bytes 64KiB --iters 2 --format json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json rows = json::parse(r.out).at("collectives");
+    ASSERT_EQ(rows.size(), 3u * 5u);  // 3 ops x {4, 8, 16, 32, 64} KiB
+    for (const auto& row : rows) {
+        const double alg = row["algbw_GBps"], bus = row["busbw_GBps"];
+        const double factor = row["op"] == "all_reduce" ? 2.0 * (np - 1) / np : double(np - 1) / np;
+        EXPECT_NEAR(bus, alg * factor, 1e-9 * (1 + alg));
+        EXPECT_NEAR(alg, double(row["size_bytes"].get<int64_t>()) / (row["time_us"].get<double>() * 1e-6) / 1e9,
+                    1e-6 * alg);
+        EXPECT_EQ(row["count"].get<int64_t>() * 4, row["size_bytes"].get<int64_t>());
+    }
+}
+
+// validate: JSON with "components" and "pass"; exit 0 within tolerance, 1 beyond.
+TEST(Validate, JsonAndExitStatus) {
+    const std::string file = scratch("m.json");
+    Result r = run(2, model_args("ds_stage2.json", "--output " + file));
+    ASSERT_EQ(r.status, 0) << r.err;
+    const std::string base = "validate --hf-config " + kConfig + " --ds-config " + kData +
+                             "/ds_stage2.json --seq-len 64 --gpus 2 --measurement " + file + " --format json";
+    r = run(1, base);
+    ASSERT_EQ(r.status, 0) << r.err << r.out;
+    const json v = json::parse(r.out);
+    EXPECT_TRUE(v.at("pass").get<bool>());
+    ASSERT_GE(v.at("components").size(), 25u);
+    for (const auto& c : v.at("components")) {
+        for (const char* k : {"name", "phase", "estimated", "measured", "rel_error"}) EXPECT_TRUE(c.contains(k));
+        const double e = c["estimated"].get<double>(), mm = c["measured"].get<double>();
+        if (e > 0) {
+            EXPECT_NEAR(c["rel_error"].get<double>(), (mm - e) / e, 1e-12);
+        }
+    }
+    // Stage 0's unmodelled all-reduce bucket fails a 5% tolerance.
+    r = run(2, "validate --backend host --hf-config " + kConfig + " --ds-config " + kData +
+                   "/ds_stage0.json --seq-len 64 --steps 2");
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_NE(r.out.find("FAIL"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// Gradient accumulation: two micro steps per optimizer step. The first
+// forward holds no gradients; the later micro step accumulates into the
+// same gradient storage, so every component stays within the tolerance.
+class GradAccum : public ::testing::TestWithParam<int> {};
+
+TEST_P(GradAccum, TwoMicroStepsValidate) {
+    const Result r = run(2, "validate --backend host --hf-config " + kConfig + " --ds-config " + kData + "/ds_stage" +
+                                std::to_string(GetParam()) + ".json --seq-len 64 --grad-accum 2 --format json");
+    ASSERT_EQ(r.status, 0) << r.err << r.out;
+    EXPECT_TRUE(json::parse(r.out).at("pass").get<bool>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Host, GradAccum, ::testing::Values(1, 2, 3),
+                         [](const auto& i) { return "stage" + std::to_string(i.param); });
+
+}  // namespace
+
+namespace {
+
+// DeepSpeed's persistence rule (parameter_offload.py
+// mark_persistent_parameters) keeps whole every parameter with numel <=
+// stage3_param_persistence_threshold (default 1e5), matrices included: in
+// this small model the q, k, v and o projections (65,536 / 32,768 elements)
+// persist besides the norm weights; gate, up and down (176,128) do not. The
+// expected bytes come from that rule and the shapes alone. (The estimator
+// counts only norm and bias vectors as persistent, so it is low here; see
+// the issue-9 report.)
+TEST(Padding, Stage3DefaultPersistenceKeepsSmallMatricesWhole) {
+    const int np = 2;
+    const json m = measure_json(np, "ds_stage3_defaults.json", "--steps 1");
+    auto part = [&](int64_t n) { return (n + np - 1) / np; };
+    const int64_t parts = 2 * part(V * h) + layers * (2 * part(h) + part(q * h) + 2 * part(kv * h) + part(h * q) +
+                                                      3 * part(h * f)) + part(h);
+    const int64_t whole = layers * (2 * part(h) + part(q * h) + 2 * part(kv * h) + part(h * q)) * np + part(h) * np;
+    const json& init = run_phase(m.at("ranks")[0], "init", 0);
+    EXPECT_EQ(dev(init, "parameters"), static_cast<uint64_t>(2 * (parts + whole)));
+}
+
+}  // namespace
