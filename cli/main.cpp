@@ -10,6 +10,7 @@
 
 #include "options.h"
 #include "planner_commands.h"
+#include "check_command.h"
 
 #include <CLI/CLI.hpp>
 
@@ -67,7 +68,7 @@ int main(int argc, char** argv) {
     CLI::App app{"zeromem: GPU, host and NVMe memory of DeepSpeed ZeRO stages and offload options, before launch."};
     app.set_version_flag("--version", std::string("zeromem ") + version());
     app.require_subcommand(1);
-    app.footer("\nSubcommands: estimate, compare, plan, fit, models, gpus, interconnects. Run `zeromem estimate --help` for the options.\n"
+    app.footer("\nSubcommands: estimate, compare, plan, fit, check, models, gpus, interconnects. Run `zeromem estimate --help` for the options.\n"
                "Example: zeromem estimate --params 7e9 --gpus 8 --stage 3");
 
     Request req;
@@ -101,6 +102,8 @@ int main(int argc, char** argv) {
         ->group("Cluster")->type_name("N");
     fit->add_option("--format", format, "table (default) or json")->group("Output")->type_name("FORMAT");
 
+    CheckFlags chkf;
+    auto* chk = add_check_command(app, req, chkf);
     auto* models = app.add_subcommand("models", "List the model presets in data/models");
     models->footer("\nExample: zeromem models");
     auto* gpus = app.add_subcommand("gpus", "List the GPU presets in data/gpus");
@@ -115,7 +118,7 @@ int main(int argc, char** argv) {
             known = known || s->get_name() == sub;
         if (!known) {
             std::cerr << "zeromem: error: unknown subcommand '" << sub
-                      << "' (use estimate, compare, plan, fit, models, gpus or interconnects; see zeromem --help)\n";
+                      << "' (use estimate, compare, plan, fit, check, models, gpus or interconnects; see zeromem --help)\n";
             return 2;
         }
     }
@@ -155,6 +158,7 @@ int main(int argc, char** argv) {
         }
         if (*cmp || *pln) return run_compare_or_plan(*cmp ? "compare" : "plan", req, sf, format, dir);
         if (*fit) return run_fit(req, sf, format, dir);
+        if (*chk) return run_check(req, chkf, dir);
         if (*ics) {
             for (const auto& n : list_interconnect_presets(dir)) {
                 const Interconnect ic = load_interconnect_preset(n, dir);

@@ -244,7 +244,24 @@ uint64_t persistent_numel(const ModelArch& a, int64_t threshold, int64_t model_t
         add(a.ffn_size, a.gated_mlp ? 2 : 1);
         add(a.hidden_size, 1);
     }
+    // Weight matrices persist too once the threshold reaches their numel
+    // (mark_persistent_parameters compares every parameter's ds_numel).
+    const int64_t q = a.num_heads * hd, kv = a.num_kv_heads * hd;
+    if (a.fused_qkv) {
+        add(a.hidden_size * (q + 2 * kv), 1);
+    } else {
+        add(a.hidden_size * q, 1);
+        add(a.hidden_size * kv, 2);
+    }
+    add(q * a.hidden_size, 1);
+    add(a.hidden_size * a.ffn_size, a.gated_mlp ? 3 : 2);
     uint64_t total = per_layer * static_cast<uint64_t>(a.num_layers);
+    auto add_once = [&](int64_t numel) {
+        if (numel > 0 && numel <= threshold) total += static_cast<uint64_t>(numel);
+    };
+    add_once(a.vocab_size * a.hidden_size);                         // input embedding
+    if (!a.tied_embeddings) add_once(a.vocab_size * a.hidden_size);  // LM head
+    if (a.learned_positions) add_once((a.max_position_embeddings + a.position_offset) * a.hidden_size);
     if (a.final_norm && a.hidden_size <= threshold)
         total += static_cast<uint64_t>(a.hidden_size * (a.norm_has_bias ? 2 : 1));
     if (a.embedding_norm && a.hidden_size <= threshold)
