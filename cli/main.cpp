@@ -174,8 +174,8 @@ int main(int argc, char** argv) {
         const Format fmt = parse_format(format);
         const Resolved res = resolve_request(req, dir);
         for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
-        for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";
         const Estimate e = estimate(res.input, explain);
+        for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";
         std::cout << render(e, res, fmt, explain);
         return 0;
     } catch (const InputError& e) {

@@ -1004,6 +1004,7 @@ public:
     bool string(string_t&) override { return value(); }
     bool binary(binary_t&) override { return value(); }
     bool start_object(std::size_t) override {
+        too_deep();
         stack_.push_back(Frame{});
         return true;
     }
@@ -1020,6 +1021,7 @@ public:
     }
     bool end_object() override { return end(); }
     bool start_array(std::size_t) override {
+        too_deep();
         Frame f;
         f.is_array = true;
         stack_.push_back(f);
@@ -1039,6 +1041,18 @@ private:
     };
     const std::string& source_;
     std::vector<Frame> stack_;
+
+    /// A DeepSpeed config nests at most a few levels; refusing deep nesting
+    /// keeps every later recursive walk (validation, check, dump) shallow.
+    void too_deep() const {
+        constexpr std::size_t kMaxDepth = 32;
+        if (stack_.size() < kMaxDepth) return;
+        std::vector<std::string> p;
+        for (std::size_t i = 0; i < 4 && i < stack_.size(); ++i)
+            p.push_back(stack_[i].is_array ? std::to_string(stack_[i].index) : stack_[i].current);
+        throw InputError(source_ + ": " + pointer_of(p) + "/...: nested deeper than " + std::to_string(kMaxDepth) +
+                         " levels (DeepSpeed configs nest a few levels)");
+    }
 
     bool value() {
         if (!stack_.empty() && stack_.back().is_array) ++stack_.back().index;
