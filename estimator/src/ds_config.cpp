@@ -521,6 +521,7 @@ public:
           prov_(prov) {}
 
     void run() {
+        apply_table();
         apply_precision();
         apply_batch();
         apply_zero();
@@ -572,6 +573,60 @@ private:
         out = v->get<bool>();
         record(path);
         return true;
+    }
+
+    /// Keys whose schema entry names a "setting": a plain value (alias
+    /// spellings included; "auto" is left to the dedicated code) is read
+    /// into that setting and recorded. One table decides what these keys mean.
+    void apply_table() {
+        static const std::map<std::string, int64_t ZeroSettings::*> zero_ints = {
+            {"zero.allgather_bucket_size", &ZeroSettings::allgather_bucket_size},
+            {"zero.sub_group_size", &ZeroSettings::sub_group_size},
+            {"zero.reduce_bucket_size", &ZeroSettings::reduce_bucket_size},
+            {"zero.stage3_prefetch_bucket_size", &ZeroSettings::stage3_prefetch_bucket_size},
+            {"zero.stage3_param_persistence_threshold", &ZeroSettings::stage3_param_persistence_threshold},
+            {"zero.stage3_model_persistence_threshold", &ZeroSettings::stage3_model_persistence_threshold},
+            {"zero.stage3_max_live_parameters", &ZeroSettings::stage3_max_live_parameters},
+            {"zero.stage3_max_reuse_distance", &ZeroSettings::stage3_max_reuse_distance},
+            {"zero.offload_optimizer_buffer_count", &ZeroSettings::offload_optimizer_buffer_count},
+            {"zero.offload_param_buffer_count", &ZeroSettings::offload_param_buffer_count},
+            {"zero.offload_param_buffer_size", &ZeroSettings::offload_param_buffer_size},
+            {"zero.offload_param_max_in_cpu", &ZeroSettings::offload_param_max_in_cpu}};
+        static const std::map<std::string, bool ZeroSettings::*> zero_bools = {
+            {"zero.contiguous_gradients", &ZeroSettings::contiguous_gradients},
+            {"zero.reduce_scatter", &ZeroSettings::reduce_scatter},
+            {"zero.offload_optimizer_pin_memory", &ZeroSettings::offload_optimizer_pin_memory},
+            {"zero.offload_param_pin_memory", &ZeroSettings::offload_param_pin_memory}};
+        static const std::map<std::string, bool TrainingSettings::*> train_bools = {
+            {"train.partition_activations", &TrainingSettings::partition_activations},
+            {"train.cpu_checkpointing", &TrainingSettings::cpu_checkpointing}};
+        for (const auto& item : ds_schema().at("keys").items()) {
+            const json& e = item.value();
+            if (!e.contains("setting")) continue;
+            const std::string setting = e.at("setting").get<std::string>();
+            const std::vector<std::string> path = split_pointer(item.key());
+            std::vector<std::vector<std::string>> spellings = {path};
+            for (const auto& a : e.value("aliases", json::array())) {
+                spellings.push_back(path);
+                spellings.back().back() = a.get<std::string>();
+            }
+            const std::vector<std::string>* given = nullptr;
+            for (const auto& sp : spellings) {
+                if (!find(sp)) continue;
+                if (given)
+                    fail(source_, sp, "given twice, also as " + pointer_of(*given) + " (DeepSpeed aliases); keep one");
+                given = &sp;
+            }
+            if (!given) continue;
+            const json* v = find(*given);
+            if (!v || is_auto(*v)) continue;
+            if (const auto zi = zero_ints.find(setting); zi != zero_ints.end()) zero_.*(zi->second) = to_int(*v, source_, *given);
+            else if (const auto zb = zero_bools.find(setting); zb != zero_bools.end()) zero_.*(zb->second) = v->get<bool>();
+            else if (const auto tb = train_bools.find(setting); tb != train_bools.end()) train_.*(tb->second) = v->get<bool>();
+            else throw std::logic_error("deepspeed_schema.json: unknown setting " + setting);
+            prov_[dotted_of(path)] = given == &spellings.front() ? where(path)
+                                                    : where(*given) + " (alias of " + path.back() + ")";
+        }
     }
 
     // Command-line flags override the file (zeromem's rule; the HF Trainer
@@ -712,15 +767,6 @@ private:
         return l ? &long_path : s ? &short_path : nullptr;
     }
 
-    void aliased_int(const char* long_name, const char* short_name, int64_t& out) {
-        const std::vector<std::string> lp = {"zero_optimization", long_name};
-        const std::vector<std::string> sp = {"zero_optimization", short_name};
-        if (const auto* p = alias(lp, sp)) {
-            read_int(*p, out);
-            if (p == &sp) prov_[dotted_of(lp)] = where(sp) + " (alias of " + long_name + ")";
-        }
-    }
-
     int64_t hidden(const std::vector<std::string>& path) const {
         if (!autos_.hidden_size)
             fail(source_, path, "is \"auto\" but the hidden size is unknown: give --model or "
@@ -752,14 +798,10 @@ private:
             zero_.stage = static_cast<int>(stage);
         }
 
-        read_bool({"zero_optimization", "contiguous_gradients"}, zero_.contiguous_gradients);
-        read_bool({"zero_optimization", "reduce_scatter"}, zero_.reduce_scatter);
-        read_int({"zero_optimization", "allgather_bucket_size"}, zero_.allgather_bucket_size);
         if (const json* v = find({"zero_optimization", "overlap_comm"})) {
             zero_.overlap_comm = v->get<bool>();
             record({"zero_optimization", "overlap_comm"});
         }
-        read_int({"zero_optimization", "sub_group_size"}, zero_.sub_group_size);
 
         // reduce_bucket_size: HF fills "auto" with h*h for every stage.
         const P rb = {"zero_optimization", "reduce_bucket_size"};
@@ -774,8 +816,6 @@ private:
                 zero_.reduce_bucket_size = h * h;
                 record(rb, auto_note(rb, "hidden_size^2 = " + std::to_string(h) + "^2 = " +
                                              std::to_string(h * h) + " (HF Trainer rule)"));
-            } else {
-                read_int(rb, zero_.reduce_bucket_size);
             }
             if (zero_.reduce_bucket_size <= 0)
                 fail(source_, rb, "must be > 0, got " + std::to_string(zero_.reduce_bucket_size) +
@@ -806,9 +846,6 @@ private:
                             " (HF Trainer rule; older transformers passed the float " +
                             show(json(f)) + ", which DeepSpeed >= 0.15 rejects)",
                         static_cast<int64_t>(f));
-        } else {
-            aliased_int("stage3_prefetch_bucket_size", "prefetch_bucket_size",
-                        zero_.stage3_prefetch_bucket_size);
         }
         if (const json* v = find(pt); v && is_auto(*v)) {
             if (find({"zero_optimization", "param_persistence_threshold"}))
@@ -816,14 +853,7 @@ private:
             const int64_t h = hidden(pt);
             stage3_auto(pt, zero_.stage3_param_persistence_threshold,
                         "10 x hidden_size = " + std::to_string(10 * h) + " (HF Trainer rule)", 10 * h);
-        } else {
-            aliased_int("stage3_param_persistence_threshold", "param_persistence_threshold",
-                        zero_.stage3_param_persistence_threshold);
         }
-        aliased_int("stage3_model_persistence_threshold", "model_persistence_threshold",
-                    zero_.stage3_model_persistence_threshold);
-        aliased_int("stage3_max_live_parameters", "max_live_parameters", zero_.stage3_max_live_parameters);
-        aliased_int("stage3_max_reuse_distance", "max_reuse_distance", zero_.stage3_max_reuse_distance);
 
         {
             const P lp = {"zero_optimization", "stage3_gather_16bit_weights_on_model_save"};
@@ -875,10 +905,6 @@ private:
             } else {
                 zero_.offload_optimizer = OffloadDevice::none;
             }
-            read_bool({"zero_optimization", "offload_optimizer", "pin_memory"},
-                      zero_.offload_optimizer_pin_memory);
-            read_int({"zero_optimization", "offload_optimizer", "buffer_count"},
-                     zero_.offload_optimizer_buffer_count);
             const P ratio = {"zero_optimization", "offload_optimizer", "ratio"};
             if (const json* v = find(ratio)) {
                 zero_.offload_optimizer_ratio = v->get<double>();
@@ -897,10 +923,6 @@ private:
             } else {
                 zero_.offload_param = OffloadDevice::none;
             }
-            read_bool({"zero_optimization", "offload_param", "pin_memory"}, zero_.offload_param_pin_memory);
-            read_int({"zero_optimization", "offload_param", "buffer_count"}, zero_.offload_param_buffer_count);
-            read_int({"zero_optimization", "offload_param", "buffer_size"}, zero_.offload_param_buffer_size);
-            read_int({"zero_optimization", "offload_param", "max_in_cpu"}, zero_.offload_param_max_in_cpu);
         }
         if (zero_.offload_param != OffloadDevice::none && zero_.stage != 3) {
             const P where_p = find(op) ? P{"zero_optimization", "offload_param", "device"} : dep_p;
@@ -962,8 +984,6 @@ private:
     // activation_checkpointing (runtime/activation_checkpointing/config.py):
     // recorded; they size memory only with DeepSpeed's checkpoint API.
     void apply_activation_checkpointing() {
-        read_bool({"activation_checkpointing", "partition_activations"}, train_.partition_activations);
-        read_bool({"activation_checkpointing", "cpu_checkpointing"}, train_.cpu_checkpointing);
         int64_t n = 0;
         if (read_int({"activation_checkpointing", "number_checkpoints"}, n)) train_.number_checkpoints = n;
     }
@@ -1066,8 +1086,9 @@ private:
 
 }  // namespace
 
-json load_ds_config_file(const std::string& path) {
-    const std::string text = read_text_file(path);
+json load_ds_config_file(const std::string& path) { return parse_ds_config_text(read_text_file(path), path); }
+
+json parse_ds_config_text(const std::string& text, const std::string& path) {
     json doc;
     try {
         DuplicateKeyCheck dup(path);

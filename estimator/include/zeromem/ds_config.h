@@ -23,6 +23,9 @@ namespace zeromem {
 /// // comments. Throws InputError.
 nlohmann::json load_ds_config_file(const std::string& path);
 
+/// The same checks on text already read; `source` names it in messages.
+nlohmann::json parse_ds_config_text(const std::string& text, const std::string& source);
+
 /// What "auto" values are filled from, the way the HF Trainer fills them
 /// (trainer_config_process / trainer_config_finalize). Unset optionals mean
 /// "the user did not say"; the documented fallback is then used and
