@@ -211,7 +211,9 @@ TEST(DsSchema, NoSettingSilentlyIgnored) {
         SCOPED_TRACE(ptr);
         const json context = e.value("context", json::object());
         const json flags = e.value("context_flags", json::object());
-        const json cfg = with_key(context, ptr, sample_of(e));
+        // train_batch_size alone sets the micro batch; elsewhere a micro batch of 1 is given.
+        json cfg = ptr == "/train_batch_size" ? context : with_key(context, ptr, sample_of(e));
+        if (ptr == "/train_batch_size") cfg["train_batch_size"] = sample_of(e);
         const Outcome with = run_config(cfg, flags);
         if (m == "refuse") {
             EXPECT_TRUE(with.refused) << "accepted " << cfg.dump();
@@ -231,7 +233,9 @@ TEST(DsSchema, NoSettingSilentlyIgnored) {
         } else {
             ASSERT_FALSE(with.refused) << with.error;
             const Outcome without = run_config(with_key(context, "/train_micro_batch_size_per_gpu",
-                                                    ptr == "/train_micro_batch_size_per_gpu" ? json(1) : cfg["train_micro_batch_size_per_gpu"]), flags);
+                                                    ptr == "/train_micro_batch_size_per_gpu"
+                                                        ? json(1) : json(cfg.value("train_micro_batch_size_per_gpu", 1))),
+                                           flags);
             ASSERT_FALSE(without.refused) << without.error;
             EXPECT_NE(with.sig, without.sig) << cfg.dump() << " does not change the estimate";
             ++modelled;
