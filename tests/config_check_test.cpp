@@ -471,7 +471,8 @@ TEST(CheckMemory, HigherStageUsingMoreThanALowerOne) {
     r.params = "100M";
     r.gpus = 2;
     const CheckOptions o = with_memory(cfg, r);
-    const Finding* f = find(check(cfg, o), "/zero_optimization/stage", Severity::warning);
+    const auto fs = check(cfg, o);
+    const Finding* f = find(fs, "/zero_optimization/stage", Severity::warning);
     ASSERT_NE(f, nullptr);
     EXPECT_HAS(f->message, "more than stage");
 }

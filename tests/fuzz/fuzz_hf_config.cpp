@@ -5,6 +5,8 @@
 #include "zeromem/model.h"
 #include "zeromem/util.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
