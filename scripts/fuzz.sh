@@ -34,6 +34,6 @@ for t in "${targets[@]}"; do
     -artifact_prefix="build-fuzz/artifacts/$t/" -print_final_stats=1 >"build-fuzz/$t.log" 2>&1
   rc=$?
   set -e
-  grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "build-fuzz/$t.log" | tr '\n' ' '
+  { grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "build-fuzz/$t.log" || true; } | tr '\n' ' '
   echo "exit=$rc artifacts=$(ls "build-fuzz/artifacts/$t" | wc -l)"
 done
