@@ -1184,8 +1184,7 @@ std::vector<SchemaProblem> unmodelled_ds_settings(const json& config) {
             fix += " or set " + show(e.at("refuse_unless").front());
         if (e.value("refuse_if_enabled", false)) fix += " or set \"enabled\": false";
         out.push_back({SchemaProblem::Kind::out_of_range, item.key(),
-                       show(*v) + ": " + e.value("why", std::string()) +
-                           "; zeromem does not estimate it",
+                       show(*v) + ": " + e.value("why", std::string()),
                        fix + " to estimate memory"});
     }
     return out;
