@@ -527,7 +527,6 @@ public:
         apply_zero();
         apply_optimizer();
         apply_scheduler();
-        apply_activation_checkpointing();
     }
 
 private:
@@ -597,6 +596,10 @@ private:
             {"zero.reduce_scatter", &ZeroSettings::reduce_scatter},
             {"zero.offload_optimizer_pin_memory", &ZeroSettings::offload_optimizer_pin_memory},
             {"zero.offload_param_pin_memory", &ZeroSettings::offload_param_pin_memory}};
+        static const std::map<std::string, std::optional<bool> ZeroSettings::*> zero_opt_bools = {
+            {"zero.overlap_comm", &ZeroSettings::overlap_comm}};
+        static const std::map<std::string, std::optional<int64_t> TrainingSettings::*> train_opt_ints = {
+            {"train.number_checkpoints", &TrainingSettings::number_checkpoints}};
         static const std::map<std::string, bool TrainingSettings::*> train_bools = {
             {"train.partition_activations", &TrainingSettings::partition_activations},
             {"train.cpu_checkpointing", &TrainingSettings::cpu_checkpointing}};
@@ -618,11 +621,14 @@ private:
                 given = &sp;
             }
             if (!given) continue;
-            const json* v = find(*given);
+            const json* v = find(*given);  // null counts as absent
             if (!v || is_auto(*v)) continue;
             if (const auto zi = zero_ints.find(setting); zi != zero_ints.end()) zero_.*(zi->second) = to_int(*v, source_, *given);
             else if (const auto zb = zero_bools.find(setting); zb != zero_bools.end()) zero_.*(zb->second) = v->get<bool>();
             else if (const auto tb = train_bools.find(setting); tb != train_bools.end()) train_.*(tb->second) = v->get<bool>();
+            else if (const auto ob = zero_opt_bools.find(setting); ob != zero_opt_bools.end()) zero_.*(ob->second) = v->get<bool>();
+            else if (const auto oi = train_opt_ints.find(setting); oi != train_opt_ints.end())
+                train_.*(oi->second) = to_int(*v, source_, *given);
             else throw std::logic_error("deepspeed_schema.json: unknown setting " + setting);
             prov_[dotted_of(path)] = given == &spellings.front() ? where(path)
                                                     : where(*given) + " (alias of " + path.back() + ")";
@@ -798,10 +804,6 @@ private:
             zero_.stage = static_cast<int>(stage);
         }
 
-        if (const json* v = find({"zero_optimization", "overlap_comm"})) {
-            zero_.overlap_comm = v->get<bool>();
-            record({"zero_optimization", "overlap_comm"});
-        }
 
         // reduce_bucket_size: HF fills "auto" with h*h for every stage.
         const P rb = {"zero_optimization", "reduce_bucket_size"};
@@ -979,13 +981,6 @@ private:
         fill({"optimizer", "params", "betas"}, "[0.9, 0.999] (HF adam_beta1/adam_beta2 defaults; no memory effect)");
         fill({"optimizer", "params", "eps"}, "1e-08 (HF adam_epsilon default; no memory effect)");
         fill({"optimizer", "params", "weight_decay"}, "0.0 (HF weight_decay default; no memory effect)");
-    }
-
-    // activation_checkpointing (runtime/activation_checkpointing/config.py):
-    // recorded; they size memory only with DeepSpeed's checkpoint API.
-    void apply_activation_checkpointing() {
-        int64_t n = 0;
-        if (read_int({"activation_checkpointing", "number_checkpoints"}, n)) train_.number_checkpoints = n;
     }
 
     void apply_scheduler() {
