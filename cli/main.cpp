@@ -12,6 +12,7 @@
 #include "planner_commands.h"
 #include "simulate_command.h"
 #include "measure_command.h"
+#include "check_command.h"
 
 #include <CLI/CLI.hpp>
 
@@ -116,7 +117,7 @@ int main(int argc, char** argv) {
                  "zeromem"};
     app.set_version_flag("--version", std::string("zeromem ") + version());
     app.require_subcommand(1);
-    app.footer(std::string("\nSubcommands: estimate, compare, plan, fit, simulate, measure, validate, models, gpus, interconnects. Run `zeromem estimate --help` for the options.\n"
+    app.footer(std::string("\nSubcommands: estimate, compare, plan, fit, check, simulate, measure, validate, models, gpus, interconnects. Run `zeromem estimate --help` for the options.\n"
                "Example: zeromem estimate --params 7e9 --gpus 8 --stage 3\n") + kExitStatus);
 
     Request req;
@@ -129,7 +130,7 @@ int main(int argc, char** argv) {
     // builds every option eagerly); `zeromem --help` and the like get all.
     const std::string named = argc > 1 ? argv[1] : "";
     auto wants = [&named](const char* sub) {
-        for (const char* s : {"estimate", "compare", "plan", "fit", "simulate", "measure", "validate", "models", "gpus", "interconnects", "hosts"})
+        for (const char* s : {"estimate", "compare", "plan", "fit", "check", "simulate", "measure", "validate", "models", "gpus", "interconnects", "hosts"})
             if (named == s) return named == sub;
         return true;
     };
@@ -170,6 +171,8 @@ int main(int argc, char** argv) {
     CLI::App *meas = nullptr, *val = nullptr;
     add_measure_commands(app, req, mf, meas, val, wants("measure"), wants("validate"));
 
+    CheckFlags chkf;
+    auto* chk = add_check_command(app, req, chkf, wants("check"));
     auto* models = app.add_subcommand("models", "List the model presets in data/models");
     models->footer("\nExample: zeromem models");
     auto* gpus = app.add_subcommand("gpus", "List the GPU presets in data/gpus");
@@ -195,7 +198,7 @@ int main(int argc, char** argv) {
             known = known || s->get_name() == sub;
         if (!known) {
             std::cerr << "zeromem: error: unknown subcommand '" << sub
-                      << "' (use estimate, compare, plan, fit, simulate, measure, validate, models, gpus, interconnects or hosts; see zeromem --help)\n";
+                      << "' (use estimate, compare, plan, fit, check, simulate, measure, validate, models, gpus, interconnects or hosts; see zeromem --help)\n";
             return 2;
         }
     }
@@ -245,6 +248,7 @@ int main(int argc, char** argv) {
         if (*simc) return run_simulate(req, simf, dir);
         if (*meas) return run_measure(req, mf, dir);
         if (*val) return run_validate(req, mf, dir);
+        if (*chk) return run_check(req, chkf, dir);
         if (*ics) {
             for (const auto& n : list_interconnect_presets(dir)) {
                 const Interconnect ic = load_interconnect_preset(n, dir);
@@ -271,6 +275,7 @@ int main(int argc, char** argv) {
         const Resolved res = resolve_request(req, dir);
         for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
         const Estimate e = estimate(res.input, explain);
+        for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";
         std::cout << render(e, res, fmt, explain);
         return (e.fits_gpu == false || e.fits_host == false) ? 1 : 0;
     } catch (const InputError& e) {

@@ -13,6 +13,7 @@
 // and ignores unknown top-level keys; zeromem is strict everywhere, so that a
 // misspelled key is reported before launch instead of silently ignored.
 #include "zeromem/ds_config.h"
+#include "zeromem/ds_schema.h"
 
 #include "zeromem/util.h"
 
@@ -23,6 +24,8 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <optional>
+#include <stdexcept>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -96,7 +99,7 @@ bool is_auto(const json& v) { return v.is_string() && v.get<std::string>() == "a
 
 
 // ---------------------------------------------------------------------------
-// Schema
+// Schema: built from data/deepspeed_schema.json (compiled in as kDsSchemaText)
 
 enum class Kind {
     Bool,       ///< JSON true/false
@@ -117,147 +120,75 @@ struct Spec {
     std::string name;
     Kind kind = Kind::Any;
     bool nullable = false;  ///< null accepted (Optional[...] in DeepSpeed)
-    int64_t imin = std::numeric_limits<int64_t>::min();
-    int64_t imax = std::numeric_limits<int64_t>::max();
-    double fmin = -HUGE_VAL;
-    double fmax = HUGE_VAL;
+    bool also_bool = false; ///< a boolean is accepted instead of the object (deprecated form)
+    std::optional<int64_t> imin, imax;
+    std::optional<double> fmin, fmax;
+    std::optional<int64_t> min_exclusive;  ///< value must be > this
+    std::string min_exclusive_why;
+    std::vector<int64_t> enumeration;      ///< allowed integers, if listed
     std::vector<Spec> children;
-
-    Spec& null() { nullable = true; return *this; }
 };
 
-Spec make(std::string name, Kind kind) {
+Kind kind_of(const std::string& t) {
+    static const std::map<std::string, Kind> kinds = {
+        {"bool", Kind::Bool}, {"int", Kind::Int}, {"number", Kind::Number}, {"string", Kind::String},
+        {"dtype", Kind::Dtype}, {"comm_dtype", Kind::CommDtype}, {"device", Kind::Device},
+        {"string_list", Kind::StringList}, {"object", Kind::Object}, {"open_object", Kind::Open},
+        {"opaque", Kind::Opaque}, {"any", Kind::Any}};
+    const auto it = kinds.find(t);
+    if (it == kinds.end()) throw std::logic_error("deepspeed_schema.json: unknown type '" + t + "'");
+    return it->second;
+}
+
+Spec spec_of(const std::string& name, const json& e) {
     Spec s;
-    s.name = std::move(name);
-    s.kind = kind;
-    return s;
-}
-Spec B(std::string n) { return make(std::move(n), Kind::Bool); }
-Spec S(std::string n) { return make(std::move(n), Kind::String); }
-Spec A(std::string n) { return make(std::move(n), Kind::Any); }
-Spec O(std::string n) { return make(std::move(n), Kind::Opaque); }
-Spec I(std::string n, int64_t lo = std::numeric_limits<int64_t>::min(),
-       int64_t hi = std::numeric_limits<int64_t>::max()) {
-    Spec s = make(std::move(n), Kind::Int);
-    s.imin = lo;
-    s.imax = hi;
-    return s;
-}
-Spec N(std::string n, double lo = -HUGE_VAL, double hi = HUGE_VAL) {
-    Spec s = make(std::move(n), Kind::Number);
-    s.fmin = lo;
-    s.fmax = hi;
-    return s;
-}
-Spec Obj(std::string n, std::vector<Spec> children, Kind kind = Kind::Object) {
-    Spec s = make(std::move(n), kind);
-    s.children = std::move(children);
+    s.name = name;
+    s.kind = kind_of(e.at("type").get<std::string>());
+    s.nullable = e.value("nullable", false);
+    s.also_bool = e.value("also_bool", false);
+    if (s.kind == Kind::Int) {
+        if (e.contains("min")) s.imin = e.at("min").get<int64_t>();
+        if (e.contains("max")) s.imax = e.at("max").get<int64_t>();
+        if (e.contains("min_exclusive")) s.min_exclusive = e.at("min_exclusive").get<int64_t>();
+        s.min_exclusive_why = e.value("min_exclusive_why", std::string());
+        if (e.contains("enum")) s.enumeration = e.at("enum").get<std::vector<int64_t>>();
+    } else if (s.kind == Kind::Number) {
+        if (e.contains("min")) s.fmin = e.at("min").get<double>();
+        if (e.contains("max")) s.fmax = e.at("max").get<double>();
+    }
     return s;
 }
 
-/// The whole config schema (DeepSpeed v0.19.6; see the file comment).
+/// "/a/b" -> {"a", "b"} (schema pointers use no escapes).
+std::vector<std::string> split_pointer(const std::string& ptr) {
+    std::vector<std::string> parts;
+    std::size_t i = 1;
+    while (i <= ptr.size()) {
+        const std::size_t j = std::min(ptr.find('/', i), ptr.size());
+        parts.push_back(ptr.substr(i, j - i));
+        i = j + 1;
+    }
+    return parts;
+}
+
+/// The whole config schema as a tree (keys sorted, so parents come first).
 const Spec& schema() {
     static const Spec root = [] {
-        const Spec offload_param = Obj("offload_param", {
-            make("device", Kind::Device), S("nvme_path").null(), I("buffer_count", 0),
-            I("buffer_size", 0), I("max_in_cpu", 0), B("pin_memory")});
-        const Spec offload_optimizer = Obj("offload_optimizer", {
-            make("device", Kind::Device), S("nvme_path").null(), I("buffer_count", 0),
-            B("pin_memory"), B("pipeline_read"), B("pipeline_write"), B("fast_init"),
-            N("ratio", 0.0, 1.0), B("super_offload"), N("cpuadam_cores_perc", 0.0, 1.0)});
-        Spec op = offload_param;
-        op.nullable = true;
-        Spec oo = offload_optimizer;
-        oo.nullable = true;
-        Spec leaf = Obj("leaf_module", {make("classes", Kind::StringList),
-                                        make("names", Kind::StringList),
-                                        make("name_suffixes", Kind::StringList)});
-        const Spec zero = Obj("zero_optimization", {
-            I("stage"),  // range checked with its own message
-            B("contiguous_gradients"), B("reduce_scatter"), I("reduce_bucket_size", 0),
-            B("use_multi_rank_bucket_allreduce"), B("allgather_partitions"),
-            I("allgather_bucket_size", 0), B("overlap_comm").null(),
-            B("load_from_fp32_weights"), B("elastic_checkpoint"), op, oo,
-            O("zenflow").null(), I("sub_group_size", 0),
-            B("cpu_offload_param").null(), B("cpu_offload_use_pin_memory").null(),
-            B("cpu_offload").null(),
-            // pydantic aliases (populate_by_name=True: both spellings work)
-            I("stage3_prefetch_bucket_size", 0), I("prefetch_bucket_size", 0),
-            I("stage3_param_persistence_threshold", 0), I("param_persistence_threshold", 0),
-            I("stage3_model_persistence_threshold", 0), I("model_persistence_threshold", 0),
-            I("stage3_max_live_parameters", 0), I("max_live_parameters", 0),
-            I("stage3_max_reuse_distance", 0), I("max_reuse_distance", 0),
-            B("stage3_gather_16bit_weights_on_model_save"),
-            B("gather_16bit_weights_on_model_save"),
-            I("stage3_module_granularity_threshold"), I("module_granularity_threshold"),
-            B("stage3_use_all_reduce_for_fetch_params"), B("use_all_reduce_for_fetch_params"),
-            B("stage3_allgather_sequential"), B("allgather_sequential"),
-            B("stage3_gather_fp16_weights_on_model_save"),  // deprecated name
-            B("ignore_unused_parameters"), B("legacy_stage1"), B("round_robin_gradients"),
-            I("zero_hpz_partition_size", 0), B("zero_quantized_weights"),
-            B("zero_quantized_nontrainable_weights"), B("zero_quantized_gradients"),
-            O("zeropp_loco_param").null(), I("mics_shard_size"),
-            B("mics_hierarchical_params_gather"), B("memory_efficient_linear"),
-            B("pipeline_loading_checkpoint"), B("override_module_apply"),
-            B("log_trace_cache_warnings"), B("enable_sanity_checks"),
-            B("save_muon_momentum_buffer_in_memory"), leaf});
-        const Spec fp16 = Obj("fp16", {
-            B("enabled"), B("auto_cast"), N("loss_scale", 0.0), I("initial_scale_power"),
-            I("loss_scale_window"), I("hysteresis"), B("consecutive_hysteresis"),
-            I("min_loss_scale"), B("fp16_master_weights_and_grads")});
-        const std::vector<Spec> bf16_keys = {
-            B("enabled"), B("immediate_grad_update"), B("check_grad_overflow"),
-            B("bf16_master_weights_and_grads"), B("bf16_optimizer_states")};
-        // optimizer.params / scheduler.params depend on the optimizer class:
-        // open objects, with the HF-filled keys type-checked.
-        const Spec opt = Obj("optimizer", {
-            S("type"),
-            Obj("params", {N("lr"), A("betas"), N("eps"), N("weight_decay"), B("torch_adam"), B("adam_w_mode")},
-                Kind::Open),
-            B("legacy_fusion")});
-        const Spec sched = Obj("scheduler", {
-            S("type"),
-            Obj("params", {N("warmup_min_lr"), N("warmup_max_lr"), I("total_num_steps"),
-                           I("warmup_num_steps")}, Kind::Open)});
-        Spec aio = Obj("aio", {I("block_size", 0), I("queue_depth", 0),
-                               I("intra_op_parallelism", 0), B("single_submit"),
-                               B("overlap_events"), B("use_gds")});
-        aio.nullable = true;
-        const Spec act = Obj("activation_checkpointing", {
-            B("partition_activations"), B("cpu_checkpointing"),
-            B("contiguous_memory_optimization"), I("number_checkpoints", 0).null(),
-            B("synchronize_checkpoint_boundary"), B("profile")});
-        const Spec dtypes = Obj("data_types", {make("grad_accum_dtype", Kind::Dtype).null(),
-                                               make("param_dtype", Kind::Dtype).null(),
-                                               make("buffer_dtype", Kind::Dtype).null()});
-        const Spec autocast = Obj("torch_autocast", {B("enabled"), S("dtype"),
-                                                     make("lower_precision_safe_modules",
-                                                          Kind::StringList)});
-        std::vector<Spec> top = {
-            I("train_batch_size", 1), I("train_micro_batch_size_per_gpu", 1),
-            I("gradient_accumulation_steps", 1), B("managed_gradient_accumulation"),
-            I("steps_per_print").null(), B("dump_state"), B("disable_allgather"),
-            make("communication_data_type", Kind::CommDtype).null(),
-            make("seq_parallel_communication_data_type", Kind::CommDtype).null(),
-            B("prescale_gradients"), N("gradient_predivide_factor"),
-            S("gradient_allreduce_op"), B("sparse_gradients"), N("gradient_clipping", 0.0),
-            B("graph_harvesting"), B("zero_allow_untested_optimizer"),
-            B("zero_force_ds_cpu_optimizer"), B("wall_clock_breakdown"), B("memory_breakdown"),
-            B("use_data_before_expert_parallelism"), B("dataloader_drop_last"),
-            A("log_level"), I("vocabulary_size", 0).null(), I("sequence_parallel_size", 1),
-            I("allgather_size", 0),  // only read with the deprecated boolean zero_optimization
-            zero, fp16, Obj("bf16", bf16_keys), Obj("bfloat16", bf16_keys),
-            Obj("amp", {B("enabled"), S("opt_level")}, Kind::Open), autocast, opt, sched,
-            act, aio, dtypes,
-            // Sub-systems that do not size training memory here: opaque.
-            O("checkpoint"), O("comms_logger"), O("tensorboard"), O("wandb"),
-            O("csv_monitor"), O("comet"), O("flops_profiler"), O("autotuning"),
-            O("compression_training"), O("quantize_training"), O("eigenvalue"),
-            O("progressive_layer_drop"), O("sparse_attention"), O("pipeline"),
-            O("curriculum_learning"), O("data_efficiency"), O("elasticity"), O("nebula"),
-            A("datastates_ckpt"), O("weight_quantization"), O("compile"), O("timers"),
-            O("tensor_parallel"), O("expert_parallel"), O("hybrid_engine")};
-        return Obj("", std::move(top));
+        Spec r;
+        r.kind = Kind::Object;
+        for (const auto& item : ds_schema().at("keys").items()) {
+            const std::vector<std::string> parts = split_pointer(item.key());
+            Spec* parent = &r;
+            for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+                Spec* next = nullptr;
+                for (auto& c : parent->children)
+                    if (c.name == parts[i]) next = &c;
+                if (!next) throw std::logic_error("deepspeed_schema.json: no parent for " + item.key());
+                parent = next;
+            }
+            parent->children.push_back(spec_of(parts.back(), item.value()));
+        }
+        return r;
     }();
     return root;
 }
@@ -282,176 +213,303 @@ const std::map<std::string, std::vector<std::string>>& key_homes() {
     return homes;
 }
 
-/// Keys the HF Trainer fills when they hold "auto" (transformers
-/// integrations/deepspeed.py, trainer_config_process / _finalize).
-const std::set<std::string>& hf_auto_keys() {
-    static const std::set<std::string> keys = {
-        "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
-        "gradient_clipping", "fp16.enabled", "bf16.enabled", "amp.enabled", "amp.opt_level",
-        "zero_optimization.reduce_bucket_size", "zero_optimization.stage3_prefetch_bucket_size",
-        "zero_optimization.stage3_param_persistence_threshold", "optimizer.params.lr",
-        "optimizer.params.betas", "optimizer.params.eps", "optimizer.params.weight_decay",
-        "scheduler.params.warmup_min_lr", "scheduler.params.warmup_max_lr",
-        "scheduler.params.total_num_steps", "scheduler.params.warmup_num_steps"};
-    return keys;
+/// Keys (dotted) whose "auto" `launcher` fills (schema field "auto":
+/// transformers integrations/deepspeed.py trainer_config_process/_finalize;
+/// accelerate utils/deepspeed.py).
+const std::set<std::string>& auto_keys(Launcher launcher) {
+    static const auto table = [] {
+        std::map<Launcher, std::set<std::string>> t;
+        for (const auto& item : ds_schema().at("keys").items()) {
+            if (!item.value().contains("auto")) continue;
+            std::string dotted = item.key().substr(1);
+            std::replace(dotted.begin(), dotted.end(), '/', '.');
+            for (const auto& l : item.value().at("auto"))
+                t[parse_launcher(l.get<std::string>(), "deepspeed_schema.json")].insert(dotted);
+        }
+        return t;
+    }();
+    static const std::set<std::string> none;
+    const auto it = table.find(launcher);
+    return it == table.end() ? none : it->second;
 }
+
+const std::set<std::string>& hf_auto_keys() { return auto_keys(Launcher::hf_trainer); }
 
 // ---------------------------------------------------------------------------
 // Typed readers (the value's JSON type has been checked by validate()).
 
-/// Integer value of a JSON number with no fractional part; throws otherwise.
-int64_t to_int(const json& v, const std::string& source, const std::vector<std::string>& path) {
-    if (v.is_number_integer()) {
-        if (v.is_number_unsigned() &&
-            v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-            fail(source, path, "value " + show(v) + " is too large");
-        return v.get<int64_t>();
-    }
+/// Problem with `v` as an integer (empty when it is one).
+std::optional<std::pair<SchemaProblem::Kind, std::string>> int_problem(const json& v) {
+    using K = SchemaProblem::Kind;
+    if (!v.is_number() || v.is_boolean()) return std::make_pair(K::wrong_type, "must be an integer, got " + show(v));
+    if (v.is_number_unsigned() &&
+        v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return std::make_pair(K::out_of_range, "value " + show(v) + " is too large");
     if (v.is_number_float()) {
         const double d = v.get<double>();
         if (!std::isfinite(d) || std::floor(d) != d)
-            fail(source, path, "must be an integer, got " + show(v) +
-                                   " (DeepSpeed >= 0.15 rejects fractional values)");
-        if (std::fabs(d) >= 9.2e18) fail(source, path, "value " + show(v) + " is too large");
-        return static_cast<int64_t>(d);
+            return std::make_pair(K::fraction, "must be an integer, got " + show(v) +
+                                                   " (DeepSpeed >= 0.15 rejects fractional values)");
+        if (std::fabs(d) >= 9.2e18) return std::make_pair(K::out_of_range, "value " + show(v) + " is too large");
     }
-    fail(source, path, "must be an integer, got " + show(v));
+    return std::nullopt;
+}
+
+/// Integer value of a JSON number with no fractional part; throws otherwise.
+int64_t to_int(const json& v, const std::string& source, const std::vector<std::string>& path) {
+    if (const auto p = int_problem(v)) fail(source, path, p->second);
+    if (v.is_number_float()) return static_cast<int64_t>(v.get<double>());
+    return v.get<int64_t>();
+}
+
+bool is_dtype_name(std::string t) {
+    // DeepSpeed's DtypeEnum (inference/config.py) spellings.
+    t = to_lower(t);
+    if (t.rfind("torch.", 0) == 0) t = t.substr(6);
+    return t == "fp32" || t == "float32" || t == "float" || t == "fp16" || t == "float16" || t == "half" ||
+           t == "bf16" || t == "bfloat16" || t == "bfloat";
 }
 
 Dtype to_dtype(const json& v, const std::string& source, const std::vector<std::string>& path) {
-    // DeepSpeed's DtypeEnum (inference/config.py) spellings.
     std::string t = to_lower(v.get<std::string>());
     if (t.rfind("torch.", 0) == 0) t = t.substr(6);
     if (t == "bfloat") t = "bf16";
-    if (t == "fp32" || t == "float32" || t == "float" || t == "fp16" || t == "float16" ||
-        t == "half" || t == "bf16" || t == "bfloat16")
-        return parse_dtype(t, pointer_of(path));
+    if (is_dtype_name(t)) return parse_dtype(t, pointer_of(path));
     fail(source, path, "must be \"fp32\", \"fp16\" or \"bf16\", got " + show(v));
 }
 
 // ---------------------------------------------------------------------------
-// Validation
+// Validation: collects every problem
 
-void unknown_key(const Spec& spec, const std::string& key, const std::string& source,
-                 const std::vector<std::string>& path) {
-    std::vector<std::string> here;
-    for (const auto& c : spec.children) here.push_back(c.name);
-    const auto& homes = key_homes();
-    const std::string this_ptr = path.size() > 1
-        ? pointer_of(std::vector<std::string>(path.begin(), path.end() - 1)) : "";
-    if (auto it = homes.find(key); it != homes.end()) {
-        std::vector<std::string> where;
-        for (const auto& h : it->second)
-            if (h != this_ptr) where.push_back(h);
-        if (!where.empty()) {
-            std::string list;
-            for (std::size_t i = 0; i < where.size(); ++i) {
-                if (i > 0) list += (i + 1 == where.size()) ? " or " : ", ";
-                list += where[i].empty() ? std::string("at the top level") : "under " + where[i];
-            }
-            fail(source, path, "unknown key here; '" + key + "' belongs " + list + ", not " +
-                                   (this_ptr.empty() ? std::string("at the top level")
-                                                     : "under " + this_ptr));
-        }
-    }
-    // closest_names ranks a substring match like a one-letter typo; keep only
-    // the candidates nearly as close as the best one by edit distance.
-    std::vector<std::pair<std::size_t, std::string>> ranked;
-    for (const auto& c : closest_names(key, here, 5)) ranked.emplace_back(edit_distance(key, c), c);
-    std::stable_sort(ranked.begin(), ranked.end(),
-                     [](const auto& x, const auto& y) { return x.first < y.first; });
-    std::vector<std::string> near;
-    for (const auto& r : ranked)
-        if (near.size() < 3 && r.first <= ranked.front().first + 2) near.push_back(r.second);
-    std::string msg = "unknown key";
-    if (!near.empty()) msg += " (did you mean " + join_quoted(near, " or ") + "?)";
-    else msg += " (not a DeepSpeed v0.19.6 config key)";
-    fail(source, path, msg);
-}
-
-void validate(const json& v, const Spec& spec, const std::string& source,
-              std::vector<std::string>& path) {
-    if (v.is_null()) {
-        if (spec.nullable || spec.kind == Kind::Any) return;
-        fail(source, path, "must not be null");
-    }
-    if (is_auto(v) && spec.kind != Kind::Any) {
-        if (hf_auto_keys().count(dotted_of(path)) != 0) return;
-        fail(source, path, "\"auto\" is not a value the Hugging Face Trainer fills for this key;"
-                           " set a value");
-    }
-    switch (spec.kind) {
-        case Kind::Bool:
-            if (!v.is_boolean()) fail(source, path, "must be a JSON boolean (true or false), got " + show(v));
-            return;
-        case Kind::Int: {
-            if (!v.is_number() || v.is_boolean()) fail(source, path, "must be an integer, got " + show(v));
-            const int64_t i = to_int(v, source, path);
-            if (i < spec.imin)
-                fail(source, path, "must be >= " + std::to_string(spec.imin) + ", got " + show(v));
-            if (i > spec.imax)
-                fail(source, path, "must be <= " + std::to_string(spec.imax) + ", got " + show(v));
-            return;
-        }
-        case Kind::Number: {
-            if (!v.is_number()) fail(source, path, "must be a number, got " + show(v));
-            const double d = v.get<double>();
-            if (d < spec.fmin) fail(source, path, "must be >= " + show(json(spec.fmin)) + ", got " + show(v));
-            if (d > spec.fmax) fail(source, path, "must be <= " + show(json(spec.fmax)) + ", got " + show(v));
-            return;
-        }
-        case Kind::String:
-            if (!v.is_string()) fail(source, path, "must be a string, got " + show(v));
-            return;
+const char* type_word(Kind k) {
+    switch (k) {
+        case Kind::Bool: return "a JSON boolean";
+        case Kind::Int: return "an integer";
+        case Kind::Number: return "a number";
+        case Kind::String: return "a string";
         case Kind::Dtype:
-            if (!v.is_string()) fail(source, path, "must be \"fp32\", \"fp16\" or \"bf16\", got " + show(v));
-            (void)to_dtype(v, source, path);
-            return;
-        case Kind::CommDtype: {
-            const std::string t = v.is_string() ? to_lower(v.get<std::string>()) : std::string();
-            if (t != "fp32" && t != "fp16" && t != "bf16")
-                fail(source, path, "must be \"fp32\", \"fp16\" or \"bf16\", got " + show(v));
-            return;
-        }
-        case Kind::Device: {
-            const std::string t = v.is_string() ? v.get<std::string>() : std::string();
-            if (t != "none" && t != "cpu" && t != "nvme")
-                fail(source, path, "must be \"none\", \"cpu\" or \"nvme\", got " + show(v));
-            return;
-        }
-        case Kind::StringList:
-            if (!v.is_array()) fail(source, path, "must be a list of strings, got " + show(v));
-            for (const auto& e : v)
-                if (!e.is_string()) fail(source, path, "must be a list of strings, got " + show(v));
-            return;
-        case Kind::Opaque:
-            if (!v.is_object()) fail(source, path, "must be an object, got " + show(v));
-            return;
-        case Kind::Any:
-            return;
+        case Kind::CommDtype: return "\"fp32\", \"fp16\" or \"bf16\"";
+        case Kind::Device: return "\"none\", \"cpu\" or \"nvme\"";
+        case Kind::StringList: return "a list of strings";
         case Kind::Object:
-        case Kind::Open: {
-            if (!v.is_object()) fail(source, path, "must be an object, got " + show(v));
-            for (auto it = v.begin(); it != v.end(); ++it) {
-                path.push_back(it.key());
-                const Spec* child = nullptr;
-                for (const auto& c : spec.children)
-                    if (c.name == it.key()) child = &c;
-                if (child) {
-                    validate(it.value(), *child, source, path);
-                } else if (spec.kind == Kind::Object) {
-                    unknown_key(spec, it.key(), source, path);
-                } else if (is_auto(it.value()) && hf_auto_keys().count(dotted_of(path)) == 0) {
-                    fail(source, path, "\"auto\" is not a value the Hugging Face Trainer fills for "
-                                       "this key; set a value");
-                }
-                path.pop_back();
-            }
-            return;
-        }
+        case Kind::Open:
+        case Kind::Opaque: return "an object";
+        case Kind::Any: return "any value";
     }
+    return "";
 }
 
+class Validator {
+public:
+    Validator(Launcher launcher, std::vector<SchemaProblem>& out) : launcher_(launcher), out_(out) {}
+
+    void value(const json& v, const Spec& spec) {
+        using K = SchemaProblem::Kind;
+        if (v.is_null()) {
+            if (!spec.nullable && spec.kind != Kind::Any)
+                add(K::null_value, "must not be null", "remove the key or give " + std::string(type_word(spec.kind)));
+            return;
+        }
+        if (is_auto(v) && spec.kind != Kind::Any) return auto_value(spec);
+        if (spec.also_bool && v.is_boolean()) return;
+        switch (spec.kind) {
+            case Kind::Bool:
+                if (!v.is_boolean())
+                    add(K::wrong_type, "must be a JSON boolean (true or false), got " + show(v), "write true or false without quotes");
+                return;
+            case Kind::Int: return integer(v, spec);
+            case Kind::Number: return number(v, spec);
+            case Kind::String:
+                if (!v.is_string()) add(K::wrong_type, "must be a string, got " + show(v), "quote the value");
+                return;
+            case Kind::Dtype:
+                if (!v.is_string() || !is_dtype_name(v.get<std::string>()))
+                    add(K::wrong_type, "must be \"fp32\", \"fp16\" or \"bf16\", got " + show(v), "use \"fp32\", \"fp16\" or \"bf16\"");
+                return;
+            case Kind::CommDtype: {
+                const std::string t = v.is_string() ? to_lower(v.get<std::string>()) : std::string();
+                if (t != "fp32" && t != "fp16" && t != "bf16")
+                    add(K::wrong_type, "must be \"fp32\", \"fp16\" or \"bf16\", got " + show(v), "use \"fp32\", \"fp16\" or \"bf16\"");
+                return;
+            }
+            case Kind::Device: {
+                const std::string t = v.is_string() ? v.get<std::string>() : std::string();
+                if (t != "none" && t != "cpu" && t != "nvme")
+                    add(K::wrong_type, "must be \"none\", \"cpu\" or \"nvme\", got " + show(v), "use \"none\", \"cpu\" or \"nvme\"");
+                return;
+            }
+            case Kind::StringList: {
+                bool ok = v.is_array();
+                if (ok)
+                    for (const auto& e : v) ok = ok && e.is_string();
+                if (!ok) add(K::wrong_type, "must be a list of strings, got " + show(v), "write [\"name\", ...]");
+                return;
+            }
+            case Kind::Opaque:
+                if (!v.is_object()) add(K::wrong_type, "must be an object, got " + show(v), "write {...}");
+                return;
+            case Kind::Any: return;
+            case Kind::Object:
+            case Kind::Open: return object(v, spec);
+        }
+    }
+
+private:
+    Launcher launcher_;
+    std::vector<SchemaProblem>& out_;
+    std::vector<std::string> path_;
+
+    void add(SchemaProblem::Kind k, std::string message, std::string fix) {
+        out_.push_back(SchemaProblem{k, pointer_of(path_), std::move(message), std::move(fix)});
+    }
+
+    void auto_value(const Spec& spec) {
+        if (auto_keys(launcher_).count(dotted_of(path_)) != 0) return;
+        if (launcher_ == Launcher::deepspeed) {
+            const bool hf = hf_auto_keys().count(dotted_of(path_)) != 0;
+            add(SchemaProblem::Kind::auto_value,
+                hf ? "\"auto\" is filled only by the HF Trainer or accelerate; deepspeed.initialize rejects it"
+                   : "\"auto\" is not a value the Hugging Face Trainer fills for this key; set a value",
+                std::string("set ") + type_word(spec.kind) +
+                    (hf ? " (or launch through the HF Trainer/accelerate)" : ""));
+            return;
+        }
+        add(SchemaProblem::Kind::auto_value,
+            "\"auto\" is not a value the Hugging Face Trainer fills for this key; set a value",
+            std::string("set ") + type_word(spec.kind));
+    }
+
+    void integer(const json& v, const Spec& spec) {
+        using K = SchemaProblem::Kind;
+        if (const auto p = int_problem(v)) {
+            std::string fix = "write a whole number";
+            if (p->first == K::fraction && std::isfinite(v.get<double>()))
+                fix = "write the integer " + std::to_string(static_cast<long long>(v.get<double>()));
+            return add(p->first, p->second, fix);
+        }
+        const int64_t i = v.is_number_float() ? static_cast<int64_t>(v.get<double>()) : v.get<int64_t>();
+        if (!spec.enumeration.empty() &&
+            std::find(spec.enumeration.begin(), spec.enumeration.end(), i) == spec.enumeration.end()) {
+            std::vector<std::string> names;
+            for (auto e : spec.enumeration) names.push_back(std::to_string(e));
+            std::string list;
+            for (std::size_t k = 0; k < names.size(); ++k)
+                list += (k == 0 ? "" : k + 1 == names.size() ? " or " : ", ") + names[k];
+            return add(K::out_of_range, "must be " + list + ", got " + show(v), "use " + list);
+        }
+        if (spec.imin && i < *spec.imin)
+            return add(K::out_of_range, "must be >= " + std::to_string(*spec.imin) + ", got " + show(v),
+                       "use a value >= " + std::to_string(*spec.imin));
+        if (spec.imax && i > *spec.imax)
+            return add(K::out_of_range, "must be <= " + std::to_string(*spec.imax) + ", got " + show(v),
+                       "use a value <= " + std::to_string(*spec.imax));
+        if (spec.min_exclusive && i <= *spec.min_exclusive)
+            add(K::out_of_range, "must be > " + std::to_string(*spec.min_exclusive) + ", got " + show(v) +
+                                     (spec.min_exclusive_why.empty() ? "" : " (" + spec.min_exclusive_why + ")"),
+                "use a positive value, e.g. the default");
+    }
+
+    void number(const json& v, const Spec& spec) {
+        using K = SchemaProblem::Kind;
+        if (!v.is_number()) return add(K::wrong_type, "must be a number, got " + show(v), "write a number without quotes");
+        const double d = v.get<double>();
+        if (spec.fmin && d < *spec.fmin)
+            return add(K::out_of_range, "must be >= " + show(json(*spec.fmin)) + ", got " + show(v),
+                       "use a value >= " + show(json(*spec.fmin)));
+        if (spec.fmax && d > *spec.fmax)
+            add(K::out_of_range, "must be <= " + show(json(*spec.fmax)) + ", got " + show(v),
+                "use a value <= " + show(json(*spec.fmax)));
+    }
+
+    void object(const json& v, const Spec& spec) {
+        if (!v.is_object())
+            return add(SchemaProblem::Kind::wrong_type, "must be an object, got " + show(v), "write {...}");
+        for (auto it = v.begin(); it != v.end(); ++it) {
+            path_.push_back(it.key());
+            const Spec* child = nullptr;
+            for (const auto& c : spec.children)
+                if (c.name == it.key()) child = &c;
+            if (child) value(it.value(), *child);
+            else if (spec.kind == Kind::Object) unknown(spec, it.key());
+            else if (is_auto(it.value()) && auto_keys(launcher_).count(dotted_of(path_)) == 0)
+                auto_value(Spec{});
+            path_.pop_back();
+        }
+    }
+
+    void unknown(const Spec& spec, const std::string& key) {
+        using K = SchemaProblem::Kind;
+        std::vector<std::string> here;
+        for (const auto& c : spec.children) here.push_back(c.name);
+        const auto& homes = key_homes();
+        const std::string this_ptr = path_.size() > 1
+            ? pointer_of(std::vector<std::string>(path_.begin(), path_.end() - 1)) : "";
+        if (auto it = homes.find(key); it != homes.end()) {
+            std::vector<std::string> where;
+            for (const auto& h : it->second)
+                if (h != this_ptr) where.push_back(h);
+            if (!where.empty()) {
+                std::string list;
+                for (std::size_t i = 0; i < where.size(); ++i) {
+                    if (i > 0) list += (i + 1 == where.size()) ? " or " : ", ";
+                    list += where[i].empty() ? std::string("at the top level") : "under " + where[i];
+                }
+                return add(K::unknown_key, "unknown key here; '" + key + "' belongs " + list + ", not " +
+                                               (this_ptr.empty() ? std::string("at the top level") : "under " + this_ptr),
+                           "move it " + list);
+            }
+        }
+        // closest_names ranks a substring match like a one-letter typo; keep only
+        // the candidates nearly as close as the best one by edit distance.
+        std::vector<std::pair<std::size_t, std::string>> ranked;
+        for (const auto& c : closest_names(key, here, 5)) ranked.emplace_back(edit_distance(key, c), c);
+        std::stable_sort(ranked.begin(), ranked.end(),
+                         [](const auto& x, const auto& y) { return x.first < y.first; });
+        std::vector<std::string> near;
+        for (const auto& r : ranked)
+            if (near.size() < 3 && r.first <= ranked.front().first + 2) near.push_back(r.second);
+        if (!near.empty())
+            return add(K::unknown_key, "unknown key (did you mean " + join_quoted(near, " or ") + "?)",
+                       "rename it to '" + near.front() + "'");
+        add(K::unknown_key, "unknown key (not a DeepSpeed v0.19.6 config key)", "remove it");
+    }
+};
+
+// ---------------------------------------------------------------------------
+// Memory meaning of keys: refusals and notes (schema field "memory")
+
+const json* at_pointer(const json& config, const std::string& ptr) {
+    const json* cur = &config;
+    for (const auto& k : split_pointer(ptr)) {
+        if (!cur->is_object()) return nullptr;
+        const auto it = cur->find(k);
+        if (it == cur->end()) return nullptr;
+        cur = &*it;
+    }
+    return cur;
+}
+
+bool any_enabled(const json& v) {
+    if (v.is_object())
+        for (auto it = v.begin(); it != v.end(); ++it) {
+            if (it.key() == "enabled" && it.value().is_boolean() && it.value().get<bool>()) return true;
+            if (any_enabled(it.value())) return true;
+        }
+    return false;
+}
+
+/// Present value of a "refuse" key that zeromem does not accept, or nullptr.
+const json* refused_value(const json& config, const std::string& ptr, const json& entry) {
+    const json* v = at_pointer(config, ptr);
+    if (!v) return nullptr;
+    if (entry.value("refuse_if_enabled", false)) return any_enabled(*v) ? v : nullptr;
+    if (const auto it = entry.find("refuse_unless"); it != entry.end()) {
+        for (const auto& ok : *it)
+            if (ok == *v) return nullptr;
+        return v;
+    }
+    return nullptr;
+}
 // ---------------------------------------------------------------------------
 // Application
 
@@ -463,17 +521,16 @@ public:
           prov_(prov) {}
 
     void run() {
+        apply_table();
         apply_precision();
         apply_batch();
         apply_zero();
         apply_optimizer();
         apply_scheduler();
-        apply_activation_checkpointing();
         // Speed-model inputs only (no memory effect): NVMe request shape and
-        // whether a client optimizer may run on the CPU under offload.
+        // (the optimizer keys are read by apply_optimizer).
         read_int({"aio", "block_size"}, zero_.aio_block_size);
         read_int({"aio", "queue_depth"}, zero_.aio_queue_depth);
-        read_bool({"zero_force_ds_cpu_optimizer"}, zero_.zero_force_ds_cpu_optimizer);
     }
 
 private:
@@ -519,6 +576,67 @@ private:
         out = v->get<bool>();
         record(path);
         return true;
+    }
+
+    /// Keys whose schema entry names a "setting": a plain value (alias
+    /// spellings included; "auto" is left to the dedicated code) is read
+    /// into that setting and recorded. One table decides what these keys mean.
+    void apply_table() {
+        static const std::map<std::string, int64_t ZeroSettings::*> zero_ints = {
+            {"zero.allgather_bucket_size", &ZeroSettings::allgather_bucket_size},
+            {"zero.sub_group_size", &ZeroSettings::sub_group_size},
+            {"zero.reduce_bucket_size", &ZeroSettings::reduce_bucket_size},
+            {"zero.stage3_prefetch_bucket_size", &ZeroSettings::stage3_prefetch_bucket_size},
+            {"zero.stage3_param_persistence_threshold", &ZeroSettings::stage3_param_persistence_threshold},
+            {"zero.stage3_model_persistence_threshold", &ZeroSettings::stage3_model_persistence_threshold},
+            {"zero.stage3_max_live_parameters", &ZeroSettings::stage3_max_live_parameters},
+            {"zero.stage3_max_reuse_distance", &ZeroSettings::stage3_max_reuse_distance},
+            {"zero.offload_optimizer_buffer_count", &ZeroSettings::offload_optimizer_buffer_count},
+            {"zero.offload_param_buffer_count", &ZeroSettings::offload_param_buffer_count},
+            {"zero.offload_param_buffer_size", &ZeroSettings::offload_param_buffer_size},
+            {"zero.offload_param_max_in_cpu", &ZeroSettings::offload_param_max_in_cpu}};
+        static const std::map<std::string, bool ZeroSettings::*> zero_bools = {
+            {"zero.contiguous_gradients", &ZeroSettings::contiguous_gradients},
+            {"zero.reduce_scatter", &ZeroSettings::reduce_scatter},
+            {"zero.offload_optimizer_pin_memory", &ZeroSettings::offload_optimizer_pin_memory},
+            {"zero.offload_param_pin_memory", &ZeroSettings::offload_param_pin_memory}};
+        static const std::map<std::string, std::optional<bool> ZeroSettings::*> zero_opt_bools = {
+            {"zero.overlap_comm", &ZeroSettings::overlap_comm}};
+        static const std::map<std::string, std::optional<int64_t> TrainingSettings::*> train_opt_ints = {
+            {"train.number_checkpoints", &TrainingSettings::number_checkpoints}};
+        static const std::map<std::string, bool TrainingSettings::*> train_bools = {
+            {"train.partition_activations", &TrainingSettings::partition_activations},
+            {"train.cpu_checkpointing", &TrainingSettings::cpu_checkpointing}};
+        for (const auto& item : ds_schema().at("keys").items()) {
+            const json& e = item.value();
+            if (!e.contains("setting")) continue;
+            const std::string setting = e.at("setting").get<std::string>();
+            const std::vector<std::string> path = split_pointer(item.key());
+            std::vector<std::vector<std::string>> spellings = {path};
+            for (const auto& a : e.value("aliases", json::array())) {
+                spellings.push_back(path);
+                spellings.back().back() = a.get<std::string>();
+            }
+            const std::vector<std::string>* given = nullptr;
+            for (const auto& sp : spellings) {
+                if (!find(sp)) continue;
+                if (given)
+                    fail(source_, sp, "given twice, also as " + pointer_of(*given) + " (DeepSpeed aliases); keep one");
+                given = &sp;
+            }
+            if (!given) continue;
+            const json* v = find(*given);  // null counts as absent
+            if (!v || is_auto(*v)) continue;
+            if (const auto zi = zero_ints.find(setting); zi != zero_ints.end()) zero_.*(zi->second) = to_int(*v, source_, *given);
+            else if (const auto zb = zero_bools.find(setting); zb != zero_bools.end()) zero_.*(zb->second) = v->get<bool>();
+            else if (const auto tb = train_bools.find(setting); tb != train_bools.end()) train_.*(tb->second) = v->get<bool>();
+            else if (const auto ob = zero_opt_bools.find(setting); ob != zero_opt_bools.end()) zero_.*(ob->second) = v->get<bool>();
+            else if (const auto oi = train_opt_ints.find(setting); oi != train_opt_ints.end())
+                train_.*(oi->second) = to_int(*v, source_, *given);
+            else throw std::logic_error("deepspeed_schema.json: unknown setting " + setting);
+            prov_[dotted_of(path)] = given == &spellings.front() ? where(path)
+                                                    : where(*given) + " (alias of " + path.back() + ")";
+        }
     }
 
     // Command-line flags override the file (zeromem's rule; the HF Trainer
@@ -659,15 +777,6 @@ private:
         return l ? &long_path : s ? &short_path : nullptr;
     }
 
-    void aliased_int(const char* long_name, const char* short_name, int64_t& out) {
-        const std::vector<std::string> lp = {"zero_optimization", long_name};
-        const std::vector<std::string> sp = {"zero_optimization", short_name};
-        if (const auto* p = alias(lp, sp)) {
-            read_int(*p, out);
-            if (p == &sp) prov_[dotted_of(lp)] = where(sp) + " (alias of " + long_name + ")";
-        }
-    }
-
     int64_t hidden(const std::vector<std::string>& path) const {
         if (!autos_.hidden_size)
             fail(source_, path, "is \"auto\" but the hidden size is unknown: give --model or "
@@ -699,14 +808,6 @@ private:
             zero_.stage = static_cast<int>(stage);
         }
 
-        read_bool({"zero_optimization", "contiguous_gradients"}, zero_.contiguous_gradients);
-        read_bool({"zero_optimization", "reduce_scatter"}, zero_.reduce_scatter);
-        read_int({"zero_optimization", "allgather_bucket_size"}, zero_.allgather_bucket_size);
-        if (const json* v = find({"zero_optimization", "overlap_comm"})) {
-            zero_.overlap_comm = v->get<bool>();
-            record({"zero_optimization", "overlap_comm"});
-        }
-        read_int({"zero_optimization", "sub_group_size"}, zero_.sub_group_size);
 
         // reduce_bucket_size: HF fills "auto" with h*h for every stage.
         const P rb = {"zero_optimization", "reduce_bucket_size"};
@@ -721,8 +822,6 @@ private:
                 zero_.reduce_bucket_size = h * h;
                 record(rb, auto_note(rb, "hidden_size^2 = " + std::to_string(h) + "^2 = " +
                                              std::to_string(h * h) + " (HF Trainer rule)"));
-            } else {
-                read_int(rb, zero_.reduce_bucket_size);
             }
             if (zero_.reduce_bucket_size <= 0)
                 fail(source_, rb, "must be > 0, got " + std::to_string(zero_.reduce_bucket_size) +
@@ -753,9 +852,6 @@ private:
                             " (HF Trainer rule; older transformers passed the float " +
                             show(json(f)) + ", which DeepSpeed >= 0.15 rejects)",
                         static_cast<int64_t>(f));
-        } else {
-            aliased_int("stage3_prefetch_bucket_size", "prefetch_bucket_size",
-                        zero_.stage3_prefetch_bucket_size);
         }
         if (const json* v = find(pt); v && is_auto(*v)) {
             if (find({"zero_optimization", "param_persistence_threshold"}))
@@ -763,14 +859,7 @@ private:
             const int64_t h = hidden(pt);
             stage3_auto(pt, zero_.stage3_param_persistence_threshold,
                         "10 x hidden_size = " + std::to_string(10 * h) + " (HF Trainer rule)", 10 * h);
-        } else {
-            aliased_int("stage3_param_persistence_threshold", "param_persistence_threshold",
-                        zero_.stage3_param_persistence_threshold);
         }
-        aliased_int("stage3_model_persistence_threshold", "model_persistence_threshold",
-                    zero_.stage3_model_persistence_threshold);
-        aliased_int("stage3_max_live_parameters", "max_live_parameters", zero_.stage3_max_live_parameters);
-        aliased_int("stage3_max_reuse_distance", "max_reuse_distance", zero_.stage3_max_reuse_distance);
 
         {
             const P lp = {"zero_optimization", "stage3_gather_16bit_weights_on_model_save"};
@@ -822,10 +911,6 @@ private:
             } else {
                 zero_.offload_optimizer = OffloadDevice::none;
             }
-            read_bool({"zero_optimization", "offload_optimizer", "pin_memory"},
-                      zero_.offload_optimizer_pin_memory);
-            read_int({"zero_optimization", "offload_optimizer", "buffer_count"},
-                     zero_.offload_optimizer_buffer_count);
             const P ratio = {"zero_optimization", "offload_optimizer", "ratio"};
             if (const json* v = find(ratio)) {
                 zero_.offload_optimizer_ratio = v->get<double>();
@@ -844,10 +929,6 @@ private:
             } else {
                 zero_.offload_param = OffloadDevice::none;
             }
-            read_bool({"zero_optimization", "offload_param", "pin_memory"}, zero_.offload_param_pin_memory);
-            read_int({"zero_optimization", "offload_param", "buffer_count"}, zero_.offload_param_buffer_count);
-            read_int({"zero_optimization", "offload_param", "buffer_size"}, zero_.offload_param_buffer_size);
-            read_int({"zero_optimization", "offload_param", "max_in_cpu"}, zero_.offload_param_max_in_cpu);
         }
         if (zero_.offload_param != OffloadDevice::none && zero_.stage != 3) {
             const P where_p = find(op) ? P{"zero_optimization", "offload_param", "device"} : dep_p;
@@ -918,15 +999,6 @@ private:
         fill({"optimizer", "params", "weight_decay"}, "0.0 (HF weight_decay default; no memory effect)");
     }
 
-    // activation_checkpointing (runtime/activation_checkpointing/config.py):
-    // recorded; they size memory only with DeepSpeed's checkpoint API.
-    void apply_activation_checkpointing() {
-        read_bool({"activation_checkpointing", "partition_activations"}, train_.partition_activations);
-        read_bool({"activation_checkpointing", "cpu_checkpointing"}, train_.cpu_checkpointing);
-        int64_t n = 0;
-        if (read_int({"activation_checkpointing", "number_checkpoints"}, n)) train_.number_checkpoints = n;
-    }
-
     void apply_scheduler() {
         auto fill = [&](const std::vector<std::string>& path, const std::string& value) {
             if (const json* v = find(path); v && is_auto(*v)) record(path, auto_note(path, value));
@@ -963,6 +1035,7 @@ public:
     bool string(string_t&) override { return value(); }
     bool binary(binary_t&) override { return value(); }
     bool start_object(std::size_t) override {
+        too_deep();
         stack_.push_back(Frame{});
         return true;
     }
@@ -979,6 +1052,7 @@ public:
     }
     bool end_object() override { return end(); }
     bool start_array(std::size_t) override {
+        too_deep();
         Frame f;
         f.is_array = true;
         stack_.push_back(f);
@@ -999,6 +1073,18 @@ private:
     const std::string& source_;
     std::vector<Frame> stack_;
 
+    /// A DeepSpeed config nests at most a few levels; refusing deep nesting
+    /// keeps every later recursive walk (validation, check, dump) shallow.
+    void too_deep() const {
+        constexpr std::size_t kMaxDepth = 32;
+        if (stack_.size() < kMaxDepth) return;
+        std::vector<std::string> p;
+        for (std::size_t i = 0; i < 4 && i < stack_.size(); ++i)
+            p.push_back(stack_[i].is_array ? std::to_string(stack_[i].index) : stack_[i].current);
+        throw InputError(source_ + ": " + pointer_of(p) + "/...: nested deeper than " + std::to_string(kMaxDepth) +
+                         " levels (DeepSpeed configs nest a few levels)");
+    }
+
     bool value() {
         if (!stack_.empty() && stack_.back().is_array) ++stack_.back().index;
         return true;
@@ -1011,8 +1097,9 @@ private:
 
 }  // namespace
 
-json load_ds_config_file(const std::string& path) {
-    const std::string text = read_text_file(path);
+json load_ds_config_file(const std::string& path) { return parse_ds_config_text(read_text_file(path), path); }
+
+json parse_ds_config_text(const std::string& text, const std::string& path) {
     json doc;
     try {
         DuplicateKeyCheck dup(path);
@@ -1050,6 +1137,88 @@ json load_ds_config_file(const std::string& path) {
     return doc;
 }
 
+const char* to_string(Launcher l) {
+    switch (l) {
+        case Launcher::deepspeed: return "deepspeed";
+        case Launcher::hf_trainer: return "hf-trainer";
+        case Launcher::accelerate: return "accelerate";
+    }
+    return "";
+}
+
+Launcher parse_launcher(const std::string& text, const std::string& field) {
+    const std::string t = to_lower(text);
+    if (t == "deepspeed") return Launcher::deepspeed;
+    if (t == "hf-trainer" || t == "hf_trainer" || t == "trainer") return Launcher::hf_trainer;
+    if (t == "accelerate") return Launcher::accelerate;
+    throw InputError(field + ": must be deepspeed, hf-trainer or accelerate, got '" + text + "'");
+}
+
+extern const char* const kDsSchemaText;  // generated from data/deepspeed_schema.json
+
+const json& ds_schema() {
+    static const json doc = [] {
+        json d = json::parse(kDsSchemaText);
+        if (!d.contains("keys") || !d.at("keys").is_object())
+            throw std::logic_error("deepspeed_schema.json: no \"keys\" object");
+        return d;
+    }();
+    return doc;
+}
+
+const json* ds_schema_entry(const std::string& pointer) {
+    const json& keys = ds_schema().at("keys");
+    const auto it = keys.find(pointer);
+    return it == keys.end() ? nullptr : &*it;
+}
+
+std::vector<SchemaProblem> validate_ds_schema(const json& config, Launcher launcher) {
+    std::vector<SchemaProblem> out;
+    if (!config.is_object()) {
+        out.push_back({SchemaProblem::Kind::wrong_type, "/",
+                       "a DeepSpeed config must be a JSON object, got " + show(config), "write {...}"});
+        return out;
+    }
+    Validator(launcher, out).value(config, schema());
+    return out;
+}
+
+std::vector<SchemaProblem> unmodelled_ds_settings(const json& config) {
+    std::vector<SchemaProblem> out;
+    for (const auto& item : ds_schema().at("keys").items()) {
+        const json& e = item.value();
+        if (e.value("memory", std::string()) != "refuse") continue;
+        const json* v = refused_value(config, item.key(), e);
+        if (!v) continue;
+        std::string fix = "remove it";
+        if (e.contains("refuse_unless") && !e.at("refuse_unless").empty())
+            fix += " or set " + show(e.at("refuse_unless").front());
+        if (e.value("refuse_if_enabled", false)) fix += " or set \"enabled\": false";
+        out.push_back({SchemaProblem::Kind::out_of_range, item.key(),
+                       show(*v) + ": " + e.value("why", std::string()),
+                       fix + " to estimate memory"});
+    }
+    return out;
+}
+
+std::vector<std::string> ds_config_notes(const json& config, const std::string& source) {
+    std::vector<std::string> out;
+    std::vector<std::string> said;  // pointers already noted (children are covered)
+    for (const auto& item : ds_schema().at("keys").items()) {
+        const json& e = item.value();
+        if (e.value("memory", std::string()) != "note") continue;
+        const json* v = at_pointer(config, item.key());
+        if (!v || v->is_null()) continue;
+        bool covered = false;
+        for (const auto& p : said) covered = covered || item.key().rfind(p + "/", 0) == 0;
+        if (covered) continue;
+        said.push_back(item.key());
+        out.push_back(source + ":" + item.key() + " = " + show(*v) + ": no effect on memory: " +
+                      e.value("why", std::string()));
+    }
+    return out;
+}
+
 void apply_ds_config(const json& config, const std::string& source, const AutoSources& autos,
                      ZeroSettings& zero, TrainingSettings& train, Provenance& prov) {
     if (!config.is_object())
@@ -1057,15 +1226,15 @@ void apply_ds_config(const json& config, const std::string& source, const AutoSo
     if (autos.world_size < 1)
         throw InputError(source + ": data-parallel GPU count must be >= 1, got " +
                          std::to_string(autos.world_size));
-    std::vector<std::string> path;
-    // The deprecated boolean zero_optimization is the one non-object form.
-    if (const auto it = config.find("zero_optimization"); it != config.end() && it->is_boolean()) {
-        json copy = config;
-        copy.erase("zero_optimization");
-        validate(copy, schema(), source, path);
-    } else {
-        validate(config, schema(), source, path);
-    }
+    // The Hugging Face Trainer's "auto" rules apply: zeromem resolves "auto"
+    // the way the HF Trainer does (see AutoSources).
+    const auto problems = validate_ds_schema(config, Launcher::hf_trainer);
+    if (!problems.empty())
+        throw InputError(source + ": " + problems.front().pointer + ": " + problems.front().message);
+    const auto refused = unmodelled_ds_settings(config);
+    if (!refused.empty())
+        throw InputError(source + ": " + refused.front().pointer + ": " + refused.front().message + " (" +
+                         refused.front().fix + ")");
     Applier(config, source, autos, zero, train, prov).run();
 }
 

@@ -232,27 +232,49 @@ void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer&
 // (numel <= stage3_param_persistence_threshold): norm weights/biases and
 // linear biases (parameter_offload.mark_persistent_parameters).
 uint64_t persistent_numel(const ModelArch& a, int64_t threshold, int64_t model_threshold) {
-    uint64_t per_layer = 0;
-    auto add = [&](int64_t numel, int64_t count) {
-        if (numel > 0 && numel <= threshold) per_layer += static_cast<uint64_t>(numel * count);
+    // Products in double: sizes from a config.json can be large enough to
+    // overflow int64, and only numels <= threshold are added.
+    const double limit = static_cast<double>(threshold);
+    double per_layer = 0;
+    auto add = [&](double numel, double count) {
+        if (numel > 0 && numel <= limit) per_layer += numel * count;
     };
-    const int64_t hd = a.head_dim > 0 ? a.head_dim : (a.num_heads > 0 ? a.hidden_size / a.num_heads : 0);
-    add(a.hidden_size, a.norms_per_layer * (a.norm_has_bias ? 2 : 1));
+    const double h = static_cast<double>(a.hidden_size);
+    const int64_t hd_i = a.head_dim > 0 ? a.head_dim : (a.num_heads > 0 ? a.hidden_size / a.num_heads : 0);
+    const double hd = static_cast<double>(hd_i);
+    const double q = static_cast<double>(a.num_heads) * hd, kv = static_cast<double>(a.num_kv_heads) * hd;
+    const double norm_count = static_cast<double>(a.norms_per_layer) * (a.norm_has_bias ? 2 : 1);
+    add(h, norm_count);
     if (a.qkv_bias) {
-        add(a.num_heads * hd, 1);
-        add(a.num_kv_heads * hd, 2);
+        add(q, 1);
+        add(kv, 2);
     }
-    if (a.attn_out_bias) add(a.hidden_size, 1);
+    if (a.attn_out_bias) add(h, 1);
     if (a.mlp_bias) {
-        add(a.ffn_size, a.gated_mlp ? 2 : 1);
-        add(a.hidden_size, 1);
+        add(static_cast<double>(a.ffn_size), a.gated_mlp ? 2 : 1);
+        add(h, 1);
     }
-    uint64_t total = per_layer * static_cast<uint64_t>(a.num_layers);
-    if (a.final_norm && a.hidden_size <= threshold)
-        total += static_cast<uint64_t>(a.hidden_size * (a.norm_has_bias ? 2 : 1));
-    if (a.embedding_norm && a.hidden_size <= threshold)
-        total += static_cast<uint64_t>(a.hidden_size * (a.norm_has_bias ? 2 : 1));
-    return std::min<uint64_t>(total, static_cast<uint64_t>(model_threshold));
+    // Weight matrices persist too once the threshold reaches their numel
+    // (mark_persistent_parameters compares every parameter's ds_numel).
+    if (a.fused_qkv) {
+        add(h * (q + 2 * kv), 1);
+    } else {
+        add(h * q, 1);
+        add(h * kv, 2);
+    }
+    add(q * h, 1);
+    add(h * static_cast<double>(a.ffn_size), a.gated_mlp ? 3 : 2);
+    double total = per_layer * static_cast<double>(a.num_layers);
+    auto add_once = [&](double numel) {
+        if (numel > 0 && numel <= limit) total += numel;
+    };
+    const double vocab = static_cast<double>(a.vocab_size);
+    add_once(vocab * h);                         // input embedding
+    if (!a.tied_embeddings) add_once(vocab * h);  // LM head
+    if (a.learned_positions) add_once(static_cast<double>(a.max_position_embeddings + a.position_offset) * h);
+    if (a.final_norm && h <= limit) total += h * (a.norm_has_bias ? 2 : 1);
+    if (a.embedding_norm && h <= limit) total += h * (a.norm_has_bias ? 2 : 1);
+    return static_cast<uint64_t>(std::min(total, static_cast<double>(model_threshold)));
 }
 
 // Parameters held by one tensor/pipeline rank (Megatron-DeepSpeed layout):

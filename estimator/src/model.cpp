@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <initializer_list>
@@ -168,6 +169,17 @@ void check_sizes(const ModelArch& a) {
         require_positive(a, "v_head_dim", a.v_head_dim);
         require_non_negative(a, "qk_rope_head_dim", a.qk_rope_head_dim);
     }
+    // Each size below 2^31 keeps products of two sizes within int64.
+    for (const auto& [field, v] : {std::pair<const char*, int64_t>{"hidden_size", a.hidden_size},
+                                   {"num_layers", a.num_layers}, {"num_heads", a.num_heads},
+                                   {"num_kv_heads", a.num_kv_heads}, {"head_dim", a.head_dim},
+                                   {"ffn_size", a.ffn_size}, {"vocab_size", a.vocab_size},
+                                   {"max_position_embeddings", a.max_position_embeddings},
+                                   {"norms_per_layer", a.norms_per_layer}, {"position_offset", a.position_offset},
+                                   {"word_embed_proj_dim", a.word_embed_proj_dim}})
+        if (v > 2147483647)
+            throw InputError("model '" + (a.name.empty() ? std::string("<unnamed>") : a.name) + "': " + field +
+                             " is too large: " + std::to_string(v) + " (at most 2147483647)");
 }
 
 // Input embedding: tokens, learned positions, token types, embedding norm,
@@ -248,6 +260,21 @@ ParamCount count_params(const ModelArch& a) {
     const int64_t e = a.word_embed_proj_dim > 0 ? a.word_embed_proj_dim : h;
     const u64 norm = a.norm_has_bias ? 2 * u(h) : u(h);
 
+    // The same count in double first: refuse sizes whose integer count
+    // would overflow (far beyond any real model).
+    {
+        const int64_t q_out = a.num_heads * a.head_dim, kv_out = a.num_kv_heads * a.head_dim;
+        const double H = double(h), Q = double(q_out), KV = double(kv_out), F = double(a.ffn_size);
+        const double layer = H * (Q + 2 * KV) + Q * H + 3 * H * F + double(a.norms_per_layer) * 2 * H;
+        const double approx = double(a.num_layers) * layer + 2 * double(a.vocab_size) * double(e) +
+                              double(a.max_position_embeddings + a.position_offset) * H + 2 * double(e) * H;
+        if (!(approx < 1e17)) {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%.3g", approx);
+            throw InputError("model '" + (a.name.empty() ? std::string("<unnamed>") : a.name) +
+                             "': its sizes give about " + buf + " parameters, more than zeromem counts (1e17)");
+        }
+    }
     ParamCount c;
     std::string largest_name = "token embedding";
     u64 largest = u(a.vocab_size) * u(e);
@@ -438,10 +465,19 @@ private:
     }
 
     int64_t to_int(const json& v, const char* key) const {
-        if (v.is_number_integer()) return v.get<int64_t>();
+        // No real value comes near 2^40 (published counts included); the bound
+        // keeps derived sizes such as 4h far from int64 overflow.
+        constexpr int64_t kMax = int64_t(1) << 40;
+        if (v.is_number_integer()) {
+            if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(kMax)
+                                       : (v.get<int64_t>() > kMax || v.get<int64_t>() < -kMax))
+                throw InputError(source_ + ": key '" + key + "' is too large: " + show(v) + " (at most " +
+                                 std::to_string(kMax) + ")");
+            return v.get<int64_t>();
+        }
         if (v.is_number_float()) {
             const double d = v.get<double>();
-            if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+            if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) <= double(kMax)) return static_cast<int64_t>(d);
         }
         throw InputError(source_ + ": key '" + key + "' must be an integer, got " + type_name(v) + " " + show(v));
     }

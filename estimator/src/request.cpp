@@ -310,6 +310,7 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     if (req.dtype) dtype_flag = parse_dtype(*req.dtype, "--dtype");
     if (req.micro_batch) positive(*req.micro_batch, "--micro-batch");
     if (req.grad_accum) positive(*req.grad_accum, "--grad-accum");
+    nlohmann::json ds_cfg;
     if (req.ds_config) {
         AutoSources autos;
         autos.micro_batch = req.micro_batch;
@@ -325,6 +326,8 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         }
         if (auto w = check_precision(cfg, *req.ds_config, dtype_flag)) r.warnings.push_back(*w);
         apply_ds_config(cfg, *req.ds_config, autos, in.zero, in.train, prov);
+        r.notes = ds_config_notes(cfg, *req.ds_config);
+        ds_cfg = cfg;
     }
     if (dtype_flag) {
         in.train.dtype = *dtype_flag;
@@ -490,6 +493,13 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     if (req.ds_checkpointing) {
         in.train.ds_checkpointing_api = true;
         prov["activation_checkpointing"] = "--ds-checkpointing (model uses deepspeed.checkpointing)";
+        // Schema refuse_with_flag: contiguous buffers zeromem does not count.
+        const nlohmann::json* c = ds_cfg.is_object() && ds_cfg.contains("activation_checkpointing")
+            ? &ds_cfg["activation_checkpointing"] : nullptr;
+        if (c && c->is_object() && c->value("contiguous_memory_optimization", false))
+            throw InputError(*req.ds_config + ": /activation_checkpointing/contiguous_memory_optimization: true "
+                             "with --ds-checkpointing preallocates number_checkpoints activation buffers, which "
+                             "zeromem does not model (set it to false to estimate memory)");
     }
     if (in.cluster.pp > 1 && in.zero.stage >= 2)
         throw InputError("--pp: DeepSpeed's pipeline engine supports ZeRO stage 0 or 1 only; stage " +

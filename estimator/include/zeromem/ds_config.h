@@ -14,6 +14,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace zeromem {
 
@@ -21,6 +22,9 @@ namespace zeromem {
 /// line and column) and duplicate keys (DeepSpeed rejects them too). Allows
 /// // comments. Throws InputError.
 nlohmann::json load_ds_config_file(const std::string& path);
+
+/// The same checks on text already read; `source` names it in messages.
+nlohmann::json parse_ds_config_text(const std::string& text, const std::string& source);
 
 /// What "auto" values are filled from, the way the HF Trainer fills them
 /// (trainer_config_process / trainer_config_finalize). Unset optionals mean
@@ -47,6 +51,13 @@ struct AutoSources {
 void apply_ds_config(const nlohmann::json& config, const std::string& source,
                      const AutoSources& autos, ZeroSettings& zero,
                      TrainingSettings& train, Provenance& prov);
+
+/// One line per key of `config` that zeromem accepts but that does not
+/// change the estimate (schema memory "note" in data/deepspeed_schema.json):
+/// "<source>:/fp16/loss_scale = 0: no effect on memory: <why>". A key whose
+/// parent object is noted is covered by the parent's line. `estimate` prints
+/// them so that no setting is silently ignored.
+std::vector<std::string> ds_config_notes(const nlohmann::json& config, const std::string& source);
 
 /// DeepSpeed's batch rule (runtime/config.py _batch_assertion):
 /// train_batch_size == train_micro_batch_size_per_gpu x

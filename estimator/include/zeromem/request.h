@@ -62,6 +62,9 @@ struct Resolved {
     Provenance provenance;          ///< setting -> where it came from
     std::optional<GpuSpec> gpu;     ///< the --gpu preset, if given
     std::vector<std::string> warnings;  ///< printed on stderr by the CLI
+    /// DeepSpeed config keys read but without effect on memory, one line
+    /// each (ds_config_notes); printed on stderr by the CLI as notes.
+    std::vector<std::string> notes;
 };
 
 /// Resolves `req`: defaults, then the DeepSpeed config (with "auto" filled

@@ -1,0 +1,62 @@
+// DeepSpeed's config schema as data: data/deepspeed_schema.json, compiled
+// into the library. One entry per key (by JSON pointer) says its type, range,
+// default (and version-dependent defaults), aliases, deprecation, which
+// launchers fill "auto" there, and what it means for memory:
+//   modelled  - changes the estimate,
+//   note      - accepted; `estimate` prints why it does not matter for memory,
+//   refuse    - zeromem refuses values that would change memory in a way it
+//               does not model (refuse_unless / refuse_if_enabled),
+//   container - an object whose keys are listed.
+// Sources: DeepSpeed v0.19.6 runtime/config.py, runtime/zero/config.py,
+// runtime/zero/offload_config.py, runtime/precision_config.py; transformers
+// integrations/deepspeed.py; ../shared/reference/deepspeed_memory.md 5-8.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace zeromem {
+
+/// Who reads the config: deepspeed.initialize reads it as is; the HF
+/// Trainer and accelerate first fill "auto" values.
+enum class Launcher { deepspeed, hf_trainer, accelerate };
+/// "deepspeed" / "hf-trainer" / "accelerate".
+const char* to_string(Launcher l);
+/// Parses the three names above; throws InputError naming `field` otherwise.
+Launcher parse_launcher(const std::string& text, const std::string& field);
+
+/// The whole schema data file (parsed once). Throws std::logic_error only if
+/// the compiled-in file is broken (a build error, not an input error).
+const nlohmann::json& ds_schema();
+
+/// The schema entry of a key by JSON pointer ("/zero_optimization/stage"),
+/// or nullptr.
+const nlohmann::json* ds_schema_entry(const std::string& pointer);
+
+/// One way a config breaks the schema.
+struct SchemaProblem {
+    enum class Kind { unknown_key, wrong_type, out_of_range, fraction, auto_value, null_value };
+    Kind kind = Kind::unknown_key;
+    std::string pointer;  ///< JSON pointer of the offending key
+    std::string message;  ///< what is wrong, one line, without the pointer
+    std::string fix;      ///< what to do instead
+};
+
+/// Every schema problem of `config` (an object) in key order: unknown or
+/// misplaced keys (with "did you mean"), wrong types, out-of-range values,
+/// fractional numbers in integer fields (DeepSpeed >= 0.15), "auto" where
+/// `launcher` does not fill it, null where not allowed.
+std::vector<SchemaProblem> validate_ds_schema(const nlohmann::json& config, Launcher launcher);
+
+/// Settings present in `config` that would change memory in a way zeromem
+/// does not model (schema memory "refuse"), one problem per key; message
+/// says why, fix says what value zeromem accepts.
+std::vector<SchemaProblem> unmodelled_ds_settings(const nlohmann::json& config);
+
+/// Orders DeepSpeed versions "X.Y.Z" (also "X.Y"): negative, 0 or positive.
+/// Throws InputError naming `field` for a malformed version.
+int compare_versions(const std::string& a, const std::string& b, const std::string& field);
+
+}  // namespace zeromem

@@ -1,0 +1,426 @@
+// `zeromem check`: schema, launcher, version and memory findings for a
+// DeepSpeed config. See config_check.h.
+#include "zeromem/config_check.h"
+
+#include "zeromem/util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace zeromem {
+
+using nlohmann::json;
+
+const char* to_string(Severity s) {
+    switch (s) {
+        case Severity::error: return "error";
+        case Severity::warning: return "warning";
+        case Severity::note: return "note";
+    }
+    return "";
+}
+
+std::size_t count_findings(const std::vector<Finding>& findings, Severity s) {
+    return static_cast<std::size_t>(
+        std::count_if(findings.begin(), findings.end(), [s](const Finding& f) { return f.severity == s; }));
+}
+
+namespace {
+
+using Findings = std::vector<Finding>;
+
+const json* at(const json& config, const std::string& ptr) {
+    try {
+        const json::json_pointer p(ptr);
+        return config.contains(p) ? &config.at(p) : nullptr;
+    } catch (const json::exception&) {
+        return nullptr;
+    }
+}
+
+/// zero_optimization.stage as DeepSpeed would read it (0 when absent or not
+/// an integer 0..3; the deprecated boolean form means 1).
+int stage_of(const json& config) {
+    const json* z = at(config, "/zero_optimization");
+    if (z && z->is_boolean()) return z->get<bool>() ? 1 : 0;
+    const json* s = at(config, "/zero_optimization/stage");
+    if (s && s->is_number_integer()) {
+        const auto v = s->get<int64_t>();
+        if (v >= 0 && v <= 3) return static_cast<int>(v);
+    }
+    return 0;
+}
+
+std::string gib(uint64_t bytes) { return format_gib(static_cast<double>(bytes)) + " GiB"; }
+
+bool newer_or_equal(const std::string& version, const char* than) {
+    return compare_versions(version, than, "--deepspeed-version") >= 0;
+}
+
+/// Schema problems: errors, except fractional integers before DeepSpeed
+/// 0.15 (pydantic v1 coerced them).
+void schema_findings(const json& config, const CheckOptions& o, const std::string& version, Findings& out) {
+    const std::string since = ds_schema().value("int_rejects_fraction_since", std::string("0.15.0"));
+    for (const auto& p : validate_ds_schema(config, o.launcher)) {
+        Finding f{Severity::error, p.pointer, p.message, p.fix};
+        if (p.kind == SchemaProblem::Kind::fraction && !newer_or_equal(version, since.c_str())) {
+            f.severity = Severity::warning;
+            f.message += "; DeepSpeed " + version + " still accepts it";
+        }
+        out.push_back(f);
+    }
+}
+
+/// Every "auto" in `config` (pointer -> dotted key), in key order.
+void find_autos(const json& v, const std::string& ptr, std::vector<std::string>& out) {
+    if (v.is_object()) {
+        for (auto it = v.begin(); it != v.end(); ++it) find_autos(it.value(), ptr + "/" + it.key(), out);
+    } else if (v.is_string() && v.get<std::string>() == "auto") {
+        out.push_back(ptr);
+    }
+}
+
+std::string dotted(const std::string& ptr) {
+    std::string d = ptr.substr(1);
+    std::replace(d.begin(), d.end(), '/', '.');
+    return d;
+}
+
+/// Launchers that fill "auto": the value each resolves to (HF Trainer rules,
+/// transformers integrations/deepspeed.py), and the float trap of
+/// stage3_prefetch_bucket_size (DeepSpeed >= 0.15 rejects older
+/// transformers' 0.9*h*h float).
+void auto_findings(const json& config, const CheckOptions& o, const std::string& version, Findings& out) {
+    if (o.launcher == Launcher::deepspeed) return;
+    std::vector<std::string> autos;
+    find_autos(config, "", autos);
+    if (autos.empty()) return;
+    ZeroSettings zero;
+    TrainingSettings train;
+    Provenance prov;
+    std::string why_not;
+    try {
+        apply_ds_config(config, "config", o.autos, zero, train, prov);
+    } catch (const InputError& e) {
+        why_not = e.what();
+    }
+    const std::string who = o.launcher == Launcher::accelerate ? "accelerate" : "the HF Trainer";
+    for (const auto& ptr : autos) {
+        const json* e = ds_schema_entry(ptr);
+        if (e == nullptr || !e->contains("auto")) continue;  // reported by the schema check
+        const auto p = prov.find(dotted(ptr));
+        std::string msg;
+        if (p != prov.end()) {
+            msg = p->second;
+            if (const auto arrow = msg.find("-> "); arrow != std::string::npos) msg = msg.substr(arrow + 3);
+            msg = "\"auto\" -> " + msg;
+        } else {
+            msg = "\"auto\": " + who + " fills it with " + e->value("auto_rule", std::string("its own value")) +
+                  " at launch";
+        }
+        std::string fix;
+        if (p == prov.end() && e->value("auto_rule", std::string()).find("hidden_size") != std::string::npos)
+            fix = "pass --model or --hf-config to see the value";
+        out.push_back({Severity::note, ptr, msg, fix});
+        if (const auto c = e->find("auto_caveats"); c != e->end() && c->contains(to_string(o.launcher)))
+            out.push_back({Severity::warning, ptr, c->at(to_string(o.launcher)).get<std::string>(),
+                           "set an explicit value"});
+        if (e->value("auto_float_trap", false) && stage_of(config) == 3 && newer_or_equal(version, "0.15.0")) {
+            std::string value = "int(0.9 x hidden_size^2)";
+            if (o.autos.hidden_size) {
+                const double h = static_cast<double>(*o.autos.hidden_size);
+                value = std::to_string(static_cast<long long>(0.9 * h * h));
+            }
+            out.push_back({Severity::warning, ptr,
+                           "older transformers and accelerate releases fill \"auto\" here with the float 0.9 x "
+                           "hidden_size^2 (e.g. 15099494.4 for h=4096), which DeepSpeed >= 0.15 rejects "
+                           "(\"Input should be a valid integer\")",
+                           "set the integer " + value + " or use a current transformers/accelerate"});
+        }
+    }
+    if (!why_not.empty() && why_not.find("hidden size is unknown") == std::string::npos &&
+        why_not.find("\"auto\"") == std::string::npos)
+        out.push_back({Severity::error, "/", why_not.substr(std::min(why_not.size(), std::string("config: ").size())),
+                       "fix the value named"});
+}
+
+/// Keys newer than the target DeepSpeed version (schema "since").
+void since_findings(const json& config, const std::string& version, Findings& out) {
+    for (const auto& item : ds_schema().at("keys").items()) {
+        const auto since = item.value().find("since");
+        if (since == item.value().end() || !at(config, item.key())) continue;
+        if (newer_or_equal(version, since->get<std::string>().c_str())) continue;
+        out.push_back({Severity::error, item.key(),
+                       "unknown to DeepSpeed " + version + " (added in " + since->get<std::string>() + "; " +
+                           item.value().value("since_source", std::string()) + ")",
+                       "upgrade DeepSpeed to " + since->get<std::string>() + " or remove the key"});
+    }
+}
+
+void refusal_findings(const json& config, Findings& out) {
+    for (const auto& p : unmodelled_ds_settings(config))
+        out.push_back({Severity::warning, p.pointer, "zeromem cannot estimate memory with this setting: " + p.message,
+                       p.fix});
+}
+
+void deprecation_findings(const json& config, Findings& out) {
+    if (const json* z = at(config, "/zero_optimization"); z && z->is_boolean())
+        out.push_back({Severity::warning, "/zero_optimization",
+                       "the boolean form is deprecated (means stage " + std::to_string(z->get<bool>() ? 1 : 0) + ")",
+                       "write {\"stage\": N}"});
+    for (const auto& item : ds_schema().at("keys").items()) {
+        if (!item.value().contains("deprecated") || !at(config, item.key())) continue;
+        out.push_back({Severity::warning, item.key(), "deprecated key",
+                       item.value().at("deprecated").get<std::string>()});
+    }
+}
+
+/// DeepSpeed's batch rules (runtime/config.py _batch_assertion and
+/// _set_batch_related_parameters).
+void batch_findings(const json& config, const CheckOptions& o, Findings& out) {
+    const json* tb = at(config, "/train_batch_size");
+    const json* mb = at(config, "/train_micro_batch_size_per_gpu");
+    const json* ga = at(config, "/gradient_accumulation_steps");
+    if (o.launcher == Launcher::deepspeed && (!tb || tb->is_null()) && (!mb || mb->is_null()))
+        out.push_back({Severity::error, "/train_batch_size",
+                       "train_batch_size and train_micro_batch_size_per_gpu are both missing; DeepSpeed asserts "
+                       "one is given (runtime/config.py _set_batch_related_parameters)",
+                       "set train_micro_batch_size_per_gpu"});
+    auto whole = [](const json* v) { return v && v->is_number_integer() && v->get<int64_t>() > 0; };
+    if (!o.gpus_known || !whole(tb) || !whole(mb)) return;
+    const int64_t accum = whole(ga) ? ga->get<int64_t>() : 1;
+    if (!whole(ga) && ga) return;
+    TrainingSettings t;
+    t.train_batch_size = tb->get<int64_t>();
+    t.micro_batch = mb->get<int64_t>();
+    t.grad_accum = accum;
+    try {
+        check_batch_arithmetic(t, o.autos.world_size);
+    } catch (const InputError& e) {
+        out.push_back({Severity::error, "/train_batch_size", e.what(),
+                       "set train_batch_size to micro batch x accumulation x GPUs"});
+    }
+}
+
+bool offloads(const json& config, const std::string& which) {
+    const json* d = at(config, "/zero_optimization/" + which + "/device");
+    if (d && d->is_string()) return d->get<std::string>() == "cpu" || d->get<std::string>() == "nvme";
+    const json* dep = at(config, which == "offload_param" ? "/zero_optimization/cpu_offload_param"
+                                                          : "/zero_optimization/cpu_offload");
+    return dep && dep->is_boolean() && dep->get<bool>();
+}
+
+/// The default of a schema key in DeepSpeed `version`, and the version that
+/// changed it ("" when it never changed).
+std::pair<json, std::string> default_in(const json& entry, const std::string& version) {
+    json value = entry.value("default", json());
+    std::string changed;
+    if (const auto it = entry.find("version_defaults"); it != entry.end())
+        for (const auto& vd : *it) {
+            changed = vd.at("before").get<std::string>();
+            if (!newer_or_equal(version, changed.c_str())) value = vd.at("default");
+        }
+    return {value, changed};
+}
+
+void pin_memory_findings(const json& config, const std::string& version, Findings& out) {
+    for (const std::string which : {"offload_optimizer", "offload_param"}) {
+        if (!offloads(config, which)) continue;
+        const std::string ptr = "/zero_optimization/" + which + "/pin_memory";
+        const json* v = at(config, ptr);
+        if (v && v->is_boolean() && !v->get<bool>()) {
+            out.push_back({Severity::warning, ptr,
+                           "offload without pin_memory: host<->GPU copies go through pageable memory (slower)",
+                           "set pin_memory: true if host RAM allows the page-locked buffers"});
+        } else if (!v) {
+            const auto [value, changed] = default_in(*ds_schema_entry(ptr), version);
+            const bool pinned = value.is_boolean() && value.get<bool>();
+            out.push_back({pinned ? Severity::note : Severity::warning, ptr,
+                           std::string("not set: DeepSpeed ") + version + " defaults to " +
+                               (pinned ? "true" : "false (offload without pin_memory: slower copies)") +
+                               "; the default changed in " + changed + " (DeepSpeed PR #8207)",
+                           "set pin_memory explicitly"});
+        }
+    }
+}
+
+/// Defaults that depend on the version or the stage and change memory or
+/// speed (deepspeed_memory.md sections 5, 7 and 9).
+void version_findings(const json& config, const std::string& version, Findings& out) {
+    const int stage = stage_of(config);
+    if (!at(config, "/zero_optimization/overlap_comm"))
+        out.push_back({Severity::note, "/zero_optimization/overlap_comm",
+                       std::string("not set: defaults to ") + (stage == 3 ? "true" : "false") + " for stage " +
+                           std::to_string(stage) +
+                           " (true only for stage 3, runtime/zero/config.py overlap_comm_valid; the docs say false)" +
+                           (stage == 1 || stage == 2 ? "; true doubles the reduce bucket" : ""),
+                       ""});
+    pin_memory_findings(config, version, out);
+    if (!at(config, "/gradient_clipping")) {
+        const auto [value, changed] = default_in(*ds_schema_entry("/gradient_clipping"), version);
+        out.push_back({Severity::note, "/gradient_clipping",
+                       "not set: DeepSpeed " + version + " defaults to " + value.dump() + " (" +
+                           "0.0, off, before " + changed + "; 1.0 since)",
+                       ""});
+    }
+    const json* bf = at(config, "/bf16/enabled");
+    if (bf && bf->is_boolean() && bf->get<bool>()) {
+        if (!at(config, "/bf16/check_grad_overflow"))
+            out.push_back({Severity::note, "/bf16/check_grad_overflow",
+                           std::string("not set: ") + (newer_or_equal(version, "0.19.3") ? "on" : "off") +
+                               " in DeepSpeed " + version + " (on since 0.19.3, PR #8035)",
+                           ""});
+        if (stage == 0 && !at(config, "/data_types/grad_accum_dtype"))
+            out.push_back({Severity::note, "/data_types/grad_accum_dtype",
+                           std::string("not set: bf16 without ZeRO accumulates gradients in ") +
+                               (newer_or_equal(version, "0.17.6") ? "bf16 (2 B/param)" : "fp32 (4 B/param)") +
+                               " in DeepSpeed " + version + " (fp32 before 0.17.6, PR #7515)",
+                           "set grad_accum_dtype explicitly"});
+    }
+    if (stage == 2) {
+        const std::string change = ds_schema().value("zero2_estimator_formula_change", std::string("0.14.3"));
+        const bool legacy = !newer_or_equal(version, change.c_str());
+        out.push_back({Severity::note, "/zero_optimization/stage",
+                       std::string("DeepSpeed ") + version + "'s estimate_zero2_model_states_mem_needs gives " +
+                           (legacy ? "4Ψ + 16Ψ/N" : "2Ψ + 18Ψ/N") + " per GPU without offload (" +
+                           (legacy ? "2Ψ + 18Ψ/N from " : "4Ψ + 16Ψ/N before ") + change + ")",
+                       std::string("compare with zeromem estimate --convention deepspeed") +
+                           (legacy ? " --legacy-zero2" : "")});
+    }
+}
+
+EstimateInput with_stage(EstimateInput in, int stage) {
+    in.zero.stage = stage;
+    if (stage < 3) {
+        in.zero.offload_param = OffloadDevice::none;
+        // DeepSpeed offloads the optimizer to NVMe only in stage 3, to the CPU
+        // only in stages 1-3 (estimate() refuses the rest).
+        if (in.zero.offload_optimizer == OffloadDevice::nvme || stage == 0)
+            in.zero.offload_optimizer = OffloadDevice::none;
+    }
+    return in;
+}
+
+std::string offload_pointer(const EstimateInput& in, const std::string& leaf) {
+    const bool opt = in.zero.offload_optimizer != OffloadDevice::none;
+    return std::string("/zero_optimization/") + (opt ? "offload_optimizer" : "offload_param") + "/" + leaf;
+}
+
+/// Findings from the estimate of the config on the given model and cluster.
+// The HF Trainer and accelerate pass the client's optimizer (torch AdamW)
+// to deepspeed.initialize when the config has no "optimizer" block; with
+// ZeRO optimizer offload DeepSpeed then raises ZeRORuntimeException
+// (engine.py _configure_optimizer) unless zero_force_ds_cpu_optimizer is
+// false. Public reports: deepspeedai/DeepSpeed#7524, OpenMOSS/MOSS#272.
+void client_optimizer_findings(const json& config, const CheckOptions& o, Findings& out) {
+    if (o.launcher == Launcher::deepspeed || config.contains("optimizer")) return;
+    const json* zero = config.contains("zero_optimization") && config["zero_optimization"].is_object()
+                           ? &config["zero_optimization"] : nullptr;
+    if (zero == nullptr) return;
+    bool offload = zero->value("cpu_offload", false) == true;
+    if (zero->contains("offload_optimizer") && (*zero)["offload_optimizer"].is_object()) {
+        const json& dev = (*zero)["offload_optimizer"].value("device", json("none"));
+        offload = offload || (dev.is_string() && (dev == "cpu" || dev == "nvme"));
+    }
+    const json force = config.value("zero_force_ds_cpu_optimizer", json(true));
+    if (!offload || force == false) return;
+    const std::string who = o.launcher == Launcher::accelerate ? "accelerate" : "the HF Trainer";
+    out.push_back({Severity::error, "/zero_optimization/offload_optimizer",
+                   "no \"optimizer\" block, so " + who + " passes its own torch AdamW, and DeepSpeed refuses "
+                   "ZeRO-Offload with a client optimizer (ZeRORuntimeException, engine.py _configure_optimizer)",
+                   "add an \"optimizer\" block (e.g. {\"type\": \"AdamW\", \"params\": {\"lr\": \"auto\"}}) so "
+                   "DeepSpeed builds DeepSpeedCPUAdam, or set \"zero_force_ds_cpu_optimizer\": false to run torch "
+                   "AdamW on the CPU (slow)"});
+}
+
+void memory_findings(const CheckOptions& o, Findings& out) {
+    const EstimateInput& in = *o.memory;
+    const Estimate e = estimate(in);
+    const uint64_t need = e.per_gpu.total;
+    if (in.cluster.gpu_memory) {
+        const uint64_t cap = *in.cluster.gpu_memory;
+        EstimateInput small = in;  // the same run with 1-element buckets
+        small.zero.reduce_bucket_size = 1;
+        small.zero.stage3_prefetch_bucket_size = 1;
+        const uint64_t without = estimate(small).per_gpu.total;
+        const uint64_t buckets = need > without ? need - without : 0;
+        const std::string ptr = in.zero.stage == 3 ? "/zero_optimization/stage3_prefetch_bucket_size"
+                                                   : "/zero_optimization/reduce_bucket_size";
+        if (need > cap && without <= cap)
+            out.push_back({Severity::error, ptr,
+                           "the buckets do not fit beside the model: " + gib(need) + " per GPU with them, " +
+                               gib(without) + " without, GPU has " + gib(cap),
+                           "lower reduce_bucket_size" +
+                               std::string(in.zero.stage == 3 ? " and stage3_prefetch_bucket_size" : "") +
+                               " (e.g. hidden_size^2)"});
+        else if (need > cap)
+            out.push_back({Severity::error, "/zero_optimization/stage",
+                           "needs " + gib(need) + " per GPU (peak in " + e.peak_phase + "), GPU has " + gib(cap),
+                           "use a higher stage, offload, a smaller micro batch or more GPUs (zeromem plan)"});
+        else if (buckets * 5 > cap)
+            out.push_back({Severity::warning, ptr,
+                           "the buckets take " + gib(buckets) + " of the " + gib(cap) + " GPU", "lower them"});
+    }
+    if (in.cluster.host_memory) {
+        const uint64_t cap = *in.cluster.host_memory;
+        if (e.per_node.host_pinned > cap)
+            out.push_back({Severity::error, offload_pointer(in, "pin_memory"),
+                           "pinned host pools need " + gib(e.per_node.host_pinned) + " per node, beyond its " +
+                               gib(cap) + " of RAM",
+                           "set pin_memory false, lower buffer_count/max_in_cpu, or add RAM"});
+        else if (e.per_node.host_memory > cap)
+            out.push_back({Severity::error, offload_pointer(in, "device"),
+                           "host RAM needed " + gib(e.per_node.host_memory) + " per node (peak in " +
+                               e.host_peak_phase + "), node has " + gib(cap),
+                           "offload less, or use NVMe offload"});
+    }
+    for (int s = 0; s < in.zero.stage; ++s) {
+        const uint64_t lower = estimate(with_stage(in, s)).per_gpu.total;
+        if (lower < need) {
+            out.push_back({Severity::warning, "/zero_optimization/stage",
+                           "stage " + std::to_string(in.zero.stage) + " needs " + gib(need) +
+                               " per GPU for this model, more than stage " + std::to_string(s) + " (" + gib(lower) +
+                               ")",
+                           "use stage " + std::to_string(s) + " unless the higher stage is needed for speed"});
+            break;
+        }
+    }
+    if (o.nvme_capacity && e.per_node.nvme > *o.nvme_capacity)
+        out.push_back({Severity::error, offload_pointer(in, "nvme_path"),
+                       "NVMe pools need " + gib(e.per_node.nvme) + " per node, the drive has " +
+                           gib(*o.nvme_capacity),
+                       "use a larger drive, offload less to NVMe, or more nodes"});
+}
+
+}  // namespace
+
+std::vector<Finding> check_ds_config(const json& config, const CheckOptions& o) {
+    const std::string newest = ds_schema().value("newest_version", std::string("0.19.6"));
+    const std::string version = o.deepspeed_version.empty() ? newest : o.deepspeed_version;
+    const std::string oldest = ds_schema().value("oldest_version", std::string("0.4.2"));
+    if (compare_versions(version, oldest, "--deepspeed-version") < 0 ||
+        compare_versions(version, newest, "--deepspeed-version") > 0)
+        throw InputError("--deepspeed-version: " + version + " is outside the versions zeromem knows (" + oldest +
+                         " to " + newest + ")");
+    Findings out;
+    schema_findings(config, o, version, out);
+    since_findings(config, version, out);
+    const bool schema_ok = count_findings(out, Severity::error) == 0;
+    if (schema_ok) auto_findings(config, o, version, out);
+    refusal_findings(config, out);
+    deprecation_findings(config, out);
+    batch_findings(config, o, out);
+    if (schema_ok) version_findings(config, version, out);
+    if (schema_ok) client_optimizer_findings(config, o, out);
+    if (schema_ok && o.memory && count_findings(out, Severity::error) == 0) {
+        try {
+            memory_findings(o, out);
+        } catch (const InputError& e) {  // what DeepSpeed itself refuses, as a finding
+            out.push_back({Severity::error, "", e.what(), ""});
+        }
+    }
+    return out;
+}
+
+}  // namespace zeromem
