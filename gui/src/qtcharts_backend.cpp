@@ -330,7 +330,7 @@ public:
         view_ = new QChartView(chart_, box_);
         view_->setObjectName("timelineChartView");
         view_->setRenderHint(QPainter::Antialiasing);
-        chart_->legend()->setAlignment(Qt::AlignBottom);
+        chart_->legend()->setAlignment(Qt::AlignRight);  // a column: phase names stay whole
         x_ = new QValueAxis;
         y_ = new QValueAxis;
         x_->setTitleText("event index (one unit per allocation or free; simulated time)");
@@ -360,17 +360,20 @@ public:
             xmax = std::max(xmax, p.x());
             ymax = std::max(ymax, p.y());
         }
-        x_->setRange(0, xmax);
+        x_->setRange(0, xmax);  // the run ends at the right edge; ticks at a round interval
+        x_->setTickType(QValueAxis::TicksDynamic);
+        x_->setTickAnchor(0);
+        x_->setTickInterval(round_interval(xmax / 6));
         y_->setRange(0, ymax > 0 ? ymax * 1.15 : 1);
         y_->applyNiceNumbers();
         add_bands(data.bands, y_->max());  // first, so the lines are drawn over them
-        auto* reserved = add_series<QLineSeries>("reserved", "reserved (memory_reserved(), GiB)");
+        auto* reserved = add_series<QLineSeries>("reserved", "reserved (GiB)");
         reserved->replace(data.reserved);
         reserved->setPen(QPen(QColor(214, 39, 40), 1.5));
-        auto* allocated = add_series<QLineSeries>("allocated", "allocated (memory_allocated(), GiB)");
+        auto* allocated = add_series<QLineSeries>("allocated", "allocated (GiB)");
         allocated->replace(data.allocated);
         allocated->setPen(QPen(QColor(31, 119, 180), 1.5));
-        auto* peak = add_series<QScatterSeries>("peakAllocated", data.peak_label);
+        auto* peak = add_series<QScatterSeries>("peakAllocated", "peak allocated");
         if (!data.allocated.isEmpty()) peak->append(data.peak);
         peak->setMarkerSize(10);
         peak->setColor(Qt::black);
@@ -382,6 +385,15 @@ public:
     QImage image() override { return view_->grab().toImage(); }
 
 private:
+    /// The smallest 1, 2 or 5 x 10^k at least `v` (tick spacing for the axis labels).
+    static double round_interval(double v) {
+        if (v <= 1) return 1;
+        const double p = std::pow(10.0, std::floor(std::log10(v)));
+        for (double m : {1.0, 2.0, 5.0})
+            if (m * p >= v) return m * p;
+        return 10 * p;
+    }
+
     template <class Series>
     Series* add_series(const char* object_name, const QString& name) {
         auto* s = new Series;
@@ -408,7 +420,7 @@ private:
             lower->append({QPointF(b.begin, 0), QPointF(b.end, 0)});
             auto* area = new QAreaSeries(upper, lower);
             area->setObjectName("phase:" + b.phase);
-            area->setName("phase: " + b.phase);
+            area->setName(b.phase);
             chart_->addSeries(area);
             area->attachAxis(x_);
             area->attachAxis(y_);

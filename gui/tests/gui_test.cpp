@@ -553,8 +553,10 @@ private slots:
             QCOMPARE(max_y(reserved->points()), double(r.peak_reserved) / kGiB);
             QCOMPARE(peak->count(), 1);
             QCOMPARE(peak->at(0), QPointF(double(r.peak_allocated_t), double(r.peak_allocated) / kGiB));
-            QVERIFY(peak->name().contains(QString::fromStdString(r.peak_event)));
-            QVERIFY(peak->name().contains(QString::fromStdString(r.peak_module)));
+            const QString label = peak->pointLabelsFormat();  // drawn beside the point
+            QVERIFY2(label.contains(QString::fromStdString(r.peak_event)), qPrintable(label));
+            QVERIFY2(label.contains(QString::fromStdString(r.peak_module)), qPrintable(label));
+            QVERIFY(peak->pointLabelsVisible());
             // Runs of equal consecutive phases, counted from the simulator's rows here.
             int runs = 0;
             QStringList names;
