@@ -14,11 +14,12 @@ double gib(uint64_t bytes) { return double(bytes) / 1073741824.0; }
 
 QVector<QPointF> decimate_keep_max(const QVector<QPointF>& points, int max_points) {
     const int n = int(points.size());
-    max_points = std::max(max_points, 2);
+    max_points = std::max(max_points, 4);
     if (n <= max_points) return points;
-    const int buckets = max_points / 2;
+    const int buckets = (max_points - 2) / 2;  // two points left for the first and the last
     QVector<QPointF> out;
-    out.reserve(2 * buckets);
+    out.reserve(2 * buckets + 2);
+    out.append(points.front());
     for (int b = 0; b < buckets; ++b) {
         // Bucket b holds points [begin, end): the n points split as evenly as integers allow.
         const int begin = int(int64_t(n) * b / buckets), end = int(int64_t(n) * (b + 1) / buckets);
@@ -28,9 +29,11 @@ QVector<QPointF> decimate_keep_max(const QVector<QPointF>& points, int max_point
             if (points[i].y() < points[lo].y()) lo = i;
             if (points[i].y() > points[hi].y()) hi = i;
         }
-        out.append(points[std::min(lo, hi)]);
-        if (lo != hi) out.append(points[std::max(lo, hi)]);
+        const int first = std::min(lo, hi), second = std::max(lo, hi);  // in x order
+        if (first != 0 && first != n - 1) out.append(points[first]);
+        if (second != first && second != n - 1) out.append(points[second]);
     }
+    out.append(points.back());
     return out;
 }
 

@@ -16,11 +16,12 @@ namespace zeromem_gui {
 /// Most points one timeline series keeps (decimate_keep_max's budget).
 constexpr int kTimelineMaxPoints = 4000;
 
-/// Reduces `points` (x increasing) to at most `max_points` (>= 2) points:
-/// the points are cut into max_points / 2 buckets of consecutive points and
-/// each bucket keeps its lowest and highest point, in x order, so every
-/// bucket's maximum (and the global peak) is kept exactly. Returns `points`
-/// unchanged when it has at most max_points points. Display logic only.
+/// Reduces `points` (x increasing) to at most `max_points` (>= 4) points:
+/// the first and the last point, and, with the points cut into
+/// (max_points - 2) / 2 buckets of consecutive points, each bucket's lowest
+/// and highest point, in x order, so every bucket's maximum (and the global
+/// peak) is kept exactly. Returns `points` unchanged when it has at most
+/// max_points points. Display logic only.
 QVector<QPointF> decimate_keep_max(const QVector<QPointF>& points, int max_points);
 
 /// One band per run of consecutive timeline rows with the same phase: the

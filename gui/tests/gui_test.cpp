@@ -577,19 +577,40 @@ private slots:
         }
     }
 
+    void timeline_of_an_option_that_does_not_fit_stops_at_the_simulators_oom() {
+        MainWindow w(default_request(), {}, kData, false);  // ZeRO-0 does not fit 80 GiB for llama-2-7b
+        w.tabs()->setCurrentWidget(w.timeline()->widget());
+        int row = -1;
+        for (size_t i = 0; i < w.evaluation()->rows.size(); ++i)
+            if (!w.evaluation()->rows[i].fits && w.evaluation()->rows[i].option.stage == 0) row = int(i);
+        QVERIFY(row >= 0);
+        w.select(row);
+        const sim::SimResult r = library_timeline(w, row);
+        QVERIFY(r.oom);  // the simulator's allocator also runs out of the 80 GiB (minus the CUDA context)
+        auto* msg = w.findChild<QLabel*>("timelineMessage");
+        QVERIFY2(msg->text().contains(QString("Out of memory at event %1").arg(qulonglong(r.oom->t))), qPrintable(msg->text()));
+        QVERIFY(msg->text().contains(QString::fromStdString(r.oom->term)));
+        auto* allocated = timeline_series<QLineSeries>(w, "allocated");
+        QVERIFY(allocated);
+        QCOMPARE(max_y(allocated->points()), double(r.peak_allocated) / kGiB);
+        QCOMPARE(allocated->points().back().x(), double(r.timeline.back().t));  // drawn up to the stop
+    }
+
     void timeline_decimation_keeps_every_buckets_maximum() {
         QVector<QPointF> pts;
         for (int i = 0; i < 65000; ++i) pts.append(QPointF(i, double((i * 7919) % 1000)));
         pts[40321].setY(5000);  // the single peak
         const QVector<QPointF> d = zeromem_gui::decimate_keep_max(pts, 4000);
         QVERIFY(d.size() <= 4000 && d.size() >= 2000);
+        QCOMPARE(d.front(), pts.front());  // the line starts and ends where the run does
+        QCOMPARE(d.back(), pts.back());
         QVERIFY(d.contains(QPointF(40321, 5000)));
         for (int i = 1; i < d.size(); ++i) QVERIFY(d[i - 1].x() < d[i].x());  // x order kept
-        // Kept points are input points, and each of the 2000 buckets (4000 points / 2: its lowest and
-        // highest) keeps its maximum.
+        // Kept points are input points, and each of the 1999 buckets ((4000 - 2 end points) / 2: its
+        // lowest and highest) keeps its maximum.
         for (const QPointF& p : d) QCOMPARE(pts[int(p.x())].y(), p.y());
-        for (int b = 0; b < 2000; ++b) {
-            const int begin = 65000 * b / 2000, end = 65000 * (b + 1) / 2000;
+        for (int b = 0; b < 1999; ++b) {
+            const int begin = 65000 * b / 1999, end = 65000 * (b + 1) / 1999;
             double m = -1;
             for (int i = begin; i < end; ++i) m = std::max(m, pts[i].y());
             bool kept = false;
