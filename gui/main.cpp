@@ -40,8 +40,8 @@ int main(int argc, char** argv) {
     app.add_option("--network", speed.network, "Inter-node network preset, required with --nodes > 1")->type_name("NAME");
     app.add_option("--screenshot", screenshot, "Render the window offscreen to this PNG file and exit")
         ->type_name("PATH");
-    app.add_option("--tab", tab, "Tab shown first: chart, breakdown, plan or table")
-        ->check(CLI::IsMember({"chart", "breakdown", "plan", "table"}));
+    app.add_option("--tab", tab, "Tab shown first: chart, breakdown, plan, table or timeline")
+        ->check(CLI::IsMember({"chart", "breakdown", "plan", "table", "timeline"}));
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
     QApplication::setOrganizationName("zeromem");
     QApplication::setApplicationName("zeromem-gui");
     zeromem_gui::MainWindow w(req, speed, zeromem::data_dir(), screenshot.empty());
-    const QStringList tabs = {"chart", "breakdown", "plan", "table"};
+    const QStringList tabs = {"chart", "breakdown", "plan", "table", "timeline"};
     if (!tab.empty()) w.tabs()->setCurrentIndex(int(tabs.indexOf(QString::fromStdString(tab))));
     if (screenshot.empty()) {
         w.show();

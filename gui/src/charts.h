@@ -6,10 +6,12 @@
 
 #include <QImage>
 #include <QObject>
+#include <QPointF>
 #include <QString>
 #include <QStringList>
 #include <QVector>
 
+#include <cstdint>
 #include <memory>
 
 class QWidget;
@@ -78,8 +80,42 @@ public:
     virtual void setData(const BreakdownData& data) = 0;
 };
 
+/// A run of consecutive simulator events in one phase, shaded on the timeline.
+struct TimelineBand {
+    QString phase;      ///< the simulator's phase name ("load", "forward", ..., "steady_backward")
+    double begin = 0;   ///< x of the band's first event (event index)
+    double end = 0;     ///< x where the next band starts (event index)
+};
+
+/// Everything the timeline chart draws: one rank's simulated run.
+struct TimelineData {
+    QString title;
+    QString message;             ///< when not empty: shown instead of the chart (e.g. the simulator's InputError)
+    QString note;                ///< shown above the chart (what was replayed, an out-of-memory stop)
+    int64_t events = 0;          ///< timeline rows before decimation
+    QVector<QPointF> allocated;  ///< (event index, memory_allocated() after it in GiB), decimated
+    QVector<QPointF> reserved;   ///< (event index, memory_reserved() after it in GiB), decimated
+    QVector<TimelineBand> bands; ///< in event order
+    QPointF peak;                ///< the peak allocated point (event index, GiB)
+    QString peak_label;          ///< its value, event and module
+};
+
+/// Allocated and reserved memory over the simulated step, phases shaded,
+/// the peak allocated point marked; or a message when there is no timeline.
+class TimelineChart : public QObject {
+    Q_OBJECT
+public:
+    using QObject::QObject;
+    ~TimelineChart() override = default;
+    virtual QWidget* widget() = 0;
+    virtual void setData(const TimelineData& data) = 0;
+    /// The chart as drawn now, at the widget's size.
+    virtual QImage image() = 0;
+};
+
 /// The Qt Charts implementations; `parent` owns the widgets.
 std::unique_ptr<SpeedMemoryChart> make_speed_memory_chart(QWidget* parent);
 std::unique_ptr<BreakdownChart> make_breakdown_chart(QWidget* parent);
+std::unique_ptr<TimelineChart> make_timeline_chart(QWidget* parent);
 
 }  // namespace zeromem_gui

@@ -1,8 +1,12 @@
 // Main window (see main_window.h). Every number shown comes from the
-// Evaluation (estimator and planner libraries); this file only converts
-// bytes to GiB for display and formats text.
+// Evaluation (estimator and planner libraries) or the simulator's replay of
+// the selected option (timeline tab); this file only converts bytes to GiB
+// for display and formats text.
 #include "main_window.h"
 
+#include "timeline.h"
+
+#include "zeromem/simulator.h"
 #include "zeromem/util.h"
 
 #include <QAction>
@@ -123,9 +127,7 @@ void MainWindow::build_tabs() {
 
     breakdown_ = make_breakdown_chart(this);
     tabs_->addTab(breakdown_->widget(), tr("Breakdown"));
-    connect(tabs_, &QTabWidget::currentChanged, this, [this](int) {
-        if (breakdown_dirty_ && tabs_->currentWidget() == breakdown_->widget()) show_breakdown();
-    });
+    connect(tabs_, &QTabWidget::currentChanged, this, [this](int) { show_visible_lazy_tabs(); });
 
     auto* plan_page = new QWidget(this);
     auto* pv = new QVBoxLayout(plan_page);
@@ -167,6 +169,9 @@ void MainWindow::build_tabs() {
     table_->setSelectionMode(QAbstractItemView::SingleSelection);
     table_->horizontalHeader()->setStretchLastSection(true);
     tabs_->addTab(table_, tr("Table"));
+
+    timeline_ = make_timeline_chart(this);
+    tabs_->addTab(timeline_->widget(), tr("Timeline"));
     connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             [this](const QModelIndex& cur, const QModelIndex&) {
                 if (!cur.isValid()) return;
@@ -218,7 +223,8 @@ void MainWindow::recompute() {
         if (ev_->rows[i].option.label() == selected_label_) selected_ = int(i);
     show_chart();
     breakdown_dirty_ = true;  // drawn now if visible, else when its tab is opened
-    if (tabs_->currentWidget() == breakdown_->widget()) show_breakdown();
+    timeline_dirty_ = true;
+    show_visible_lazy_tabs();
     show_table();
     show_plan();
     chart_->setSelected(selected_);
@@ -270,6 +276,50 @@ void MainWindow::show_breakdown() {
                        gib(c.memory.per_node.host_memory)});
     }
     breakdown_->setData(d);
+}
+
+void MainWindow::show_visible_lazy_tabs() {
+    if (breakdown_dirty_ && tabs_->currentWidget() == breakdown_->widget()) show_breakdown();
+    if (timeline_dirty_ && tabs_->currentWidget() == timeline_->widget()) show_timeline();
+}
+
+void MainWindow::show_timeline() {
+    if (!ev_) return;
+    timeline_dirty_ = false;
+    TimelineData d;
+    if (selected_ < 0) {
+        d.message = tr("Select an option (click a point or a table row) to replay its training steps in the "
+                       "simulator (zeromem simulate).");
+        timeline_->setData(d);
+        return;
+    }
+    const Candidate& c = ev_->rows[size_t(selected_)];
+    zeromem::EstimateInput in = ev_->resolved.input;
+    zeromem::apply_candidate(c, in);
+    const zeromem::sim::SimOptions opt{};
+    zeromem::sim::SimResult r;
+    try {
+        r = zeromem::sim::simulate(in, opt);
+    } catch (const std::exception& e) {  // zeromem::InputError: an input the simulator does not replay
+        d.message = tr("No timeline for %1: %2").arg(qs(c.option.label()), QString::fromUtf8(e.what()));
+        timeline_->setData(d);
+        return;
+    }
+    d = timeline_data(r, tr("%1, micro batch %2 × %3 accumulation steps: one rank, %4 optimizer steps (zeromem simulate)")
+                             .arg(qs(c.option.label()))
+                             .arg(c.micro_batch)
+                             .arg(c.grad_accum)
+                             .arg(opt.steps));
+    d.note = tr("%1 events replayed through the caching-allocator model; %2; peak reserved %3 GiB at event %4.")
+                 .arg(qulonglong(r.timeline.size()))
+                 .arg(d.peak_label)
+                 .arg(gib(r.peak_reserved), 0, 'f', 2)
+                 .arg(qulonglong(r.peak_reserved_t));
+    if (r.oom)
+        d.note += tr(" Out of memory at event %1 (%2 in %3, phase %4): the replay stops there, as the job would.")
+                      .arg(qulonglong(r.oom->t))
+                      .arg(qs(r.oom->term), qs(r.oom->module), QString::fromUtf8(zeromem::sim::to_string(r.oom->phase)));
+    timeline_->setData(d);
 }
 
 void MainWindow::show_table() {
@@ -340,6 +390,8 @@ void MainWindow::select(int row) {
     selected_label_ = ev_->rows[size_t(row)].option.label();
     chart_->setSelected(row);
     sync_table_selection();
+    timeline_dirty_ = true;
+    show_visible_lazy_tabs();
     statusBar()->showMessage(tr("Selected: %1").arg(qs(selected_label_)));
 }
 

@@ -1,5 +1,5 @@
 // zeromem-gui's main window: inputs on the left; speed-memory chart,
-// breakdown, plan and table tabs on the right; exports in the File menu.
+// breakdown, plan, table and timeline tabs on the right; exports in the File menu.
 #pragma once
 
 #include "charts.h"
@@ -51,6 +51,7 @@ public:
     QTabWidget* tabs() const { return tabs_; }
     QTableView* table() const { return table_; }
     QTableWidget* plan_table() const { return plan_table_; }
+    TimelineChart* timeline() const { return timeline_.get(); }
 
 public slots:
     /// Reads the inputs, evaluates and redraws (or shows the error).
@@ -66,6 +67,8 @@ private:
     void show_breakdown();
     void show_table();
     void show_plan();
+    void show_timeline();
+    void show_visible_lazy_tabs();
     void sync_table_selection();
     void export_with_dialog(const QString& what, const QString& filter, QString (MainWindow::*fn)(const QString&));
 
@@ -77,6 +80,8 @@ private:
     std::unique_ptr<SpeedMemoryChart> chart_;
     std::unique_ptr<BreakdownChart> breakdown_;
     bool breakdown_dirty_ = false;  ///< the breakdown tab shows an older evaluation
+    std::unique_ptr<TimelineChart> timeline_;
+    bool timeline_dirty_ = false;   ///< the timeline tab shows an older evaluation or selection
     QLabel* ordering_ = nullptr;
     QTableView* table_ = nullptr;
     QStandardItemModel* model_ = nullptr;

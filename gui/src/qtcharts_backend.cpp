@@ -4,6 +4,7 @@
 // QXYSeries::replace swaps all points at once (Qt Charts 6.4.2 sources).
 #include "charts.h"
 
+#include <QAreaSeries>
 #include <QBarCategoryAxis>
 #include <QBarSet>
 #include <QChart>
@@ -13,13 +14,17 @@
 #include <QHBoxLayout>
 #include <QHorizontalBarSeries>
 #include <QHorizontalStackedBarSeries>
+#include <QLabel>
+#include <QLegendMarker>
 #include <QLineSeries>
 #include <QScatterSeries>
 #include <QToolTip>
+#include <QVBoxLayout>
 #include <QValueAxis>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace zeromem_gui {
 
@@ -306,6 +311,135 @@ private:
     QChartView *gpu_ = nullptr, *host_ = nullptr;
 };
 
+/// Allocated and reserved memory (GiB) against the event index on a
+/// QChartView, one translucent QAreaSeries per phase band behind them (one
+/// legend entry per phase name), the peak allocated point labelled; a QLabel
+/// above shows the note, or the message instead of the chart.
+class QtTimelineChart final : public TimelineChart {
+public:
+    explicit QtTimelineChart(QWidget* parent) {
+        box_ = new QWidget(parent);
+        box_->setObjectName("timeline");
+        auto* lay = new QVBoxLayout(box_);
+        label_ = new QLabel(box_);
+        label_->setObjectName("timelineMessage");
+        label_->setTextFormat(Qt::PlainText);
+        label_->setWordWrap(true);
+        label_->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::TextSelectableByKeyboard);
+        chart_ = new QChart;
+        view_ = new QChartView(chart_, box_);
+        view_->setObjectName("timelineChartView");
+        view_->setRenderHint(QPainter::Antialiasing);
+        chart_->legend()->setAlignment(Qt::AlignRight);  // a column: phase names stay whole
+        x_ = new QValueAxis;
+        y_ = new QValueAxis;
+        x_->setTitleText("event index (one unit per allocation or free; simulated time)");
+        y_->setTitleText("GiB per GPU (2^30 bytes)");
+        x_->setLabelFormat("%.0f");
+        y_->setLabelFormat("%.1f");
+        chart_->addAxis(x_, Qt::AlignBottom);
+        chart_->addAxis(y_, Qt::AlignLeft);
+        lay->addWidget(label_);
+        lay->addWidget(view_, 1);
+    }
+
+    QWidget* widget() override { return box_; }
+
+    void setData(const TimelineData& data) override {
+        chart_->removeAllSeries();  // deletes the old series; bands change with every option
+        chart_->setTitle(data.title);
+        if (!data.message.isEmpty()) {
+            label_->setText(data.message);
+            view_->hide();
+            return;
+        }
+        label_->setText(data.note);
+        view_->show();
+        double xmax = 1, ymax = 0;
+        for (const QPointF& p : data.reserved + data.allocated) {
+            xmax = std::max(xmax, p.x());
+            ymax = std::max(ymax, p.y());
+        }
+        x_->setRange(0, xmax);  // the run ends at the right edge; ticks at a round interval
+        x_->setTickType(QValueAxis::TicksDynamic);
+        x_->setTickAnchor(0);
+        x_->setTickInterval(round_interval(xmax / 6));
+        y_->setRange(0, ymax > 0 ? ymax * 1.15 : 1);
+        y_->applyNiceNumbers();
+        add_bands(data.bands, y_->max());  // first, so the lines are drawn over them
+        auto* reserved = add_series<QLineSeries>("reserved", "reserved (GiB)");
+        reserved->replace(data.reserved);
+        reserved->setPen(QPen(QColor(214, 39, 40), 1.5));
+        auto* allocated = add_series<QLineSeries>("allocated", "allocated (GiB)");
+        allocated->replace(data.allocated);
+        allocated->setPen(QPen(QColor(31, 119, 180), 1.5));
+        auto* peak = add_series<QScatterSeries>("peakAllocated", "peak allocated");
+        if (!data.allocated.isEmpty()) peak->append(data.peak);
+        peak->setMarkerSize(10);
+        peak->setColor(Qt::black);
+        peak->setPointLabelsFormat(QString(data.peak_label).replace('@', ' '));  // '@' would start a placeholder
+        peak->setPointLabelsVisible(true);
+        peak->setPointLabelsClipping(false);
+    }
+
+    QImage image() override { return view_->grab().toImage(); }
+
+private:
+    /// The smallest 1, 2 or 5 x 10^k at least `v` (tick spacing for the axis labels).
+    static double round_interval(double v) {
+        if (v <= 1) return 1;
+        const double p = std::pow(10.0, std::floor(std::log10(v)));
+        for (double m : {1.0, 2.0, 5.0})
+            if (m * p >= v) return m * p;
+        return 10 * p;
+    }
+
+    template <class Series>
+    Series* add_series(const char* object_name, const QString& name) {
+        auto* s = new Series;
+        s->setObjectName(object_name);
+        s->setName(name);
+        chart_->addSeries(s);
+        s->attachAxis(x_);
+        s->attachAxis(y_);
+        return s;
+    }
+
+    /// One area per band from 0 to `top` GiB; the legend names each phase once.
+    void add_bands(const QVector<TimelineBand>& bands, double top) {
+        static const QColor palette[] = {QColor(148, 103, 189), QColor(44, 160, 44),  QColor(255, 127, 14),
+                                         QColor(140, 86, 75),   QColor(23, 190, 207), QColor(188, 189, 34),
+                                         QColor(127, 127, 127)};
+        std::map<QString, QColor> colour;
+        for (const TimelineBand& b : bands) {
+            const bool first = colour.find(b.phase) == colour.end();
+            if (first) colour[b.phase] = palette[colour.size() % (sizeof palette / sizeof palette[0])];
+            auto* upper = new QLineSeries;
+            auto* lower = new QLineSeries;
+            upper->append({QPointF(b.begin, top), QPointF(b.end, top)});
+            lower->append({QPointF(b.begin, 0), QPointF(b.end, 0)});
+            auto* area = new QAreaSeries(upper, lower);
+            area->setObjectName("phase:" + b.phase);
+            area->setName(b.phase);
+            chart_->addSeries(area);
+            area->attachAxis(x_);
+            area->attachAxis(y_);
+            QColor fill = colour[b.phase];
+            fill.setAlpha(45);
+            area->setBrush(fill);
+            area->setPen(Qt::NoPen);
+            if (!first)
+                for (QLegendMarker* m : chart_->legend()->markers(area)) m->setVisible(false);
+        }
+    }
+
+    QWidget* box_ = nullptr;
+    QLabel* label_ = nullptr;
+    QChart* chart_ = nullptr;
+    QChartView* view_ = nullptr;
+    QValueAxis *x_ = nullptr, *y_ = nullptr;
+};
+
 }  // namespace
 
 std::unique_ptr<SpeedMemoryChart> make_speed_memory_chart(QWidget* parent) {
@@ -314,6 +448,10 @@ std::unique_ptr<SpeedMemoryChart> make_speed_memory_chart(QWidget* parent) {
 
 std::unique_ptr<BreakdownChart> make_breakdown_chart(QWidget* parent) {
     return std::make_unique<QtBreakdownChart>(parent);
+}
+
+std::unique_ptr<TimelineChart> make_timeline_chart(QWidget* parent) {
+    return std::make_unique<QtTimelineChart>(parent);
 }
 
 }  // namespace zeromem_gui

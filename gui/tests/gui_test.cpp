@@ -2,17 +2,22 @@
 // Oracles: the estimator/planner libraries called here directly with the
 // same inputs (the GUI must show their numbers, converted to GiB = 2^30
 // bytes), published GPU capacities (A100 40/80 GB, L40S 48 GB), the PNG
-// signature (PNG spec, section 5.2), and the `zeromem estimate` binary for
-// the exported DeepSpeed config.
+// signature (PNG spec, section 5.2), the `zeromem estimate` binary for
+// the exported DeepSpeed config, and zeromem::sim::simulate (called here with
+// the selected option applied) for the timeline tab.
 #include "main_window.h"
+#include "timeline.h"
 
 #include "zeromem/model.h"
 #include "zeromem/planner.h"
 #include "zeromem/request.h"
+#include "zeromem/simulator.h"
 #include "zeromem/speed.h"
 #include "zeromem/types.h"
 
 #include <QAbstractBarSeries>
+#include <QAreaSeries>
+#include <QLabel>
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
@@ -86,6 +91,31 @@ QList<QPointF> expected_points(const std::vector<Candidate>& rows, bool fits) {
         if (c.fits == fits) out.append(QPointF(double(c.memory.per_gpu.total) / kGiB, c.time.tokens_per_s));
     std::sort(out.begin(), out.end(), [](const QPointF& a, const QPointF& b) { return a.x() < b.x() || (a.x() == b.x() && a.y() < b.y()); });
     return out;
+}
+
+QChart* timeline_chart(MainWindow& w) {
+    auto* view = w.findChild<QChartView*>("timelineChartView");
+    return view ? view->chart() : nullptr;
+}
+
+template <class T>
+T* timeline_series(MainWindow& w, const char* name) {
+    for (QAbstractSeries* s : timeline_chart(w)->series())
+        if (s->objectName() == name) return qobject_cast<T*>(s);
+    return nullptr;
+}
+
+double max_y(const QList<QPointF>& pts) {
+    double m = -1;
+    for (const QPointF& p : pts) m = std::max(m, p.y());
+    return m;
+}
+
+/// What simulate() gives for row `row` of the window's evaluation (the option applied as the planner does).
+sim::SimResult library_timeline(const MainWindow& w, int row) {
+    EstimateInput in = w.evaluation()->resolved.input;
+    apply_candidate(w.evaluation()->rows[size_t(row)], in);
+    return sim::simulate(in, sim::SimOptions{});
 }
 
 QList<QPointF> sorted(QList<QPointF> p) {
@@ -496,6 +526,129 @@ private slots:
         QTest::keyClick(focus, Qt::Key_Up);
         QCOMPARE(w.inputs()->gpus->value(), 9);
         QCOMPARE(w.evaluation()->resolved.input.cluster.gpus, int64_t(9));
+    }
+
+    void timeline_peaks_equal_simulator_and_bands_follow_phases() {
+        MainWindow w(default_request(), {}, kData, false);
+        w.tabs()->setCurrentWidget(w.timeline()->widget());
+        auto* msg = w.findChild<QLabel*>("timelineMessage");
+        QVERIFY(msg);
+        QVERIFY(msg->text().contains("Select an option"));  // nothing selected yet
+        // Row 0 (the fastest fitting option) and the last fitting row (a slower stage/offload choice).
+        int last_fit = 0;
+        for (size_t i = 0; i < w.evaluation()->rows.size(); ++i)
+            if (w.evaluation()->rows[i].fits) last_fit = int(i);
+        QVERIFY(last_fit > 0);
+        for (int row : {0, last_fit}) {
+            w.select(row);
+            const sim::SimResult r = library_timeline(w, row);
+            QVERIFY(!r.timeline.empty());
+            QVERIFY(r.timeline.size() > 1000);  // enough events for decimation to matter below
+            auto* allocated = timeline_series<QLineSeries>(w, "allocated");
+            auto* reserved = timeline_series<QLineSeries>(w, "reserved");
+            auto* peak = timeline_series<QScatterSeries>(w, "peakAllocated");
+            QVERIFY(allocated && reserved && peak);
+            QVERIFY(allocated->count() <= zeromem_gui::kTimelineMaxPoints);
+            QCOMPARE(max_y(allocated->points()), double(r.peak_allocated) / kGiB);
+            QCOMPARE(max_y(reserved->points()), double(r.peak_reserved) / kGiB);
+            QCOMPARE(peak->count(), 1);
+            QCOMPARE(peak->at(0), QPointF(double(r.peak_allocated_t), double(r.peak_allocated) / kGiB));
+            const QString label = peak->pointLabelsFormat();  // drawn beside the point
+            QVERIFY2(label.contains(QString::fromStdString(r.peak_event)), qPrintable(label));
+            QVERIFY2(label.contains(QString::fromStdString(r.peak_module)), qPrintable(label));
+            QVERIFY(peak->pointLabelsVisible());
+            // Runs of equal consecutive phases, counted from the simulator's rows here.
+            int runs = 0;
+            QStringList names;
+            for (size_t i = 0; i < r.timeline.size(); ++i)
+                if (i == 0 || r.timeline[i].phase != r.timeline[i - 1].phase) {
+                    ++runs;
+                    names << QString("phase:") + sim::to_string(r.timeline[i].phase);
+                }
+            QStringList bands;
+            for (QAbstractSeries* s : timeline_chart(w)->series())
+                if (s->objectName().startsWith("phase:")) {
+                    QVERIFY(qobject_cast<QAreaSeries*>(s));
+                    bands << s->objectName();
+                }
+            QCOMPARE(bands.size(), runs);
+            QCOMPARE(bands, names);  // in event order
+            QVERIFY(runs >= 4);      // load, forward, backward, optimizer_step at least
+        }
+    }
+
+    void timeline_of_an_option_that_does_not_fit_stops_at_the_simulators_oom() {
+        MainWindow w(default_request(), {}, kData, false);  // ZeRO-0 does not fit 80 GiB for llama-2-7b
+        w.tabs()->setCurrentWidget(w.timeline()->widget());
+        int row = -1;
+        for (size_t i = 0; i < w.evaluation()->rows.size(); ++i)
+            if (!w.evaluation()->rows[i].fits && w.evaluation()->rows[i].option.stage == 0) row = int(i);
+        QVERIFY(row >= 0);
+        w.select(row);
+        const sim::SimResult r = library_timeline(w, row);
+        QVERIFY(r.oom);  // the simulator's allocator also runs out of the 80 GiB (minus the CUDA context)
+        auto* msg = w.findChild<QLabel*>("timelineMessage");
+        QVERIFY2(msg->text().contains(QString("Out of memory at event %1").arg(qulonglong(r.oom->t))), qPrintable(msg->text()));
+        QVERIFY(msg->text().contains(QString::fromStdString(r.oom->term)));
+        auto* allocated = timeline_series<QLineSeries>(w, "allocated");
+        QVERIFY(allocated);
+        QCOMPARE(max_y(allocated->points()), double(r.peak_allocated) / kGiB);
+        QCOMPARE(allocated->points().back().x(), double(r.timeline.back().t));  // drawn up to the stop
+    }
+
+    void timeline_decimation_keeps_every_buckets_maximum() {
+        QVector<QPointF> pts;
+        for (int i = 0; i < 65000; ++i) pts.append(QPointF(i, double((i * 7919) % 1000)));
+        pts[40321].setY(5000);  // the single peak
+        const QVector<QPointF> d = zeromem_gui::decimate_keep_max(pts, 4000);
+        QVERIFY(d.size() <= 4000 && d.size() >= 2000);
+        QCOMPARE(d.front(), pts.front());  // the line starts and ends where the run does
+        QCOMPARE(d.back(), pts.back());
+        QVERIFY(d.contains(QPointF(40321, 5000)));
+        for (int i = 1; i < d.size(); ++i) QVERIFY(d[i - 1].x() < d[i].x());  // x order kept
+        // Kept points are input points, and each of the 1999 buckets ((4000 - 2 end points) / 2: its
+        // lowest and highest) keeps its maximum.
+        for (const QPointF& p : d) QCOMPARE(pts[int(p.x())].y(), p.y());
+        for (int b = 0; b < 1999; ++b) {
+            const int begin = 65000 * b / 1999, end = 65000 * (b + 1) / 1999;
+            double m = -1;
+            for (int i = begin; i < end; ++i) m = std::max(m, pts[i].y());
+            bool kept = false;
+            for (const QPointF& p : d) kept = kept || (p.x() >= begin && p.x() < end && p.y() == m);
+            QVERIFY(kept);
+        }
+        const QVector<QPointF> few = {QPointF(0, 1), QPointF(1, 3), QPointF(2, 2)};
+        QCOMPARE(zeromem_gui::decimate_keep_max(few, 4000), few);  // short input: unchanged
+    }
+
+    void timeline_shows_the_simulators_message_for_params_only() {
+        Request r = default_request();
+        r.model.reset();
+        r.params = "7e9";
+        MainWindow w(r, {}, kData, false);
+        QVERIFY2(w.last_error().isEmpty(), qPrintable(w.last_error()));
+        w.tabs()->setCurrentWidget(w.timeline()->widget());
+        w.select(0);
+        QString expected;
+        try {
+            library_timeline(w, 0);
+        } catch (const InputError& e) {
+            expected = e.what();
+        }
+        QVERIFY(!expected.isEmpty());
+        auto* msg = w.findChild<QLabel*>("timelineMessage");
+        QVERIFY(msg);
+        QVERIFY2(msg->text().endsWith(expected), qPrintable(msg->text()));
+        QVERIFY(w.findChild<QChartView*>("timelineChartView")->isHidden());
+        // The rest of the window keeps working: other tabs, selection, an input change.
+        QVERIFY(w.last_error().isEmpty());
+        w.select(1);
+        QCOMPARE(w.selected(), 1);
+        w.inputs()->gpus->setValue(16);
+        QVERIFY(w.last_error().isEmpty());
+        QCOMPARE(w.evaluation()->resolved.input.cluster.gpus, int64_t(16));
+        QVERIFY(series<QScatterSeries>(w, "fits")->count() + series<QScatterSeries>(w, "hollow")->count() > 0);
+        QVERIFY(msg->text().endsWith(expected));
     }
 };
 
