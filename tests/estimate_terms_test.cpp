@@ -224,6 +224,31 @@ TEST(Issue7Section2, SgdHasNoAdamTemporary) {
     EXPECT_EQ(phase(e, "optimizer_step").per_gpu.temporary_buffers, 1000000000ull + 6ull * 875000000ull);
 }
 
+// ZeRO-2 with an LM head larger than reduce_bucket_size: llama-3-8b's
+// 128256 x 4096 = 525,336,576-element head is reduced on its own
+// (stage_1_and_2.py extra_large_param_to_reduce); allreduce_and_scatter
+// collects its 8 slices of 65,667,072 until they exceed 5e8 elements (7 make
+// 459,669,504, the 8th 525,336,576) and flattens them: 525,336,576 x 2 B =
+// 1,050,673,152 B instead of the bucket's 1e9 B.
+TEST(Issue8Reconcile, Zero2ExtraLargeLmHeadFlattensItsSlices) {
+    EstimateInput in = testinputs::preset_input("llama-3-8b", 8, 2, Dtype::bf16);
+    ASSERT_EQ(in.model.largest_layer_params, 525336576u);
+    const Estimate e = estimate(in, true);
+    bool found = false;
+    for (const auto& t : e.terms)
+        if (t.component.find("allreduce_bucket flatten (extra-large parameter's slices)") != std::string::npos) {
+            EXPECT_EQ(t.bytes, 1050673152u);
+            found = true;
+        }
+    EXPECT_TRUE(found);
+    // llama-2-7b's largest module (32000 x 4096) fits the bucket: 5e8 x 2 B.
+    const Estimate small = estimate(testinputs::preset_input("llama-2-7b", 8, 2, Dtype::bf16), true);
+    for (const auto& t : small.terms)
+        if (t.component.find("allreduce_bucket flatten") != std::string::npos) {
+            EXPECT_EQ(t.bytes, 1000000000u);
+        }
+}
+
 // --explain lists every new term with the DeepSpeed function that allocates it.
 TEST(Issue7Explain, NewTermsNameTheirSource) {
     EstimateInput z2 = testinputs::params_input(7000000000, 8, 2, Dtype::bf16);

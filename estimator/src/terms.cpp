@@ -73,9 +73,21 @@ Term zero12_ipg_bucket(const Sizes& s) {
 
 Term zero12_allreduce_bucket_flatten(const Sizes& s) {
     const bool on = s.N > 1 && !s.offload_optimizer;
-    return make("allreduce_bucket flatten", "reduce_bucket_size · b_m (N_d > 1)",
-                "runtime/zero/stage_1_and_2.py average_tensor -> allreduce_and_scatter -> allreduce_bucket (self.flatten(bucket))",
-                on ? s.bucket * s.bm : 0);
+    // A parameter larger than reduce_bucket_size (an LM head) is reduced on
+    // its own (extra_large_param_to_reduce): allreduce_and_scatter gathers its
+    // N_d slices of ceil(L/N_d) until they exceed reduce_bucket_size, then
+    // flattens them: min(L, (floor(bucket / slice) + 1) · slice) elements.
+    uint64_t elements = s.bucket;
+    if (s.L > s.bucket && s.N > 0) {
+        const uint64_t slice = (s.L + s.N - 1) / s.N;
+        elements = std::max(elements, std::min(s.L, (s.bucket / slice + 1) * slice));
+    }
+    return make(s.L > s.bucket ? "allreduce_bucket flatten (extra-large parameter's slices)" : "allreduce_bucket flatten",
+                s.L > s.bucket ? "min(L, (floor(reduce_bucket_size / ceil(L/N_d)) + 1) · ceil(L/N_d)) · b_m (N_d > 1)"
+                               : "reduce_bucket_size · b_m (N_d > 1)",
+                "runtime/zero/stage_1_and_2.py reduce_ipg_grads (extra_large_param_to_reduce) -> average_tensor -> "
+                "allreduce_and_scatter -> allreduce_bucket (self.flatten(bucket))",
+                on ? elements * s.bm : 0);
 }
 
 Term zero2_autograd_grad_before_bucket_copy(const Sizes& s) {

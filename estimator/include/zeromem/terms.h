@@ -157,7 +157,10 @@ Term zero12_ipg_bucket(const Sizes& s);
 /// ZeRO-1/2 `allreduce_bucket` flatten of a bucket spanning several ranks'
 /// slices: reduce_bucket_size · b_m, N_d > 1, no offload (stage_1_and_2.py
 /// `average_tensor` -> `allreduce_and_scatter` -> `allreduce_bucket`
-/// `self.flatten(bucket)`).
+/// `self.flatten(bucket)`). A largest module L > reduce_bucket_size (the LM
+/// head, `extra_large_param_to_reduce`) is flattened as its first slices
+/// that exceed the bucket: min(L, (floor(bucket/ceil(L/N_d)) + 1) ·
+/// ceil(L/N_d)) · b_m.
 Term zero12_allreduce_bucket_flatten(const Sizes& s);
 
 /// ZeRO-2 autograd gradient of one module before the hook copies it into the
