@@ -82,6 +82,7 @@ private:
     void zero12_reduce_ipg_grads(uint32_t m);
     void zero12_setup_buckets(uint32_t m);
     void zero12_release_ipg_buffers(uint32_t m);
+    void zero12_note_partition_slice(uint64_t numel);
     void zero1_reduce_gradients_at_boundary(uint32_t m);
     void zero3_reduce_independent_p_g_buckets(uint32_t m, uint64_t numel);
     void zero3_reduce_and_partition_ipg_grads(uint32_t m);
@@ -129,6 +130,12 @@ private:
     bool grads_exist_ = false;
     uint64_t grads_in_partition_ = 0;     // stage 1/2
     uint64_t all_grad_tensors_ = 0;       // stage 2: an earlier micro step's grads_in_partition
+    // stage 1/2 optimizer offload: elements reduced so far in this backward,
+    // counted from the end of the flat group (the replayed rank for
+    // set_norm_for_param_grad_in_gpu is the last, N_d - 1), and the slices
+    // of the bucket's params inside that rank's partition.
+    uint64_t reduced_from_end_ = 0;
+    std::vector<uint64_t> ipg_norm_slices_;
     std::vector<uint64_t> ipg_buffers_;   // stage 1/2 (per backward)
     uint64_t ipg_elements_ = 0;
     uint64_t ipg_bucket_z3_ = 0;          // stage 3 persistent IPG bucket
@@ -492,6 +499,7 @@ void Producer::zero12_add_grad_to_ipg_bucket(uint32_t m, uint64_t numel) {
     zero12_setup_buckets(m);
     if (ipg_elements_ + numel > bucket_ && ipg_elements_ > 0) zero12_reduce_ipg_grads(m);
     ipg_elements_ += numel;
+    zero12_note_partition_slice(numel);
     if (numel > bucket_) zero12_reduce_ipg_grads(m);  // extra large param: reduced directly
 }
 
@@ -506,6 +514,22 @@ void Producer::zero12_reduce_ipg_grads(uint32_t m) {
         grads_in_partition_ = alloc("grads_in_partition", bm_ * Tn_, Stream::compute, root_);
     release(flat, m + 1);
     ipg_elements_ = 0;
+    // copy_grads_in_partition with optimizer offload, at the boundary:
+    // set_norm_for_param_grad_in_gpu takes .double().norm(2) of each
+    // param's slice in this rank's partition (8 B per element, transient).
+    for (uint64_t slice : ipg_norm_slices_)
+        if (slice > 0) release(alloc("grad_norm_double", 8 * slice, Stream::compute, m + 1), m + 1);
+    ipg_norm_slices_.clear();
+}
+
+// Records, for a param entering the bucket at the boundary of an offloaded
+// ZeRO-1/2 run, its slice in the last rank's partition (the flat group's
+// last Tn elements, padding included, in backward order).
+void Producer::zero12_note_partition_slice(uint64_t numel) {
+    if (!off_opt_ || !boundary_) return;
+    const uint64_t before = reduced_from_end_;
+    reduced_from_end_ += numel;
+    ipg_norm_slices_.push_back(before >= Tn_ ? 0 : std::min(numel, Tn_ - before));
 }
 
 void Producer::zero12_release_ipg_buffers(uint32_t m) {
@@ -522,6 +546,7 @@ void Producer::zero1_reduce_gradients_at_boundary(uint32_t m) {
             zero12_setup_buckets(m);
             if (ipg_elements_ + p > bucket_ && ipg_elements_ > 0) zero12_reduce_ipg_grads(m);
             ipg_elements_ += p;
+            zero12_note_partition_slice(p);
         }
     zero12_reduce_ipg_grads(m);
     zero12_release_ipg_buffers(m);
@@ -649,6 +674,7 @@ void Producer::micro_step(uint64_t global_micro, bool boundary) {
     const bool first_step = phase_ == Phase::forward;
     complete_ = global_micro >= 1;  // B.2: the trace is recorded in the first iteration
     boundary_ = boundary;
+    reduced_from_end_ = Tn_ * N_ - std::min(Tn_ * N_, T_);  // the padding ends the last partition
     for (size_t i = 0; i < visits_.size(); ++i) {
         const Visit& v = visits_[i];
         if (v.pass == Pass::backward && phase_ != Phase::backward && phase_ != Phase::steady_backward)

@@ -40,6 +40,9 @@ const Row kRows[] = {
      "autograd param.grad; zero/stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads; zero/stage3.py __add_grad_to_ipg_bucket"},
     {"allreduce_flat_buffer", "terms::zero12_allreduce_bucket_flatten",
      "zero/stage_1_and_2.py reduce_ipg_grads -> average_tensor -> allreduce_and_scatter -> allreduce_bucket (self.flatten)"},
+    {"grad_norm_double", "terms::zero12_offload_boundary_transient (8 x Lp)",
+     "zero/stage_1_and_2.py copy_grads_in_partition -> set_norm_for_param_grad_in_gpu (.double().norm(2); the "
+     "replayed rank is the last, whose partition holds the LM head)"},
     {"grads_in_partition", "gradients (terms::zero12_backward_gradients, terms::zero2_accumulated_partition)",
      "zero/stage_1_and_2.py copy_grads_in_partition; kept in all_grad_tensors by independent_gradient_partition_epilogue"},
     {"reduce_scatter_concat_buffer", "terms::zero3_reduce_scatter_cat",
