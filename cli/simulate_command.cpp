@@ -32,6 +32,10 @@ CLI::App* add_simulate_command(CLI::App& app, zeromem::Request& req, SimulateFla
     sim->add_option("--steps", f.steps, "Optimizer steps to replay (default 2)")->group("Simulation")->type_name("N");
     sim->add_option("--alloc-conf", f.alloc_conf, "PYTORCH_CUDA_ALLOC_CONF string, e.g. expandable_segments:True,max_split_size_mb:128")
         ->group("Simulation")->type_name("CONF");
+    sim->add_flag("--explain", f.explain,
+                  "After the table, every event term: the estimator term it corresponds to and the DeepSpeed/PyTorch code "
+                  "that allocates it (json: an \"explain\" list)")
+        ->group("Output");
     sim->add_option("--format", f.format, "table (default), json or csv (the timeline)")->group("Output")->type_name("FORMAT");
     sim->add_option("--chrome-trace", f.chrome_trace, "Write a Chrome trace-event JSON (Perfetto) to FILE")->group("Output")->type_name("FILE");
     sim->add_option("--memory-snapshot", f.memory_snapshot, "Write a torch.cuda.memory._dump_snapshot pickle to FILE")
@@ -57,9 +61,21 @@ int run_simulate(const zeromem::Request& req, const SimulateFlags& f, const std:
     const sim::SimResult r = sim::simulate(res.input, opt);
     if (!f.chrome_trace.empty()) sim::write_file(f.chrome_trace, sim::chrome_trace(r).dump(), "--chrome-trace");
     if (!f.memory_snapshot.empty()) sim::write_file(f.memory_snapshot, sim::memory_snapshot_pickle(r), "--memory-snapshot");
-    if (f.format == "json") std::cout << sim::to_json(r).dump(2) << "\n";
-    else if (f.format == "csv") std::cout << sim::render_csv(r);
-    else std::cout << sim::render_table(r);
+    if (f.format == "json") {
+        nlohmann::json j = sim::to_json(r);
+        if (f.explain) {
+            j["explain"] = nlohmann::json::array();
+            for (const auto& e : sim::explain(r))
+                j["explain"].push_back({{"event", e.term}, {"component", e.component}, {"estimator_term", e.estimator_term},
+                                        {"source", e.source}, {"bytes_at_peak", e.bytes_at_peak}, {"largest", e.largest}});
+        }
+        std::cout << j.dump(2) << "\n";
+    } else if (f.format == "csv") {
+        std::cout << sim::render_csv(r);
+    } else {
+        std::cout << sim::render_table(r);
+        if (f.explain) std::cout << sim::render_explain(r);
+    }
     return r.oom ? 1 : 0;
 }
 

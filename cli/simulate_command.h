@@ -15,6 +15,7 @@ namespace zeromem_cli {
 struct SimulateFlags {
     int64_t steps = 2;
     std::string alloc_conf, format = "table", chrome_trace, memory_snapshot;
+    bool explain = false;  ///< --explain: every event term with its estimator term and DeepSpeed source
 };
 
 /// Registers `simulate` on `app` with add_request_options and its own flags.

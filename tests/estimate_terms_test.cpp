@@ -177,22 +177,42 @@ TEST(Issue7Section1, OffloadStagingBufferInEveryPhase) {
               500000000ull * 2ull + L * 2 + L * 2 + std::max<uint64_t>(8 * L, 500000000ull * 2ull));
 }
 
-// ZeRO-3 forward: the IPG bucket from init, the gathered module and the
-// prefetch (partitioned_param_coordinator.py), and the copy out of the
-// coalesced all-gather buffer (partition_parameters.py
-// AllGatherCoalescedHandle.wait): 5e8·2 + (L + 5e7)·2 + L·2. Without
-// checkpointing no layer is kept gathered for a recompute.
+// ZeRO-3 forward: the IPG bucket from init, the parameters gathered or in
+// flight, and the copy out of the coalesced all-gather buffer
+// (partition_parameters.py AllGatherCoalescedHandle.wait). A llama-2-7b
+// trace step (one projection: 202,383,360 parameters per layer / 7 modules
+// = 28,911,908) is smaller than one prefetch (5e7), so the coordinator's
+// look-ahead fills to stage3_max_live_parameters = 1e9, plus at most one
+// parameter (partitioned_param_coordinator.py _fetch_sub_module_impl):
+// 5e8·2 + (1e9 + L)·2 + L·2. Backward adds the module gradient L·2 and the
+// reduce-scatter concatenation 5e8·2.
 TEST(Issue7Section1, Zero3ForwardGatherCopy) {
     EstimateInput in = testinputs::preset_input("llama-2-7b", 8, 3, Dtype::bf16);
     const uint64_t L = 32000ull * 4096ull;
     ASSERT_EQ(in.model.largest_layer_params, L);
     const Estimate e = estimate(in);
-    EXPECT_EQ(phase(e, "forward").per_gpu.temporary_buffers, 1000000000ull + (L + 50000000ull) * 2 + L * 2);
+    EXPECT_EQ(phase(e, "forward").per_gpu.temporary_buffers, 1000000000ull + (1000000000ull + L) * 2 + L * 2);
     EXPECT_EQ(phase(e, "backward").per_gpu.temporary_buffers,
-              1000000000ull + (L + 50000000ull) * 2 + L * 2 + L * 2 + 1000000000ull);
+              1000000000ull + (1000000000ull + L) * 2 + L * 2 + L * 2 + 1000000000ull);
     // One GPU: no all-gather and no reduce-scatter copies.
     EstimateInput one = testinputs::preset_input("llama-2-7b", 1, 3, Dtype::bf16);
-    EXPECT_EQ(phase(estimate(one), "forward").per_gpu.temporary_buffers, 1000000000ull + (L + 50000000ull) * 2);
+    EXPECT_EQ(phase(estimate(one), "forward").per_gpu.temporary_buffers, 1000000000ull + (1000000000ull + L) * 2);
+    // stage3_prefetch_bucket_size 1e7 < one trace step: each prefetch is used
+    // up by the next module, so the running module plus one prefetch:
+    // 5e8·2 + (L + 1e7)·2 + L·2.
+    in.zero.stage3_prefetch_bucket_size = 10000000;
+    EXPECT_EQ(phase(estimate(in), "forward").per_gpu.temporary_buffers, 1000000000ull + (L + 10000000ull) * 2 + L * 2);
+}
+
+// The prefetch walks the recorded trace and gathers only parameters that
+// exist: a 10M-parameter model (no architecture, largest module unknown = 0)
+// has at most its 1e7 parameters gathered, 1e7 x 2 B, not (0 + 5e7) x 2 B.
+// Forward temporaries: IPG bucket 5e8 x 2 + 2e7 (the all-gather cat copy of
+// L = 0 is 0).
+TEST(Issue7Section1, Zero3PrefetchCappedAtTheModel) {
+    EstimateInput in = testinputs::params_input(10000000, 8, 3, Dtype::bf16);
+    const Estimate e = estimate(in);
+    EXPECT_EQ(phase(e, "forward").per_gpu.temporary_buffers, 1000000000ull + 10000000ull * 2);
 }
 
 // `--optimizer sgd`: no Adam temporary at the step (ZeRO-3 optimizer moment
@@ -202,6 +222,31 @@ TEST(Issue7Section2, SgdHasNoAdamTemporary) {
     in.train.optimizer = Optimizer::sgd;
     const Estimate e = estimate(in);
     EXPECT_EQ(phase(e, "optimizer_step").per_gpu.temporary_buffers, 1000000000ull + 6ull * 875000000ull);
+}
+
+// ZeRO-2 with an LM head larger than reduce_bucket_size: llama-3-8b's
+// 128256 x 4096 = 525,336,576-element head is reduced on its own
+// (stage_1_and_2.py extra_large_param_to_reduce); allreduce_and_scatter
+// collects its 8 slices of 65,667,072 until they exceed 5e8 elements (7 make
+// 459,669,504, the 8th 525,336,576) and flattens them: 525,336,576 x 2 B =
+// 1,050,673,152 B instead of the bucket's 1e9 B.
+TEST(Issue8Reconcile, Zero2ExtraLargeLmHeadFlattensItsSlices) {
+    EstimateInput in = testinputs::preset_input("llama-3-8b", 8, 2, Dtype::bf16);
+    ASSERT_EQ(in.model.largest_layer_params, 525336576u);
+    const Estimate e = estimate(in, true);
+    bool found = false;
+    for (const auto& t : e.terms)
+        if (t.component.find("allreduce_bucket flatten (extra-large parameter's slices)") != std::string::npos) {
+            EXPECT_EQ(t.bytes, 1050673152u);
+            found = true;
+        }
+    EXPECT_TRUE(found);
+    // llama-2-7b's largest module (32000 x 4096) fits the bucket: 5e8 x 2 B.
+    const Estimate small = estimate(testinputs::preset_input("llama-2-7b", 8, 2, Dtype::bf16), true);
+    for (const auto& t : small.terms)
+        if (t.component.find("allreduce_bucket flatten") != std::string::npos) {
+            EXPECT_EQ(t.bytes, 1000000000u);
+        }
 }
 
 // --explain lists every new term with the DeepSpeed function that allocates it.
@@ -215,7 +260,9 @@ TEST(Issue7Explain, NewTermsNameTheirSource) {
     const Estimate e3 = estimate(z3, true);
     EXPECT_TRUE(has_term(e3, "reduce_scatter_coalesced cat", "reduce_scatter_coalesced"));
     EXPECT_TRUE(has_term(e3, "all-gather cat copy", "AllGatherCoalescedHandle.wait"));
-    EXPECT_TRUE(has_term(e3, "decoder layer kept from recompute to backward", "__params_to_release"));
+    EXPECT_TRUE(has_term(e3, "look-ahead filled to stage3_max_live_parameters", "_fetch_sub_module_impl"));
+    z3.zero.stage3_prefetch_bucket_size = 10000000;  // a trace step uses a whole prefetch
+    EXPECT_TRUE(has_term(estimate(z3, true), "decoder layer kept from recompute to backward", "__params_to_release"));
     EXPECT_TRUE(has_term(e3, "sub-group fp32 gradient + optimizer temporary", "_optimizer_step"));
     EXPECT_TRUE(has_term(e3, "fp32 gradient_buffer", "initialize_optimizer_states"));
 }

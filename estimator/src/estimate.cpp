@@ -388,6 +388,12 @@ KernelChoice step_kernel(const EstimateInput& in, const StackFacts& facts) {
     return {foreach, "HF Trainer default adamw_torch: " + foreach_text};
 }
 
+}  // namespace
+
+terms::StepKernel terms::step_kernel_for(const EstimateInput& in) { return step_kernel(in, stack_facts(in.stack)).kernel; }
+
+namespace {
+
 // Every parameter tensor of the architecture as (numel per tensor, count),
 // in the Hugging Face module layout, split over tp: what per-parameter pinned
 // buffers are sized by (zero.Init's partitions, the ZeRO-1/2 accumulation
@@ -527,6 +533,11 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
     s.prefetch = static_cast<uint64_t>(std::min(z.stage3_prefetch_bucket_size, z.stage3_max_live_parameters));
     s.max_live = static_cast<uint64_t>(z.stage3_max_live_parameters);
     s.max_reuse = static_cast<uint64_t>(z.stage3_max_reuse_distance);
+    if (in.model.arch) {
+        const auto& a = *in.model.arch;
+        const uint64_t modules = (a.fused_qkv ? 1u : 3u) + 1u + (a.gated_mlp ? 3u : 2u);
+        s.mean_module = s.layer / modules;
+    }
     s.Tr = c.Tr;
     s.Tn = c.Tn;
     s.sub = std::min<uint64_t>(static_cast<uint64_t>(z.sub_group_size), c.Tn);

@@ -73,9 +73,21 @@ Term zero12_ipg_bucket(const Sizes& s) {
 
 Term zero12_allreduce_bucket_flatten(const Sizes& s) {
     const bool on = s.N > 1 && !s.offload_optimizer;
-    return make("allreduce_bucket flatten", "reduce_bucket_size · b_m (N_d > 1)",
-                "runtime/zero/stage_1_and_2.py average_tensor -> allreduce_and_scatter -> allreduce_bucket (self.flatten(bucket))",
-                on ? s.bucket * s.bm : 0);
+    // A parameter larger than reduce_bucket_size (an LM head) is reduced on
+    // its own (extra_large_param_to_reduce): allreduce_and_scatter gathers its
+    // N_d slices of ceil(L/N_d) until they exceed reduce_bucket_size, then
+    // flattens them: min(L, (floor(bucket / slice) + 1) · slice) elements.
+    uint64_t elements = s.bucket;
+    if (s.L > s.bucket && s.N > 0) {
+        const uint64_t slice = (s.L + s.N - 1) / s.N;
+        elements = std::max(elements, std::min(s.L, (s.bucket / slice + 1) * slice));
+    }
+    return make(s.L > s.bucket ? "allreduce_bucket flatten (extra-large parameter's slices)" : "allreduce_bucket flatten",
+                s.L > s.bucket ? "min(L, (floor(reduce_bucket_size / ceil(L/N_d)) + 1) · ceil(L/N_d)) · b_m (N_d > 1)"
+                               : "reduce_bucket_size · b_m (N_d > 1)",
+                "runtime/zero/stage_1_and_2.py reduce_ipg_grads (extra_large_param_to_reduce) -> average_tensor -> "
+                "allreduce_and_scatter -> allreduce_bucket (self.flatten(bucket))",
+                on ? elements * s.bm : 0);
 }
 
 Term zero2_autograd_grad_before_bucket_copy(const Sizes& s) {
@@ -132,14 +144,23 @@ Term zero3_reduce_scatter_cat(const Sizes& s) {
 }
 
 Term zero3_gathered_params(const Sizes& s, bool backward) {
+    constexpr const char* src =
+        "runtime/zero/partitioned_param_coordinator.py _fetch_sub_module_impl (prefetch from __param_queue while "
+        "__n_available_params < __max_n_available_params), __params_to_release";
+    auto capped = [&](uint64_t n) { return s.Tr > 0 ? std::min(n, s.Tr) : n; };
+    if (s.prefetch > 0 && s.mean_module > 0 && s.mean_module < s.prefetch)
+        return make("gathered params (look-ahead filled to stage3_max_live_parameters)",
+                    "min(stage3_max_live_parameters + L, Ψ_t) · b_m (a trace step uses less than one prefetch)", src,
+                    capped(s.max_live + s.L) * s.bm);
     uint64_t whole = s.L;
     const bool retain = backward && s.checkpointing && s.layer > 0 && s.max_reuse >= s.layer;
     if (retain) whole = std::max(s.L, std::min(s.layer, s.max_live));
+    // The prefetch walks the recorded trace: it gathers only parameters that
+    // exist, so a model smaller than one prefetch is gathered whole, not 5e7 elements.
     return make(retain ? "gathered params (decoder layer kept from recompute to backward)" : "gathered params",
-                retain ? "max(L, min(layer, stage3_max_live_parameters)) · b_m + min(prefetch, max_live) · b_m"
-                       : "L · b_m + min(stage3_prefetch_bucket_size, stage3_max_live_parameters) · b_m",
-                "runtime/zero/partitioned_param_coordinator.py _fetch_sub_module_impl, __params_to_release",
-                (whole + s.prefetch) * s.bm);
+                retain ? "min(max(L, min(layer, stage3_max_live_parameters)) + min(prefetch, max_live), Ψ_t) · b_m"
+                       : "min(L + min(stage3_prefetch_bucket_size, stage3_max_live_parameters), Ψ_t) · b_m",
+                src, capped(whole + s.prefetch) * s.bm);
 }
 
 Term zero3_allgather_cat_copy(const Sizes& s) {

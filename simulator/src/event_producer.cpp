@@ -5,6 +5,7 @@
 // (section 4) and simulator_runtime_gui.md (section B).
 #include "zeromem/simulator.h"
 
+#include "zeromem/terms.h"
 #include "zeromem/util.h"
 
 #include <algorithm>
@@ -81,6 +82,7 @@ private:
     void zero12_reduce_ipg_grads(uint32_t m);
     void zero12_setup_buckets(uint32_t m);
     void zero12_release_ipg_buffers(uint32_t m);
+    void zero12_note_partition_slice(uint64_t numel);
     void zero1_reduce_gradients_at_boundary(uint32_t m);
     void zero3_reduce_independent_p_g_buckets(uint32_t m, uint64_t numel);
     void zero3_reduce_and_partition_ipg_grads(uint32_t m);
@@ -96,6 +98,8 @@ private:
     // --- optimizer step ---
     void optimizer_step(bool first);
     void adam_state_and_temporary(uint64_t numel, bool first, uint32_t m);
+    void release_full_gradients(uint32_t m);
+    void zero2_keep_all_grad_tensors(bool boundary);
 
     const EstimateInput& in_;
     const SimOptions& opt_;
@@ -111,6 +115,7 @@ private:
     bool half_ = true, off_opt_ = false, off_par_ = false, overlap_ = false;
     Stream ag_ = Stream::compute, rd_ = Stream::compute;
     uint64_t bucket_ = 0, T_ = 0, Tn_ = 0;
+    uint64_t step_temporary_ = 0;  // optimizer temporary bytes per element stepped
     uint64_t sbh_ = 0, sbV_ = 0;
     bool complete_ = false;  // ZeRO-3 trace recorded (second micro step on)
     bool boundary_ = false;  // this micro step ends a gradient accumulation
@@ -123,7 +128,14 @@ private:
     // gradients
     std::vector<uint64_t> full_grads_;    // stage 0/1: param.grad kept to the step
     bool grads_exist_ = false;
-    uint64_t grads_in_partition_ = 0;     // stage 2
+    uint64_t grads_in_partition_ = 0;     // stage 1/2
+    uint64_t all_grad_tensors_ = 0;       // stage 2: an earlier micro step's grads_in_partition
+    // stage 1/2 optimizer offload: elements reduced so far in this backward,
+    // counted from the end of the flat group (the replayed rank for
+    // set_norm_for_param_grad_in_gpu is the last, N_d - 1), and the slices
+    // of the bucket's params inside that rank's partition.
+    uint64_t reduced_from_end_ = 0;
+    std::vector<uint64_t> ipg_norm_slices_;
     std::vector<uint64_t> ipg_buffers_;   // stage 1/2 (per backward)
     uint64_t ipg_elements_ = 0;
     uint64_t ipg_bucket_z3_ = 0;          // stage 3 persistent IPG bucket
@@ -162,6 +174,7 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt) : in_(in), op
     const auto& t = in.train;
     const auto& z = in.zero;
     stage_ = z.stage;
+    step_temporary_ = terms::step_temporary_bytes_per_element(terms::step_kernel_for(in));
     N_ = static_cast<uint64_t>(in.cluster.data_parallel());
     if (N_ == 0) throw InputError("--gpus: must be a positive number of GPUs");
     bm_ = static_cast<uint64_t>(dtype_bytes(t.dtype));
@@ -486,19 +499,37 @@ void Producer::zero12_add_grad_to_ipg_bucket(uint32_t m, uint64_t numel) {
     zero12_setup_buckets(m);
     if (ipg_elements_ + numel > bucket_ && ipg_elements_ > 0) zero12_reduce_ipg_grads(m);
     ipg_elements_ += numel;
+    zero12_note_partition_slice(numel);
     if (numel > bucket_) zero12_reduce_ipg_grads(m);  // extra large param: reduced directly
 }
 
 // stage_1_and_2.py reduce_ipg_grads -> average_tensor -> allreduce_bucket:
 // the slices are flattened into a new tensor and all-reduced; this rank's
-// part goes into grads_in_partition (allocated at the first copy, stage 2).
+// part goes into grads_in_partition (allocated at the first copy, stages 1 and 2:
+// copy_grads_in_partition).
 void Producer::zero12_reduce_ipg_grads(uint32_t m) {
     if (ipg_elements_ == 0) return;
     const uint64_t flat = alloc("allreduce_flat_buffer", bm_ * ipg_elements_, rd_, m + 1);
-    if (stage_ == 2 && !off_opt_ && grads_in_partition_ == 0)
+    if (stage_ >= 1 && !off_opt_ && grads_in_partition_ == 0)
         grads_in_partition_ = alloc("grads_in_partition", bm_ * Tn_, Stream::compute, root_);
     release(flat, m + 1);
     ipg_elements_ = 0;
+    // copy_grads_in_partition with optimizer offload, at the boundary:
+    // set_norm_for_param_grad_in_gpu takes .double().norm(2) of each
+    // param's slice in this rank's partition (8 B per element, transient).
+    for (uint64_t slice : ipg_norm_slices_)
+        if (slice > 0) release(alloc("grad_norm_double", 8 * slice, Stream::compute, m + 1), m + 1);
+    ipg_norm_slices_.clear();
+}
+
+// Records, for a param entering the bucket at the boundary of an offloaded
+// ZeRO-1/2 run, its slice in the last rank's partition (the flat group's
+// last Tn elements, padding included, in backward order).
+void Producer::zero12_note_partition_slice(uint64_t numel) {
+    if (!off_opt_ || !boundary_) return;
+    const uint64_t before = reduced_from_end_;
+    reduced_from_end_ += numel;
+    ipg_norm_slices_.push_back(before >= Tn_ ? 0 : std::min(numel, Tn_ - before));
 }
 
 void Producer::zero12_release_ipg_buffers(uint32_t m) {
@@ -515,6 +546,7 @@ void Producer::zero1_reduce_gradients_at_boundary(uint32_t m) {
             zero12_setup_buckets(m);
             if (ipg_elements_ + p > bucket_ && ipg_elements_ > 0) zero12_reduce_ipg_grads(m);
             ipg_elements_ += p;
+            zero12_note_partition_slice(p);
         }
     zero12_reduce_ipg_grads(m);
     zero12_release_ipg_buffers(m);
@@ -642,6 +674,7 @@ void Producer::micro_step(uint64_t global_micro, bool boundary) {
     const bool first_step = phase_ == Phase::forward;
     complete_ = global_micro >= 1;  // B.2: the trace is recorded in the first iteration
     boundary_ = boundary;
+    reduced_from_end_ = Tn_ * N_ - std::min(Tn_ * N_, T_);  // the padding ends the last partition
     for (size_t i = 0; i < visits_.size(); ++i) {
         const Visit& v = visits_[i];
         if (v.pass == Pass::backward && phase_ != Phase::backward && phase_ != Phase::steady_backward)
@@ -656,6 +689,7 @@ void Producer::micro_step(uint64_t global_micro, bool boundary) {
     } else if (stage_ == 2) {
         zero12_reduce_ipg_grads(root_);
         zero12_release_ipg_buffers(root_);
+        zero2_keep_all_grad_tensors(boundary);
     } else if (stage_ == 1 && boundary) {
         if (overlap_) {
             zero12_reduce_ipg_grads(root_);
@@ -665,6 +699,25 @@ void Producer::micro_step(uint64_t global_micro, bool boundary) {
         }
     }
     if (stage_ <= 1) grads_exist_ = true;
+}
+
+// stage_1_and_2.py independent_gradient_partition_epilogue (no offload):
+// all_grad_tensors keeps the param.grad views of this micro step's
+// grads_in_partition, and _release_ipg_buffers sets grads_in_partition =
+// None, so the next micro step's copy_grads_in_partition allocates a new one
+// beside it; at the boundary all_grad_tensors = None drops the old storage.
+// (With more than two micro steps the middle partitions are dropped here as
+// their views are replaced; one earlier partition is kept.)
+void Producer::zero2_keep_all_grad_tensors(bool boundary) {
+    if (off_opt_) return;
+    if (boundary) {
+        release(all_grad_tensors_, root_);
+        all_grad_tensors_ = 0;
+        return;
+    }
+    if (all_grad_tensors_ == 0) all_grad_tensors_ = grads_in_partition_;
+    else release(grads_in_partition_, root_);
+    grads_in_partition_ = 0;
 }
 
 void Producer::adam_state_and_temporary(uint64_t numel, bool first, uint32_t m) {
@@ -677,47 +730,75 @@ void Producer::adam_state_and_temporary(uint64_t numel, bool first, uint32_t m) 
             moments_.push_back(alloc("exp_avg_sq", 4 * numel, Stream::compute, m));
         }
     }
-    // torch AdamW's multi-tensor step: an fp32 temporary of the partition.
-    if (!in_.train.fused_optimizer) release(alloc("optimizer_temporary", 4 * numel, Stream::compute, m), m);
+    // torch AdamW's multi-tensor step: an fp32 temporary of the partition
+    // (two on torch 2.0); none for fused kernels and SGD. The kernel is the
+    // estimator's choice (terms::step_kernel_for).
+    if (step_temporary_ > 0) release(alloc("optimizer_temporary", step_temporary_ * numel, Stream::compute, m), m);
 }
 
+// The step's GPU moments (the estimator's terms::StepMoments): the flat
+// gradient copy and its fp32 cast with the 16-bit gradients alive, then the
+// optimizer with only the fp32 gradient and its temporary.
 void Producer::optimizer_step(bool first) {
     phase_ = Phase::optimizer_step;
     const uint32_t m = root_;
     if (stage_ == 0) {
+        // fp16/fused_optimizer.py step: per-parameter p.grad.to(fp32) copies
+        // and their _flatten_dense_tensors with the 16-bit grads alive; the
+        // copies go with the statement, then p.grad = None before the step.
+        const uint64_t copies = half_ ? alloc("fp32_gradient_copies", 4 * T_, Stream::compute, m) : 0;
         const uint64_t flat = half_ ? alloc("fp32_flat_gradients", 4 * T_, Stream::compute, m) : 0;
+        release(copies, m);
+        if (half_) release_full_gradients(m);
         adam_state_and_temporary(T_, first, m);
         release(flat, m);
     } else if (stage_ <= 2) {
         if (!off_opt_) {
-            // stage_1_and_2.py step: the partition's grads flattened, then cast to fp32.
+            // stage_1_and_2.py step: free_grad_in_param_list(params_not_in_partition),
+            // flat_grad_partition = flatten(averaged_gradients), .to(fp32),
+            // `del flat_grad_partition`, free_grad_in_param_list(params_in_partition)
+            // (the last views of grads_in_partition), then _optimizer_step.
+            release_full_gradients(m);
             const uint64_t flat = alloc("flat_gradient_partition", ba_ * Tn_, Stream::compute, m);
             const uint64_t g32 = alloc("fp32_gradient_partition", 4 * Tn_, Stream::compute, m);
+            release(flat, m);
+            release(grads_in_partition_, m);
+            grads_in_partition_ = 0;
             adam_state_and_temporary(Tn_, first, m);
             release(g32, m);
-            release(flat, m);
         }
         // all_gather_dp_groups: in place into bit16_groups_flat (no buffer).
     } else if (!off_opt_) {
-        // stage3.py _prepare_fp32_grad_for_sub_group, per sub-group.
+        // stage3.py _prepare_fp32_grad_for_sub_group, per sub-group:
+        // flatten(averaged_gradients).to(fp32) frees the flat copy with the
+        // statement (no copy when the gradients are already fp32); the fp32
+        // gradient lives to _release_sub_group.
         for (uint64_t sg : sub_groups_) {
             const uint64_t flat = alloc("flat_gradient_sub_group", ba_ * sg, Stream::compute, m);
-            const uint64_t g32 = alloc("fp32_gradient_sub_group", 4 * sg, Stream::compute, m);
+            uint64_t g32 = flat;
+            if (ba_ != 4) {
+                g32 = alloc("fp32_gradient_sub_group", 4 * sg, Stream::compute, m);
+                release(flat, m);
+            }
             adam_state_and_temporary(sg, first, m);
             release(g32, m);
-            release(flat, m);
         }
     }
     // stage3.py _post_step: persistent params are all-gathered again from
     // their updated partitions (one flat buffer, replacing param.data).
     if (stage_ == 3 && persistent_padded_ > 0)
         release(alloc("allgather_flat_buffer", bm_ * persistent_padded_, ag_, m), m);
-    // zero_grad(set_to_none): stage 0/1 grads, stage 2 grads_in_partition.
+    // zero_grad(set_to_none): what the step left (fp32 training at stage 0,
+    // optimizer offload at stages 1/2).
+    release_full_gradients(m);
+    release(grads_in_partition_, m);
+    grads_in_partition_ = 0;
+}
+
+void Producer::release_full_gradients(uint32_t m) {
     for (uint64_t id : full_grads_) release(id, m);
     full_grads_.clear();
     grads_exist_ = false;
-    release(grads_in_partition_, m);
-    grads_in_partition_ = 0;
 }
 
 EventLog Producer::run() {

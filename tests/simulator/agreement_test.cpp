@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 
 using namespace zeromem;
@@ -44,71 +45,74 @@ Resolved resolve(const Case& c) {
 
 double gib(double b) { return b / 1073741824.0; }
 
-// Peak allocated outside the load phase, bytes.
-double peak_after_load(const sim::SimResult& s) {
-    uint64_t p = 0;
-    for (const auto& ph : s.phases)
-        if (ph.phase != sim::Phase::load) p = std::max(p, ph.peak_allocated);
-    return double(p);
-}
-
-// (simulated peak allocated, estimator full peak) in bytes, with the two
-// structural differences below taken out: ZeRO-3 live parameters bounded
-// as the estimator bounds them (Zero3LiveParameters) and the ZeRO-1/2 load
-// transient left out (Zero12FlattenTwoCopies).
+// (simulated peak allocated, estimator full peak) in bytes, both over the
+// whole run (load included: both count the ZeRO-1/2 flatten's two 16-bit
+// copies), DeepSpeed's default stage3_max_live_parameters and
+// stage3_max_reuse_distance.
 std::pair<double, double> peaks(const Case& c) {
-    Resolved res = resolve(c);
-    if (c.stage == 3) {
-        res.input.zero.stage3_max_live_parameters = res.input.zero.stage3_prefetch_bucket_size;
-        res.input.zero.stage3_max_reuse_distance = 0;
-    }
+    const Resolved res = resolve(c);
     const Estimate e = estimate(res.input);
     const sim::SimResult s = sim::simulate(res.input, sim::SimOptions{});
-    const double sim_peak = c.stage == 1 || c.stage == 2 ? peak_after_load(s) : double(s.peak_allocated);
-    return {sim_peak, double(e.per_gpu.total)};
+    return {double(s.peak_allocated), double(e.per_gpu.total)};
 }
 
 // Rows where the simulator and the estimator differ by more than 5%, each
-// with the term responsible and the accepted ratio range sim / estimator.
+// with the estimator terms responsible and the accepted ratio range sim /
+// estimator over every row the entry covers. In every entry the estimator
+// is the higher: it adds terms at the activation peak that DeepSpeed
+// allocates later (or that the simulator does not replay, said so).
 struct KnownDifference {
     const char* term;
     const char* model;  // comma-separated preset names
-    int stage;
+    int stage;          // -1: 1 or 2
     const char* offload_optimizer;  // "" = any
-    const char* checkpointing;      // "" = any
+    const char* checkpointing;      // "" = any, "!full" = none or selective
     double lo, hi;
     const char* why;
 };
 const KnownDifference kKnownDifferences[] = {
-    {"optimizer_temporary", "llama-2-13b,llama-2-70b,llama-3-70b,qwen2.5-32b,falcon-40b,bloom-176b,gpt3-175b", 3, "none",
-     "full", 0.80, 0.95,
-     "models with ceil(P/N_d) > sub_group_size (1e9): the estimator counts torch AdamW's fp32 temporary over the whole "
-     "partition (4 x ceil(P/N_d)); DeepSpeed's stage-3 step runs the optimizer one sub-group at a time "
-     "(stage3.py _optimizer_step), so it is 4 x largest sub-group"},
-    {"gradient + allreduce_flat_buffer (extra-large param)", "llama-3-8b,qwen2.5-7b", 2, "", "", 0.95, 1.12,
-     "the 128256 x 4096 / 152064 x 3584 LM head is larger than reduce_bucket_size (5e8): its full gradient is reduced "
-     "directly (extra_large_param_to_reduce) through a flattened copy while every activation and the fp32 logits "
-     "gradient are live; the estimator counts only the IPG bucket"},
-    {"allgather_flat_buffer + logits_grad_fp32", "gpt2-xl", 3, "cpu", "", 1.0, 1.09,
-     "tied 50257 x 1600 embedding: the flat all-gather buffer and the per-parameter copy coexist during the wait "
-     "(estimator: one copy), plus the fp32 logits gradient of the loss backward; large next to offloaded states"},
-    {"allgather_flat_buffer + logits_grad_fp32", "opt-1.3b", 3, "cpu", "", 1.0, 1.07,
-     "same as gpt2-xl: tied 50272 x 2048 embedding gathered twice at the lm_head backward"},
-    {"gradient (largest module) + recompute", "llama-2-7b", 3, "cpu", "full", 0.92, 1.0,
-     "estimator's backward adds the largest module's gathered params and gradient (lm_head, 2 x L x b_m) to one "
-     "recomputed block; in the replay the lm_head backward is over before any block is recomputed"},
-    {"gradient (largest module) + recompute", "mistral-7b", 3, "cpu", "full", 0.92, 1.0, "as llama-2-7b"},
-    {"gradient (largest module) + recompute", "llama-2-13b,falcon-40b", 3, "cpu", "full", 0.90, 1.0, "as llama-2-7b"},
-    {"ipg_bucket", "opt-1.3b", 1, "cpu", "full", 0.94, 0.96,
-     "ZeRO-1 without overlap_comm reduces at the accumulation boundary (reduce_gradients), after the activations are "
-     "freed; the estimator adds the IPG bucket to the backward phase"},
+    {"zero3 backward: reduce_scatter_coalesced cat + module gradient + gathered params (recompute)",
+     "bloom-176b,falcon-40b,gpt2-xl,gpt3-175b,llama-2-13b,llama-2-70b,llama-2-7b,llama-3-70b,llama-3-8b,mistral-7b,"
+     "opt-1.3b,opt-6.7b,qwen2.5-32b,qwen2.5-7b",
+     3, "cpu", "full", 0.70, 0.99,
+     "optimizer offload + full checkpointing leaves little besides temporaries: the estimator's backward adds the "
+     "reduce-scatter concatenation (reduce_bucket_size x b_c), the module gradient and the gathered look-ahead to a "
+     "recomputed block and the LM head's logits; DeepSpeed reduces a bucket only when the next gradient would "
+     "overflow it (stage3.py reduce_independent_p_g_buckets_and_remove_grads), after the LM head backward, whose "
+     "logits are then freed (tested: Zero3ReduceScatterComesAfterTheLmHeadBackward)"},
+    {"zero3 backward: reduce_scatter_coalesced cat + module gradient (activation peak)",
+     "gpt2-xl,llama-3-8b,opt-1.3b,opt-6.7b,qwen2.5-7b", 3, "none", "full", 0.85, 0.96,
+     "as above, without offload: at the LM-head backward no reduce-scatter has run yet"},
+    {"zero3 backward: reduce_scatter_coalesced cat + module gradient (activation peak)",
+     "bloom-176b,gpt2-xl,llama-2-13b,llama-2-7b,llama-3-8b,mistral-7b,opt-1.3b,opt-6.7b,qwen2.5-7b", 3, "", "!full",
+     0.86, 0.99, "as above, all activations stored; 5-12% for models whose activations are small next to 1e9 B"},
+    {"zero1 backward: offload boundary transient (8 x Lp .double() norm) + ipg bucket",
+     "gpt2-xl,llama-2-7b,llama-3-8b,opt-1.3b,opt-6.7b,qwen2.5-7b", 1, "cpu", "", 0.82, 0.98,
+     "ZeRO-1 without overlap_comm reduces at the accumulation boundary (reduce_gradients after the backward), so "
+     "the IPG bucket and set_norm_for_param_grad_in_gpu's .double() norm of the largest slice (stage_1_and_2.py) "
+     "come after the activations are freed; the estimator counts both at the activation peak"},
+    {"zero2 backward: offload boundary transient + ipg bucket (tied LM head)", "gpt2-xl,opt-1.3b", 2, "cpu", "", 0.80,
+     0.93,
+     "tied LM head: its backward produces no gradient (the shared weight's hook fires at the embedding), so the "
+     "IPG bucket and the .double() norm come after most activations are freed; with an untied head (llama-3-8b, "
+     "qwen2.5-7b) the simulator replays the norm at the LM-head backward and agrees within 2%"},
+    {"zero12 backward: ipg bucket + allreduce_bucket flatten + autograd grad (tied LM head)", "gpt2-xl,opt-1.3b,opt-6.7b",
+     -1, "none", "", 0.82, 1.0,
+     "buckets exist from the first gradient hook (setup_buckets in process_gradients) and are flattened when full; "
+     "with a tied LM head (gpt2-xl, opt-*) the LM-head backward produces no gradient (the shared weight's hook fires "
+     "at the embedding), so at the activation peak none of the estimator's bucket terms is live "
+     "(tested: Zero12TiedHeadHasNoBucketAtTheActivationPeak)"},
 };
 
 const KnownDifference* known(const Case& c) {
-    for (const auto& k : kKnownDifferences)
-        if (("," + std::string(k.model) + ",").find("," + c.model + ",") != std::string::npos && c.stage == k.stage && (!*k.offload_optimizer || c.offload_optimizer == k.offload_optimizer) &&
-            (!*k.checkpointing || c.checkpointing == k.checkpointing))
+    for (const auto& k : kKnownDifferences) {
+        const bool stage = k.stage == c.stage || (k.stage == -1 && (c.stage == 1 || c.stage == 2));
+        const std::string ck = k.checkpointing;
+        const bool ckpt = ck.empty() || (ck == "!full" ? c.checkpointing != "full" : c.checkpointing == ck);
+        if (("," + std::string(k.model) + ",").find("," + c.model + ",") != std::string::npos && stage &&
+            (!*k.offload_optimizer || c.offload_optimizer == k.offload_optimizer) && ckpt)
             return &k;
+    }
     return nullptr;
 }
 
@@ -152,39 +156,105 @@ TEST(SimAgreement, KnownDifferencesAreReal) {
     }
 }
 
-// ZeRO-3 live parameters: the coordinator prefetches up to
-// stage3_prefetch_bucket_size more elements at every fetch, as long as the
-// available + in-flight numel stays under stage3_max_live_parameters, and
-// keeps params reused within stage3_max_reuse_distance
-// (partitioned_param_coordinator.py). So up to max_live_parameters
-// elements (1e9 by default) are gathered at once; the estimator counts
-// min(prefetch_bucket, max_live) = 5e7. Hand derivation for llama-2-7b, bf16:
-// (1e9 - 5e7) x 2 B = 1.9e9 B more at the backward peak.
-TEST(SimAgreement, Zero3LiveParametersBoundedByMaxLive) {
-    const Resolved res = resolve({"llama-2-7b", 3, "none", "none", "none", 2});
-    const double est = double(estimate(res.input).per_gpu.total);
-    const double sim_peak = double(sim::simulate(res.input, sim::SimOptions{}).peak_allocated);
-    EXPECT_NEAR(sim_peak - est, 1.9e9, 0.1 * 1.9e9);
+// Bytes live at the simulator's peak allocated whose event term is one of `names`.
+uint64_t live_at_peak(const sim::SimResult& s, std::initializer_list<const char*> names) {
+    int64_t live = 0;
+    for (size_t t = 0; t <= s.peak_allocated_t && t < s.timeline.size(); ++t)
+        for (const char* n : names)
+            if (std::string(s.timeline[t].term) == n) live += s.timeline[t].bytes;
+    return uint64_t(live);
 }
 
-// Hand derivation for llama-2-13b, 8 GPUs, stage 3, full checkpointing (peak
-// at the optimizer step): Ψ = 13,015,864,320 (count_params), partition
-// ceil(Ψ/8) ~ 1.627e9 elements; sub-groups close once they reach
-// sub_group_size = 1e9 partition elements, so the largest is 1e9 plus at most
-// one parameter's partition (32000 x 5120 / 8 = 2.048e7). The estimator's
-// temporary is 4 x 1.627e9 B, the simulator's 4 x (1e9 .. 1.0205e9) B:
-// estimator - simulator = 4 x (1.627e9 - 1e9) = 2.508e9 B, minus at most 8.2e7.
+// ZeRO-3 live parameters (estimator fixed, terms.cpp zero3_gathered_params):
+// once the trace is recorded, every fetch prefetches at least
+// min(stage3_prefetch_bucket_size, stage3_max_live_parameters - available)
+// more elements, and a llama-2-7b trace step (a projection: 202,383,360
+// parameters per layer / 7 modules = 28.9e6) uses fewer than one prefetch
+// (5e7), so the look-ahead grows until __n_available_params reaches
+// stage3_max_live_parameters = 1e9 (partitioned_param_coordinator.py
+// _fetch_sub_module_impl). Estimator: (1e9 + L) x 2 B with L = 32000 x 4096 =
+// 131,072,000: 2,262,144,000 B. Simulator: gathered + in-flight parameters at
+// its peak (the LM-head backward) between 1e9 x 2 B minus one prefetch
+// (5e7 x 2 B) and that bound.
+TEST(SimAgreement, Zero3LiveParametersFillToMaxLive) {
+    const Resolved res = resolve({"llama-2-7b", 3, "none", "none", "none", 2});
+    const Estimate e = estimate(res.input, true);
+    bool found = false;
+    for (const auto& t : e.terms)
+        if (t.component.find("temporary_buffers (backward): gathered params") == 0) {
+            EXPECT_EQ(t.bytes, 2262144000u) << t.component;
+            found = true;
+        }
+    EXPECT_TRUE(found);
+    const sim::SimResult s = sim::simulate(res.input, sim::SimOptions{});
+    const double live = double(live_at_peak(s, {"gathered_parameter", "allgather_flat_buffer"}));
+    EXPECT_GE(live, 2e9 - 1e8);
+    EXPECT_LE(live, 2262144000.0);
+}
+
+// ZeRO-3 optimizer step (simulator fixed): stage3.py _prepare_fp32_grad_for_sub_group
+// casts flatten(grads).to(fp32), so the bf16 flat copy goes with the
+// statement, and _optimizer_step runs one sub-group at a time. llama-2-13b,
+// 8 GPUs, full checkpointing, torch foreach AdamW (4 B per element): Ψ =
+// 13,015,864,320, partition ~1.627e9 elements; the first sub-group closes once
+// it reaches sub_group_size = 1e9, so it is 1e9 plus at most one parameter's
+// partition (32000 x 5120 / 8 = 2.048e7). Estimator: (4 + 4) x 1e9 B at the
+// step; simulator: (4 + 4) x (1e9 .. 1.02048e9) B with the same model states:
+// sim - est within [0, 8 x 2.048e7 B] (+0.5% for persistent parameters).
 TEST(SimAgreement, Zero3OptimizerTemporaryIsPerSubGroup) {
-    const Resolved res = resolve({"llama-2-13b", 3, "none", "none", "full", 2});
+    Resolved res = resolve({"llama-2-13b", 3, "none", "none", "full", 2});
+    res.input.train.torch_adam = true;
     const double est = double(estimate(res.input).per_gpu.total);
-    Resolved bounded = res;
-    bounded.input.zero.stage3_max_live_parameters = bounded.input.zero.stage3_prefetch_bucket_size;
-    bounded.input.zero.stage3_max_reuse_distance = 0;
-    const sim::SimResult s = sim::simulate(bounded.input, sim::SimOptions{});
+    const sim::SimResult s = sim::simulate(res.input, sim::SimOptions{});
     EXPECT_EQ(s.peak_event, "optimizer_temporary");
+    EXPECT_EQ(live_at_peak(s, {"flat_gradient_sub_group"}), 0u);
+    EXPECT_NEAR(double(s.peak_allocated) - est, 0.5 * 8 * 2.048e7, 0.5 * 8 * 2.048e7 + 0.005 * est);
+}
+
+// The first known difference, on one row: llama-2-7b, stage 3, optimizer
+// offload. DeepSpeed reduces the IPG bucket only when the next gradient
+// would overflow it (stage3.py reduce_independent_p_g_buckets_and_remove_grads),
+// i.e. after the LM head and the last layers' backward, so the first
+// reduce-scatter concatenation comes after the logits are freed; the
+// estimator counts it, the module gradient and the all-gather cat copy at
+// the activation peak. So est - sim is positive and below those terms:
+// 5e8 x 2 + 2 x 131,072,000 x 2 = 1,524,288,000 B.
+TEST(SimAgreement, Zero3ReduceScatterComesAfterTheLmHeadBackward) {
+    const Resolved res = resolve({"llama-2-7b", 3, "cpu", "none", "none", 2});
+    const sim::SimResult s = sim::simulate(res.input, sim::SimOptions{});
+    size_t logits_freed = 0, first_cat = 0;
+    for (size_t t = 0; t < s.timeline.size(); ++t) {
+        const auto& p = s.timeline[t];
+        if (p.phase != sim::Phase::steady_backward) continue;
+        const std::string term = p.term;
+        if (term == "logits" && p.bytes < 0 && !logits_freed) logits_freed = t;
+        if (term == "reduce_scatter_concat_buffer" && p.bytes > 0 && !first_cat) first_cat = t;
+    }
+    ASSERT_GT(logits_freed, 0u);
+    EXPECT_GT(first_cat, logits_freed);
+    EXPECT_EQ(live_at_peak(s, {"reduce_scatter_concat_buffer"}), 0u);
+    const double diff = double(estimate(res.input).per_gpu.total) - double(s.peak_allocated);
+    EXPECT_GT(diff, 0.05 * double(s.peak_allocated));
+    EXPECT_LT(diff, 1524288000.0);
+}
+
+// The last known difference, on one row: opt-1.3b (tied 50272 x 2048 LM
+// head), stage 2. The LM-head backward produces no gradient (the shared
+// weight's hook fires at the embedding), so at the activation peak no IPG
+// bucket, flatten or gradient exists (setup_buckets runs from the first
+// process_gradients). est - sim is positive and below the estimator's
+// bucket terms: ipg 5e8 x 2 + flatten 5e8 x 2 + autograd grad 50272 x 2048 x 2
+// + all_grad_tensors 2 x ceil(Ψ / 8).
+TEST(SimAgreement, Zero12TiedHeadHasNoBucketAtTheActivationPeak) {
+    const Resolved res = resolve({"opt-1.3b", 2, "none", "none", "none", 2});
+    const sim::SimResult s = sim::simulate(res.input, sim::SimOptions{});
+    EXPECT_EQ(s.peak_module, "lm_head");
+    EXPECT_EQ(live_at_peak(s, {"ipg_bucket", "allreduce_flat_buffer", "gradient"}), 0u);
     const double psi = double(count_params(*res.input.model.arch).total);
-    const double expected = 4.0 * (std::ceil(psi / 8.0) - 1e9);
-    EXPECT_NEAR(est - double(s.peak_allocated), expected, 8.2e7 + 0.01 * expected);
+    const double named = 1e9 + 1e9 + 50272.0 * 2048 * 2 + 2 * std::ceil(psi / 8);
+    const double diff = double(estimate(res.input).per_gpu.total) - double(s.peak_allocated);
+    EXPECT_GT(diff, 0.05 * double(s.peak_allocated));
+    EXPECT_LT(diff, named);
 }
 
 // ZeRO-1/2 init: the module's 16-bit params and the flat bit16_groups_flat
@@ -215,13 +285,15 @@ TEST(SimAgreement, GradientsGrowWhileActivationsShrinkWithoutAccumulation) {
     const double sim_peak = double(sim::simulate(one.input, sim::SimOptions{}).peak_allocated);
     EXPECT_LT(sim_peak, 0.95 * est);
     const auto [s2, e2] = peaks({"llama-2-7b", 1, "none", "none", "none", 2});
-    EXPECT_NEAR(s2 / e2, 1.0, 0.02);
+    EXPECT_NEAR(s2 / e2, 1.0, 0.05);
 }
 
 // expandable_segments:True maps pages into one growing segment per stream
-// and splits any remainder >= 512 B, so far less is reserved but unallocated
+// and splits any remainder >= 512 B, so less is reserved but unallocated
 // than with fixed segments (CUDACachingAllocator.cpp Note [Expandable
 // Segments]); max_split_size_mb keeps large cached blocks whole, so more is.
+// What stays is each stream's own high-water mark: the all-gather and
+// reduce streams peak at other times than the compute stream.
 TEST(SimAllocatorOptions, ExpandableSegmentsCutReservedOverAllocated) {
     const Resolved res = resolve({"llama-2-7b", 3, "none", "none", "none", 2});
     sim::SimOptions plain, expandable, max_split;
@@ -233,8 +305,31 @@ TEST(SimAllocatorOptions, ExpandableSegmentsCutReservedOverAllocated) {
     const double waste_a = double(a.reserved_at_peak - a.peak_allocated);
     const double waste_b = double(b.reserved_at_peak - b.peak_allocated);
     const double waste_c = double(c.reserved_at_peak - c.peak_allocated);
-    EXPECT_LT(waste_b, 0.5 * waste_a);
+    EXPECT_LT(waste_b, waste_a);
     EXPECT_GT(waste_c, waste_a);
     // The allocator options do not change what is requested.
     EXPECT_EQ(a.peak_requested, b.peak_requested);
+}
+
+// Simulator fixed (the estimator's terms::zero12_offload_boundary_transient
+// was right): with optimizer offload, copy_grads_in_partition calls
+// set_norm_for_param_grad_in_gpu at the boundary, a .double().norm(2) of the
+// param's slice in this rank's partition (stage_1_and_2.py). The replayed
+// rank is the last: llama-3-8b, Ψ = 8,030,261,248 = 16 x 501,891,328 (no
+// padding), Tn = 1,003,782,656, so the untied 128256 x 4096 = 525,336,576
+// LM head lies whole in its partition: 8 x 525,336,576 = 4,202,692,608 B at
+// the LM-head backward, reduced at once as an extra-large parameter.
+TEST(SimAgreement, Zero2OffloadNormsTheLmHeadSliceInDouble) {
+    const Resolved res = resolve({"llama-3-8b", 2, "cpu", "none", "none", 1});
+    ASSERT_EQ(count_params(*res.input.model.arch).total, 8030261248u);
+    const sim::SimResult s = sim::simulate(res.input, sim::SimOptions{});
+    bool seen = false;
+    for (const auto& p : s.timeline)
+        if (std::string(p.term) == "grad_norm_double" && p.bytes > 0) {
+            EXPECT_EQ(p.bytes, 4202692608);
+            EXPECT_EQ(s.modules[p.module], "lm_head");
+            seen = true;
+            break;
+        }
+    EXPECT_TRUE(seen);
 }

@@ -100,17 +100,21 @@ TEST(SimEvents, Stage0LoadAndPeak) {
     want.emplace_back("alloc", "fp32_master", 4 * 147776);  // FP16_Optimizer fp32 flat copy
     EXPECT_EQ(rows(log, Phase::load), want);
     const SimResult r = replay(log, opt, std::nullopt);
-    // Peak at the first step: params 295552 + grads 295552 + fp32 master 591104
-    // + fp32 flat grads 591104 + exp_avg 591104 + exp_avg_sq 591104 = 2955520 B requested.
-    EXPECT_EQ(r.peak_requested, 2955520u);
-    // Allocated: each norm (128 B) takes a 512 B block (+5 x 384 per copy of
-    // params and grads); 591104 B rounds to 591360 B (512-multiple):
-    // 2 x 297472 + 4 x 591360 = 2960384.
-    EXPECT_EQ(r.peak_allocated, 2960384u);
+    // Peak at the first step (fp16/fused_optimizer.py step): the per-parameter
+    // fp32 copies are flattened with the 16-bit grads alive (params 295552 +
+    // grads 295552 + master 591104 + copies 591104 + flat 591104 = 2364416 B),
+    // then p.grad = None and the optimizer creates m and v: params 295552 +
+    // fp32 master 591104 + fp32 flat grads 591104 + exp_avg 591104 +
+    // exp_avg_sq 591104 = 2659968 B requested (the larger moment).
+    EXPECT_EQ(r.peak_requested, 2659968u);
+    // Allocated: each norm (128 B) takes a 512 B block (+5 x 384 for the
+    // params); 591104 B rounds to 591360 B (512-multiple): 297472 + 4 x 591360 = 2662912.
+    EXPECT_EQ(r.peak_allocated, 2662912u);
     EXPECT_EQ(r.peak_event, "exp_avg_sq");
-    // The same bytes by estimator term: parameters, gradients, optimizer
-    // states (fp32 master + m + v), activations (all freed), temporary (fp32 flat grads).
-    const std::array<uint64_t, kComponentCount> want_terms = {295552, 295552, 3 * 591104, 0, 591104};
+    // The same bytes by estimator term: parameters, gradients (freed),
+    // optimizer states (fp32 master + m + v), activations (all freed),
+    // temporary (fp32 flat grads).
+    const std::array<uint64_t, kComponentCount> want_terms = {295552, 0, 3 * 591104, 0, 591104};
     EXPECT_EQ(r.peak_composition, want_terms);
 }
 
@@ -160,23 +164,29 @@ TEST(SimEvents, Stage2BucketFillAndReduction) {
 TEST(SimEvents, PeaksAtTheFirstOptimizerStep) {
     SimOptions opt;
     opt.steps = 1;
-    // Stage 2: bit16_groups_flat 295552 + fp32_partition 295552 + grads_in_partition
-    // 147776 + flat_gradient_partition 147776 + fp32_gradient_partition 295552
-    // + exp_avg 295552 + exp_avg_sq 295552 = 1773312 B (the backward stays below:
-    // 591104 states + 128000 activations + buckets and grads < 1 MB).
+    // Stage 2 (stage_1_and_2.py step): the flat copy of grads_in_partition and
+    // its fp32 cast are made with the 16-bit partition alive (295552 + 295552
+    // + 147776 + 147776 + 295552 = 1182208 B), then `del flat_grad_partition`
+    // and free_grad_in_param_list drop both 16-bit copies before the
+    // optimizer: bit16_groups_flat 295552 + fp32_partition 295552 +
+    // fp32_gradient_partition 295552 + exp_avg 295552 + exp_avg_sq 295552 =
+    // 1477760 B (the backward stays below: 591104 states + 128000
+    // activations + buckets and grads < 1 MB).
     SimResult r = simulate(tiny(2), opt);
-    EXPECT_EQ(r.peak_requested, 1773312u);
+    EXPECT_EQ(r.peak_requested, 1477760u);
     EXPECT_EQ(r.peak_event, "exp_avg_sq");
-    // Blocks: 295552 -> 295936 and 147776 -> 147968 (512-multiples): 5 x 295936 + 2 x 147968.
-    EXPECT_EQ(r.peak_allocated, 1775616u);
-    // Stage 3: lp_param_buffer 147776 + 5 persistent norms x 128 + grad_partitions_flat_buffer
-    // 147776 + ipg_bucket 40000 + fp32_partition 295552 + flat_gradient_sub_group 147776
-    // + fp32_gradient_sub_group 295552 + exp_avg 295552 + exp_avg_sq 295552 = 1666176 B.
+    // Blocks: 295552 -> 295936 (512-multiple): 5 x 295936.
+    EXPECT_EQ(r.peak_allocated, 1479680u);
+    // Stage 3 (stage3.py _prepare_fp32_grad_for_sub_group): flatten(...).to(fp32)
+    // frees the bf16 flat copy with the statement: lp_param_buffer 147776 + 5
+    // persistent norms x 128 + grad_partitions_flat_buffer 147776 + ipg_bucket
+    // 40000 + fp32_partition 295552 + fp32_gradient_sub_group 295552 +
+    // exp_avg 295552 + exp_avg_sq 295552 = 1518400 B.
     r = simulate(tiny(3), opt);
-    EXPECT_EQ(r.peak_requested, 1666176u);
+    EXPECT_EQ(r.peak_requested, 1518400u);
     EXPECT_EQ(r.peak_event, "exp_avg_sq");
-    // Blocks: 3 x 147968 + 5 x 512 + 40448 + 4 x 295936 = 1670656.
-    EXPECT_EQ(r.peak_allocated, 1670656u);
+    // Blocks: 2 x 147968 + 5 x 512 + 40448 + 4 x 295936 = 1522688.
+    EXPECT_EQ(r.peak_allocated, 1522688u);
 }
 
 TEST(SimEvents, Stage3LoadPartitions) {

@@ -68,3 +68,18 @@ TEST(SimulateCli, WritesTraceAndSnapshot) {
     std::remove(trace.c_str());
     std::remove(snap.c_str());
 }
+
+TEST(SimulateCli, ExplainNamesEventTermsAndSources) {
+    const auto r = cli::zeromem("simulate --model llama-2-7b --gpus 8 --stage 3 --steps 1 --explain");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("Event terms"), std::string::npos);
+    EXPECT_NE(r.out.find("gathered_parameter"), std::string::npos);
+    EXPECT_NE(r.out.find("DeepSpeed v0.19.6 deepspeed/runtime/zero/partition_parameters.py AllGatherCoalescedHandle.wait"),
+              std::string::npos);
+    const auto j = cli::json_of("simulate --model llama-2-7b --gpus 8 --stage 2 --steps 1 --explain");
+    ASSERT_TRUE(j.contains("explain"));
+    bool bucket = false;
+    for (const auto& e : j["explain"])
+        if (e["event"] == "ipg_bucket") bucket = e["source"].get<std::string>().find("setup_buckets") != std::string::npos;
+    EXPECT_TRUE(bucket);
+}

@@ -1,6 +1,7 @@
 // Writers: JSON and CSV fields, the Chrome trace (Perfetto's required
 // fields, simulator_runtime_gui.md C) and the snapshot pickle (read back by
 // a small protocol-2 reader below; blocks must tile each segment, A.11).
+#include "zeromem/request.h"
 #include "zeromem/sim_writers.h"
 #include "zeromem/types.h"
 
@@ -235,4 +236,35 @@ TEST(SimWriters, SnapshotPickleBlocksTileSegments) {
         for (const auto& p : r.timeline) timeline_allocs += p.bytes > 0;
         EXPECT_EQ(allocs, timeline_allocs);
     }
+}
+
+// --explain: every event term the producer emits, for every stage, offload
+// and checkpointing mode, names the code that allocates it and the
+// estimator term it corresponds to (a new event without them fails here).
+TEST(SimExplain, EveryEventTermHasASourceAndAnEstimatorTerm) {
+    for (int stage = 0; stage <= 3; ++stage)
+        for (const char* ck : {"none", "full", "selective"})
+            for (const char* off : {"none", "cpu"}) {
+                if (stage == 0 && std::string(off) == "cpu") continue;
+                Request q;
+                q.model = "gpt2-xl";
+                q.gpus = 4;
+                q.stage = stage;
+                q.checkpointing = ck;
+                q.offload_optimizer = off;
+                if (stage == 3) q.offload_param = off;
+                if (std::string(ck) == "selective") q.attention = "eager";
+                const Resolved res = resolve_request(q, ZEROMEM_SOURCE_DATA_DIR);
+                SimOptions opt;
+                opt.steps = 1;
+                const SimResult r = simulate(res.input, opt);
+                for (const auto& e : explain(r)) {
+                    EXPECT_STRNE(e.source, "") << e.term;
+                    EXPECT_STRNE(e.estimator_term, "") << e.term;
+                }
+            }
+    // The step's temporary names torch's foreach AdamW.
+    EXPECT_NE(std::string(event_source("optimizer_temporary")).find("_multi_tensor_adamw"), std::string::npos);
+    EXPECT_NE(std::string(event_estimator_term("reduce_scatter_concat_buffer")).find("zero3_reduce_scatter_cat"),
+              std::string::npos);
 }

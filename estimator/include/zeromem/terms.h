@@ -32,6 +32,12 @@ enum class StepKernel { torch_foreach, torch_foreach_2_0, fused, sgd };
 /// foreach), 8 (torch 2.0 foreach), 0 (fused, SGD).
 uint64_t step_temporary_bytes_per_element(StepKernel k);
 
+/// The optimizer implementation that runs the step for `in` (the choice the
+/// full convention makes: optimizer block, torch_adam, offload, HF Trainer
+/// default by torch/transformers version), so the simulator replays the same
+/// temporary. Throws InputError for a malformed version string.
+StepKernel step_kernel_for(const EstimateInput& in);
+
 /// Every resolved size a term reads. Element counts are tensor elements,
 /// byte counts are bytes per element. Built once per estimate by
 /// `make_sizes`.
@@ -54,6 +60,10 @@ struct Sizes {
     uint64_t prefetch = 0;        ///< min(stage3_prefetch_bucket_size, stage3_max_live_parameters), elements
     uint64_t max_live = 0;        ///< stage3_max_live_parameters, elements
     uint64_t max_reuse = 0;       ///< stage3_max_reuse_distance, elements
+    /// Mean parameters of one parameter-holding module of a decoder layer
+    /// (one step of the ZeRO-3 trace): layer / (attention + MLP
+    /// projections); 0 without an architecture.
+    uint64_t mean_module = 0;
     uint64_t Tr = 0;              ///< trainable parameters of this tensor/pipeline rank, Ψ_t
     uint64_t Tn = 0;              ///< ceil(Ψ_t / N_d): this rank's partition
     uint64_t sub = 0;             ///< ZeRO-3 sub-group: min(sub_group_size, Tn)
@@ -147,7 +157,10 @@ Term zero12_ipg_bucket(const Sizes& s);
 /// ZeRO-1/2 `allreduce_bucket` flatten of a bucket spanning several ranks'
 /// slices: reduce_bucket_size · b_m, N_d > 1, no offload (stage_1_and_2.py
 /// `average_tensor` -> `allreduce_and_scatter` -> `allreduce_bucket`
-/// `self.flatten(bucket)`).
+/// `self.flatten(bucket)`). A largest module L > reduce_bucket_size (the LM
+/// head, `extra_large_param_to_reduce`) is flattened as its first slices
+/// that exceed the bucket: min(L, (floor(bucket/ceil(L/N_d)) + 1) ·
+/// ceil(L/N_d)) · b_m.
 Term zero12_allreduce_bucket_flatten(const Sizes& s);
 
 /// ZeRO-2 autograd gradient of one module before the hook copies it into the
@@ -189,12 +202,17 @@ Term zero3_ipg_bucket(const Sizes& s);
 /// (comm/coalesced_collectives.py `reduce_scatter_coalesced`, torch.cat).
 Term zero3_reduce_scatter_cat(const Sizes& s);
 
-/// ZeRO-3 parameters gathered around the running module: the module whole
-/// (L · b_m) plus the prefetch (min(prefetch bucket, max_live) · b_m)
-/// (partitioned_param_coordinator.py `_fetch_sub_module_impl`). In backward
-/// with recomputation, the whole decoder layer stays gathered from its
-/// recompute to its backward when stage3_max_reuse_distance covers it
-/// (`__params_to_release`): max(L, layer, capped by max_live) · b_m.
+/// ZeRO-3 parameters gathered or in flight once the trace is recorded
+/// (partitioned_param_coordinator.py `_fetch_sub_module_impl`): at every
+/// fetch the coordinator prefetches at least min(stage3_prefetch_bucket_size,
+/// stage3_max_live_parameters - available) more elements from the trace,
+/// overshooting by at most one parameter. When a trace step (mean_module)
+/// uses fewer elements than one prefetch, the look-ahead grows until the
+/// available count reaches stage3_max_live_parameters: min(max_live + L,
+/// Ψ_t) · b_m. Otherwise each prefetch is used up by the next module: the
+/// running module (L; in backward with recomputation the decoder layer kept
+/// from its recompute when stage3_max_reuse_distance covers it,
+/// `__params_to_release`) plus one prefetch, at most Ψ_t, · b_m.
 Term zero3_gathered_params(const Sizes& s, bool backward);
 
 /// ZeRO-3 `AllGatherCoalescedHandle.wait`: `param.data = torch.cat(...)`

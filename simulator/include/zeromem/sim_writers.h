@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 namespace zeromem::sim {
 
@@ -42,6 +43,27 @@ nlohmann::json chrome_trace(const SimResult& r);
 /// oom) and "allocator_settings". Needs r.allocator_trace (record it with
 /// SimOptions::record_allocator_trace). Format: simulator_runtime_gui.md A.11.
 std::string memory_snapshot_pickle(const SimResult& r);
+
+/// One event term for --explain: the estimator component and term it
+/// corresponds to, the DeepSpeed v0.19.6 / PyTorch code that allocates it,
+/// the bytes live at the peak allocated and the largest single request.
+struct EventExplanation {
+    std::string term;
+    const char* component = "";
+    const char* estimator_term = "";
+    const char* source = "";
+    uint64_t bytes_at_peak = 0, largest = 0;
+};
+
+/// The allocating code of an event term (file and function), "" if unknown.
+const char* event_source(const std::string& term);
+/// The estimator term (terms.h function or component) an event term
+/// corresponds to, "" if unknown.
+const char* event_estimator_term(const std::string& term);
+/// Every event term of `r` in order of first appearance.
+std::vector<EventExplanation> explain(const SimResult& r);
+/// --explain text: one block per event term (GiB = 2^30 B).
+std::string render_explain(const SimResult& r);
 
 /// Writes `text` to `path`; throws InputError naming the path and `flag` if
 /// it cannot be written.

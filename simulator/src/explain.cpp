@@ -1,0 +1,136 @@
+// --explain for `zeromem simulate`: every event term with the estimator term
+// it corresponds to and the DeepSpeed v0.19.6 / PyTorch code that allocates
+// it, so a disagreement with the estimator points at one term.
+#include "zeromem/sim_writers.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+namespace zeromem::sim {
+
+namespace {
+
+struct Row {
+    const char* term;
+    const char* estimator_term;  // terms.h function or estimate.cpp component
+    const char* source;
+};
+
+// One row per event term the producer emits (event_producer.cpp).
+const Row kRows[] = {
+    {"parameter", "parameters", "engine.py _configure_distributed_model (module.to(device))"},
+    {"fp32_master", "optimizer_states (fp32 master)", "fp16/fused_optimizer.py FP16_Optimizer.__init__ (fp32_groups_flat)"},
+    {"bit16_groups_flat", "parameters; load: 16-bit module + its flat copy", "zero/stage_1_and_2.py __init__ (flatten_dense_tensors_aligned)"},
+    {"fp32_partition", "optimizer_states (fp32 master)",
+     "zero/stage_1_and_2.py __init__ (single_partition_of_fp32_groups); zero/stage3.py _create_fp32_partitions"},
+    {"temp_grad_buffer_for_gpu_offload", "terms::temp_grad_buffer_for_gpu_offload", "zero/stage_1_and_2.py __init__"},
+    {"persistent_parameter", "parameters (persistent)", "zero/parameter_offload.py mark_persistent_parameters"},
+    {"param_partition", "parameters (zero.Init partition)", "zero/partition_parameters.py _partition_param"},
+    {"lp_param_buffer", "parameters", "zero/stage3.py _create_fp16_partitions_with_defragmentation (zero/utils.py defragment)"},
+    {"grad_partitions_flat_buffer", "gradients", "zero/stage3.py _setup_for_real_optimizer"},
+    {"ipg_bucket", "terms::zero12_ipg_bucket / terms::zero3_ipg_bucket",
+     "zero/stage_1_and_2.py setup_buckets (from process_gradients); zero/stage3.py _setup_for_real_optimizer"},
+    {"fp32_gradient_buffer", "terms::zero3_init_gradient_buffer", "zero/stage3.py initialize_optimizer_states"},
+    {"checkpoint_input", "activations (full checkpointing: 2sbh per layer)", "torch.utils.checkpoint (the block's input)"},
+    {"attention_core_recompute", "activations (selective recompute)", "Korthikanti et al. 2022 Sec. 4.1; torch.utils.checkpoint"},
+    {"logits_grad_fp32", "not in the estimator (cross-entropy backward)", "torch nn.functional.cross_entropy backward (fp32 grad of the upcast logits)"},
+    {"logits_grad", "not in the estimator (cross-entropy backward)", "autograd: .float() backward to the 16-bit logits"},
+    {"gradient", "gradients / terms::zero2_autograd_grad_before_bucket_copy / terms::zero3_module_grad",
+     "autograd param.grad; zero/stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads; zero/stage3.py __add_grad_to_ipg_bucket"},
+    {"allreduce_flat_buffer", "terms::zero12_allreduce_bucket_flatten",
+     "zero/stage_1_and_2.py reduce_ipg_grads -> average_tensor -> allreduce_and_scatter -> allreduce_bucket (self.flatten)"},
+    {"grad_norm_double", "terms::zero12_offload_boundary_transient (8 x Lp)",
+     "zero/stage_1_and_2.py copy_grads_in_partition -> set_norm_for_param_grad_in_gpu (.double().norm(2); the "
+     "replayed rank is the last, whose partition holds the LM head)"},
+    {"grads_in_partition", "gradients (terms::zero12_backward_gradients, terms::zero2_accumulated_partition)",
+     "zero/stage_1_and_2.py copy_grads_in_partition; kept in all_grad_tensors by independent_gradient_partition_epilogue"},
+    {"reduce_scatter_concat_buffer", "terms::zero3_reduce_scatter_cat",
+     "comm/coalesced_collectives.py reduce_scatter_coalesced (torch.cat); zero/stage3.py __avg_scatter_grads"},
+    {"offloaded_partition_copy", "terms::zero3_gathered_params (offload_param staging)",
+     "zero/partition_parameters.py all_gather_coalesced (partition copied to the device)"},
+    {"allgather_flat_buffer", "terms::zero3_gathered_params (in flight)",
+     "zero/partition_parameters.py all_gather_coalesced; zero/partitioned_param_coordinator.py _fetch_sub_module_impl (prefetch)"},
+    {"gathered_parameter", "terms::zero3_gathered_params, terms::zero3_allgather_cat_copy",
+     "zero/partition_parameters.py AllGatherCoalescedHandle.wait (param.data = torch.cat(...))"},
+    {"fp32_gradient_copies", "terms::zero0_step (flatten moment)", "fp16/fused_optimizer.py step (p.grad.to(fp32) per parameter)"},
+    {"fp32_flat_gradients", "terms::zero0_step", "fp16/fused_optimizer.py step (_flatten_dense_tensors)"},
+    {"flat_gradient_partition", "terms::zero12_step (flatten moment)", "zero/stage_1_and_2.py step (flatten(averaged_gradients), del flat_grad_partition)"},
+    {"fp32_gradient_partition", "terms::zero12_step", "zero/stage_1_and_2.py step (flat_grad_partition.to(fp32))"},
+    {"flat_gradient_sub_group", "terms::zero3_step (flatten moment)", "zero/stage3.py _prepare_fp32_grad_for_sub_group (flatten)"},
+    {"fp32_gradient_sub_group", "terms::zero3_step", "zero/stage3.py _prepare_fp32_grad_for_sub_group (.to(fp32)); _release_sub_group"},
+    {"empty_cache", "no term (returns cached free segments; no bytes)",
+     "zero/stage3.py _create_fp16_partitions_with_defragmentation (gc + empty_cache after the defragment)"},
+    {"exp_avg", "optimizer_states (Adam m)", "torch/optim/adamw.py _init_group (lazy, first step)"},
+    {"exp_avg_sq", "optimizer_states (Adam v)", "torch/optim/adamw.py _init_group (lazy, first step)"},
+    {"momentum_buffer", "optimizer_states (SGD momentum)", "torch/optim/sgd.py (lazy, first step)"},
+    {"optimizer_temporary", "terms::StepMoments::optimizer (T bytes per element)",
+     "torch/optim/adamw.py _multi_tensor_adamw (torch._foreach_sqrt); none for fused kernels"},
+};
+
+// Activations saved per module (event_producer.cpp saved_tensors).
+const char* const kActivations[] = {"embedding_dropout_mask", "layernorm_input", "attention_input", "query", "key", "value",
+                                    "attention_scores", "attention_softmax", "attention_dropout_mask", "attention_output",
+                                    "attention_residual_dropout_mask", "mlp_input", "mlp_gate", "mlp_up", "mlp_activation",
+                                    "mlp_product", "mlp_dropout_mask", "lm_head_input", "logits", "logits_fp32", "log_softmax"};
+
+}  // namespace
+
+const char* event_source(const std::string& term) {
+    for (const Row& r : kRows)
+        if (term == r.term) return r.source;
+    for (const char* a : kActivations)
+        if (term == a) return "autograd saved tensors (Korthikanti et al. 2022 Table 2; HF logits upcast)";
+    return "";
+}
+
+const char* event_estimator_term(const std::string& term) {
+    for (const Row& r : kRows)
+        if (term == r.term) return r.estimator_term;
+    for (const char* a : kActivations)
+        if (term == a) return "activations";
+    return "";
+}
+
+std::vector<EventExplanation> explain(const SimResult& r) {
+    std::vector<EventExplanation> out;
+    std::map<std::string, size_t> index;
+    std::map<std::string, int64_t> live;
+    for (size_t t = 0; t < r.timeline.size(); ++t) {
+        const TimelinePoint& p = r.timeline[t];
+        auto [it, fresh] = index.emplace(p.term, out.size());
+        if (fresh) {
+            EventExplanation e;
+            e.term = p.term;
+            e.component = estimator_component(p.term);
+            e.estimator_term = event_estimator_term(p.term);
+            e.source = event_source(p.term);
+            out.push_back(e);
+        }
+        EventExplanation& e = out[it->second];
+        if (p.bytes > 0) e.largest = std::max(e.largest, uint64_t(p.bytes));
+        if (t <= r.peak_allocated_t) live[p.term] += p.bytes;
+    }
+    for (auto& e : out) e.bytes_at_peak = uint64_t(std::max<int64_t>(0, live[e.term]));
+    return out;
+}
+
+std::string render_explain(const SimResult& r) {
+    std::string s = "\nEvent terms (GiB = 2^30 B; live at the peak allocated, largest single request), "
+                    "the estimator term each corresponds to, and the code that allocates it:\n";
+    char buf[160];
+    for (const EventExplanation& e : explain(r)) {
+        std::snprintf(buf, sizeof buf, "  %-32s live %8.3f GiB  largest %8.3f GiB  [%s]\n", e.term.c_str(),
+                      double(e.bytes_at_peak) / 1073741824.0, double(e.largest) / 1073741824.0, e.component);
+        s += buf;
+        s += "      estimator: " + std::string(e.estimator_term) + "\n";
+        const std::string src = e.source;
+        const bool deepspeed = src.rfind("engine.py", 0) == 0 || src.rfind("fp16/", 0) == 0 || src.rfind("zero/", 0) == 0 ||
+                               src.rfind("comm/", 0) == 0;
+        s += "      source:    " + (deepspeed ? "DeepSpeed v0.19.6 deepspeed/runtime/" + src
+                                               : (src.rfind("torch/", 0) == 0 ? "PyTorch " + src : src)) + "\n";
+    }
+    return s;
+}
+
+}  // namespace zeromem::sim
