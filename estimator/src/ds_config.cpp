@@ -791,15 +791,20 @@ void apply_auto_table(Reading& r) {
     for (const auto& item : ds_schema().at("keys").items()) {
         const json& e = item.value();
         const Path path = split_pointer(item.key());
-        const json* v = r.find(path);
-        if (!v || !is_auto(*v)) continue;
         if (e.contains("auto_note")) {
-            r.record(path, r.auto_note(path, e.at("auto_note").get<std::string>()));
+            if (const json* v = r.find(path); v && is_auto(*v))
+                r.record(path, r.auto_note(path, e.at("auto_note").get<std::string>()));
             continue;
         }
         if (!e.contains("auto_fill")) continue;
+        // Rule and target are looked up for every entry, so a broken table
+        // fails on the first config read, not only on a config using the key.
+        const AutoRule& rule = auto_rule_of(e.at("auto_fill").get<std::string>());
+        if (!e.contains("setting"))
+            throw std::logic_error("deepspeed_schema.json: auto_fill without setting at " + item.key());
         const Target& target = target_of(e.at("setting").get<std::string>());
-        const AutoFill fill = auto_rule_of(e.at("auto_fill").get<std::string>()).fill(r, path, target);
+        if (const json* v = r.find(path); !v || !is_auto(*v)) continue;
+        const AutoFill fill = rule.fill(r, path, target);
         if (fill.value) target.set(r, *fill.value, path);
         r.record(path, fill.sentence);
     }
