@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -511,38 +512,26 @@ const json* refused_value(const json& config, const std::string& ptr, const json
     return nullptr;
 }
 // ---------------------------------------------------------------------------
-// Application
+// Application: free functions per concern over one Reading. Keys whose meaning
+// is "copy the value into a setting" are read by the schema's setting table
+// (apply_setting_table, apply_auto_table); the functions after them hold only
+// what is structure: precision selection, batch sizes, the deprecated boolean
+// zero_optimization, offload devices and the optimizer builder decision.
 
-class Applier {
-public:
-    Applier(const json& config, const std::string& source, const AutoSources& autos,
-            ZeroSettings& zero, TrainingSettings& train, Provenance& prov)
-        : config_(config), source_(source), autos_(autos), zero_(zero), train_(train),
-          prov_(prov) {}
+using Path = std::vector<std::string>;
 
-    void run() {
-        apply_table();
-        apply_precision();
-        apply_batch();
-        apply_zero();
-        apply_optimizer();
-        apply_scheduler();
-        // Speed-model inputs only (no memory effect): NVMe request shape and
-        // (the optimizer keys are read by apply_optimizer).
-        read_int({"aio", "block_size"}, zero_.aio_block_size);
-        read_int({"aio", "queue_depth"}, zero_.aio_queue_depth);
-    }
+/// The config being read and the settings it is read into.
+struct Reading {
+    const json& config;
+    const std::string& source;
+    const AutoSources& autos;
+    ZeroSettings& zero;
+    TrainingSettings& train;
+    Provenance& prov;
 
-private:
-    const json& config_;
-    const std::string& source_;
-    const AutoSources& autos_;
-    ZeroSettings& zero_;
-    TrainingSettings& train_;
-    Provenance& prov_;
-
-    const json* find(const std::vector<std::string>& path) const {
-        const json* cur = &config_;
+    /// The value at `path`, or nullptr (null counts as absent).
+    const json* find(const Path& path) const {
+        const json* cur = &config;
         for (const auto& k : path) {
             if (!cur->is_object()) return nullptr;
             auto it = cur->find(k);
@@ -551,466 +540,518 @@ private:
         }
         return cur->is_null() ? nullptr : cur;
     }
-
-    std::string where(const std::vector<std::string>& path) const {
-        return source_ + ":" + pointer_of(path);
+    std::string where(const Path& path) const { return source + ":" + pointer_of(path); }
+    void record(const Path& path, const std::string& sentence = "") {
+        prov[dotted_of(path)] = sentence.empty() ? where(path) : sentence;
     }
-    void record(const std::vector<std::string>& path, const std::string& sentence = "") {
-        prov_[dotted_of(path)] = sentence.empty() ? where(path) : sentence;
-    }
-    std::string auto_note(const std::vector<std::string>& path, const std::string& rest) const {
+    std::string auto_note(const Path& path, const std::string& rest) const {
         return where(path) + " = \"auto\" -> " + rest;
     }
-
-    /// Sets `out` from an explicit integer at `path`; true if present.
-    bool read_int(const std::vector<std::string>& path, int64_t& out) {
-        const json* v = find(path);
-        if (!v || is_auto(*v)) return false;
-        out = to_int(*v, source_, path);
-        record(path);
-        return true;
-    }
-    bool read_bool(const std::vector<std::string>& path, bool& out) {
-        const json* v = find(path);
-        if (!v) return false;
-        out = v->get<bool>();
-        record(path);
-        return true;
-    }
-
-    /// Keys whose schema entry names a "setting": a plain value (alias
-    /// spellings included; "auto" is left to the dedicated code) is read
-    /// into that setting and recorded. One table decides what these keys mean.
-    void apply_table() {
-        static const std::map<std::string, int64_t ZeroSettings::*> zero_ints = {
-            {"zero.allgather_bucket_size", &ZeroSettings::allgather_bucket_size},
-            {"zero.sub_group_size", &ZeroSettings::sub_group_size},
-            {"zero.reduce_bucket_size", &ZeroSettings::reduce_bucket_size},
-            {"zero.stage3_prefetch_bucket_size", &ZeroSettings::stage3_prefetch_bucket_size},
-            {"zero.stage3_param_persistence_threshold", &ZeroSettings::stage3_param_persistence_threshold},
-            {"zero.stage3_model_persistence_threshold", &ZeroSettings::stage3_model_persistence_threshold},
-            {"zero.stage3_max_live_parameters", &ZeroSettings::stage3_max_live_parameters},
-            {"zero.stage3_max_reuse_distance", &ZeroSettings::stage3_max_reuse_distance},
-            {"zero.offload_optimizer_buffer_count", &ZeroSettings::offload_optimizer_buffer_count},
-            {"zero.offload_param_buffer_count", &ZeroSettings::offload_param_buffer_count},
-            {"zero.offload_param_buffer_size", &ZeroSettings::offload_param_buffer_size},
-            {"zero.offload_param_max_in_cpu", &ZeroSettings::offload_param_max_in_cpu}};
-        static const std::map<std::string, bool ZeroSettings::*> zero_bools = {
-            {"zero.contiguous_gradients", &ZeroSettings::contiguous_gradients},
-            {"zero.reduce_scatter", &ZeroSettings::reduce_scatter},
-            {"zero.offload_optimizer_pin_memory", &ZeroSettings::offload_optimizer_pin_memory},
-            {"zero.offload_param_pin_memory", &ZeroSettings::offload_param_pin_memory}};
-        static const std::map<std::string, std::optional<bool> ZeroSettings::*> zero_opt_bools = {
-            {"zero.overlap_comm", &ZeroSettings::overlap_comm}};
-        static const std::map<std::string, std::optional<int64_t> TrainingSettings::*> train_opt_ints = {
-            {"train.number_checkpoints", &TrainingSettings::number_checkpoints}};
-        static const std::map<std::string, bool TrainingSettings::*> train_bools = {
-            {"train.partition_activations", &TrainingSettings::partition_activations},
-            {"train.cpu_checkpointing", &TrainingSettings::cpu_checkpointing}};
-        for (const auto& item : ds_schema().at("keys").items()) {
-            const json& e = item.value();
-            if (!e.contains("setting")) continue;
-            const std::string setting = e.at("setting").get<std::string>();
-            const std::vector<std::string> path = split_pointer(item.key());
-            std::vector<std::vector<std::string>> spellings = {path};
-            for (const auto& a : e.value("aliases", json::array())) {
-                spellings.push_back(path);
-                spellings.back().back() = a.get<std::string>();
-            }
-            const std::vector<std::string>* given = nullptr;
-            for (const auto& sp : spellings) {
-                if (!find(sp)) continue;
-                if (given)
-                    fail(source_, sp, "given twice, also as " + pointer_of(*given) + " (DeepSpeed aliases); keep one");
-                given = &sp;
-            }
-            if (!given) continue;
-            const json* v = find(*given);  // null counts as absent
-            if (!v || is_auto(*v)) continue;
-            if (const auto zi = zero_ints.find(setting); zi != zero_ints.end()) zero_.*(zi->second) = to_int(*v, source_, *given);
-            else if (const auto zb = zero_bools.find(setting); zb != zero_bools.end()) zero_.*(zb->second) = v->get<bool>();
-            else if (const auto tb = train_bools.find(setting); tb != train_bools.end()) train_.*(tb->second) = v->get<bool>();
-            else if (const auto ob = zero_opt_bools.find(setting); ob != zero_opt_bools.end()) zero_.*(ob->second) = v->get<bool>();
-            else if (const auto oi = train_opt_ints.find(setting); oi != train_opt_ints.end())
-                train_.*(oi->second) = to_int(*v, source_, *given);
-            else throw std::logic_error("deepspeed_schema.json: unknown setting " + setting);
-            prov_[dotted_of(path)] = given == &spellings.front() ? where(path)
-                                                    : where(*given) + " (alias of " + path.back() + ")";
-        }
-    }
-
-    // Command-line flags override the file (zeromem's rule; the HF Trainer
-    // would reject the mismatch instead). The override is recorded.
-    void flag_overrides(const std::vector<std::string>& path, int64_t& value, const std::optional<int64_t>& flag_value,
-                        const char* flag) {
-        if (flag_value && *flag_value != value) {
-            record(path, std::string(flag) + " " + std::to_string(*flag_value) + " (overrides the file's " +
-                             std::to_string(value) + ")");
-            value = *flag_value;
-        }
-    }
-
-    // fp16 / bf16 / data_types / communication_data_type.
-    void apply_precision() {
-        bool fp16 = false;
-        bool bf16 = false;
-        const std::string dtype_flag = autos_.dtype ? std::string("--dtype ") + to_string(*autos_.dtype)
-                                                    : std::string("--dtype not given: HF default false");
-        auto enabled = [&](const std::vector<std::string>& path, Dtype which, bool& flag) {
-            const json* v = find(path);
-            if (!v) return;
-            if (is_auto(*v)) {
-                flag = autos_.dtype && *autos_.dtype == which;
-                record(path, auto_note(path, std::string(flag ? "true" : "false") + " (" +
-                                                  dtype_flag + "; HF Trainer rule)"));
-                return;
-            }
-            flag = v->get<bool>();
-            record(path);
-        };
-        enabled({"fp16", "enabled"}, Dtype::fp16, fp16);
-        // DeepSpeed reads "bf16", and the old name "bfloat16" only when "bf16"
-        // is absent (precision_config.py get_bfloat16_config).
-        if (config_.contains("bf16")) enabled({"bf16", "enabled"}, Dtype::bf16, bf16);
-        else if (const json* v = find({"bfloat16", "enabled"})) {
-            bf16 = v->get<bool>();
-            record({"bfloat16", "enabled"});
-        }
-        if (fp16 && bf16)
-            fail(source_, {"bf16", "enabled"},
-                 "fp16 and bf16 are both enabled; DeepSpeed asserts they cannot be (runtime/config.py)");
-        train_.dtype = fp16 ? Dtype::fp16 : bf16 ? Dtype::bf16 : Dtype::fp32;
-        prov_["dtype"] = std::string(to_string(train_.dtype)) + " (" +
-                         (fp16 ? "fp16.enabled" : bf16 ? "bf16.enabled" : "neither fp16 nor bf16 enabled") +
-                         " in " + source_ + "; DeepSpeed engine.get_data_types)";
-
-        if (const json* v = find({"amp", "enabled"})) {
-            if (is_auto(*v))
-                record({"amp", "enabled"},
-                       auto_note({"amp", "enabled"}, "false (HF fills it only for the apex backend)"));
-            else if (v->get<bool>())
-                record({"amp", "enabled"}, where({"amp", "enabled"}) +
-                                               " = true: apex AMP, which zeromem does not model");
-        }
-        if (const json* v = find({"amp", "opt_level"}); v && is_auto(*v))
-            record({"amp", "opt_level"}, auto_note({"amp", "opt_level"},
-                                                   "\"O1\" (HF fp16_opt_level default; no memory effect)"));
-
-        if (const json* v = find({"data_types", "grad_accum_dtype"})) {
-            train_.grad_accum_dtype = to_dtype(*v, source_, {"data_types", "grad_accum_dtype"});
-            record({"data_types", "grad_accum_dtype"});
-        }
-        if (const json* v = find({"communication_data_type"})) {
-            train_.communication_dtype = parse_dtype(to_lower(v->get<std::string>()), "communication_data_type");
-            record({"communication_data_type"});
-        }
-    }
-
-    void apply_batch() {
-        const std::vector<std::string> mb_path = {"train_micro_batch_size_per_gpu"};
-        const std::vector<std::string> ga_path = {"gradient_accumulation_steps"};
-        const std::vector<std::string> tb_path = {"train_batch_size"};
-        const std::vector<std::string> gc_path = {"gradient_clipping"};
-
-        // What HF would use for per_device_train_batch_size / accumulation.
-        int64_t micro = autos_.micro_batch.value_or(1);
-        int64_t accum = autos_.grad_accum.value_or(1);
-
-        if (const json* v = find(mb_path)) {
-            if (is_auto(*v)) {
-                train_.micro_batch = micro;
-                record(mb_path, auto_note(mb_path, autos_.micro_batch
-                    ? std::to_string(micro) + " (--micro-batch; HF per_device_train_batch_size)"
-                    : std::string("1 (zeromem default, pass --micro-batch)")));
-            } else {
-                read_int(mb_path, train_.micro_batch);
-                flag_overrides(mb_path, train_.micro_batch, autos_.micro_batch, "--micro-batch");
-                micro = train_.micro_batch;
-            }
-        }
-        if (const json* v = find(ga_path)) {
-            if (is_auto(*v)) {
-                train_.grad_accum = accum;
-                record(ga_path, auto_note(ga_path, autos_.grad_accum
-                    ? std::to_string(accum) + " (--grad-accum; HF gradient_accumulation_steps)"
-                    : std::string("1 (HF default, pass --grad-accum)")));
-            } else {
-                read_int(ga_path, train_.grad_accum);
-                flag_overrides(ga_path, train_.grad_accum, autos_.grad_accum, "--grad-accum");
-                accum = train_.grad_accum;
-            }
-        }
-        if (const json* v = find(tb_path)) {
-            if (is_auto(*v)) {
-                const int64_t tb = autos_.world_size * micro * accum;
-                train_.train_batch_size = tb;
-                record(tb_path, auto_note(tb_path, "data-parallel GPUs (" + std::to_string(autos_.world_size) +
-                                                       ") x micro batch (" + std::to_string(micro) +
-                                                       ") x accumulation (" + std::to_string(accum) +
-                                                       ") = " + std::to_string(tb) + " (HF Trainer rule)"));
-            } else {
-                int64_t tb = 0;
-                read_int(tb_path, tb);
-                train_.train_batch_size = tb;
-            }
-        }
-        if (const json* v = find(gc_path)) {
-            if (is_auto(*v)) {
-                train_.gradient_clipping = autos_.max_grad_norm;
-                record(gc_path, auto_note(gc_path, show(json(autos_.max_grad_norm)) +
-                                                       " (HF max_grad_norm)"));
-            } else {
-                train_.gradient_clipping = v->get<double>();
-                record(gc_path);
-            }
-        }
-    }
-
-    /// Reads an alias pair (stage3_x / x); throws if both are given.
-    const std::vector<std::string>* alias(const std::vector<std::string>& long_path,
-                                          const std::vector<std::string>& short_path) const {
-        const bool l = find(long_path) != nullptr;
-        const bool s = find(short_path) != nullptr;
-        if (l && s)
-            fail(source_, short_path, "given twice, also as " + pointer_of(long_path) +
-                                          " (DeepSpeed aliases); keep one");
-        return l ? &long_path : s ? &short_path : nullptr;
-    }
-
-    int64_t hidden(const std::vector<std::string>& path) const {
-        if (!autos_.hidden_size)
-            fail(source_, path, "is \"auto\" but the hidden size is unknown: give --model or "
-                                "--hf-config, or set a number");
-        return *autos_.hidden_size;
-    }
-
-    void apply_zero() {
-        const json* z = find({"zero_optimization"});
-        if (!z) return;
-        using P = std::vector<std::string>;
-        if (z->is_boolean()) {
-            // Deprecated form (runtime/zero/config.py read_zero_config_deprecated).
-            zero_.stage = z->get<bool>() ? 1 : 0;
-            record({"zero_optimization"}, where({"zero_optimization"}) +
-                                              " (deprecated boolean form: stage " +
-                                              std::to_string(zero_.stage) + ")");
-            if (zero_.stage > 0 && read_int({"allgather_size"}, zero_.allgather_bucket_size))
-                prov_["zero_optimization.allgather_bucket_size"] = where({"allgather_size"});
-            return;
-        }
-        if (!z->is_object()) fail(source_, {"zero_optimization"}, "must be an object, got " + show(*z));
-
-        int64_t stage = zero_.stage;
-        if (read_int({"zero_optimization", "stage"}, stage)) {
-            if (stage < 0 || stage > 3)
-                fail(source_, {"zero_optimization", "stage"},
-                     "must be 0, 1, 2 or 3, got " + std::to_string(stage));
-            zero_.stage = static_cast<int>(stage);
-        }
-
-
-        // reduce_bucket_size: HF fills "auto" with h*h for every stage.
-        const P rb = {"zero_optimization", "reduce_bucket_size"};
-        const P pf = {"zero_optimization", "stage3_prefetch_bucket_size"};
-        const P pt = {"zero_optimization", "stage3_param_persistence_threshold"};
-        // HF checks the hidden size for all three before filling any.
-        for (const P* p : {&rb, &pf, &pt})
-            if (const json* v = find(*p); v && is_auto(*v)) (void)hidden(*p);
-        if (const json* v = find(rb)) {
-            if (is_auto(*v)) {
-                const int64_t h = hidden(rb);
-                zero_.reduce_bucket_size = h * h;
-                record(rb, auto_note(rb, "hidden_size^2 = " + std::to_string(h) + "^2 = " +
-                                             std::to_string(h * h) + " (HF Trainer rule)"));
-            }
-            if (zero_.reduce_bucket_size <= 0)
-                fail(source_, rb, "must be > 0, got " + std::to_string(zero_.reduce_bucket_size) +
-                                      " (DeepSpeed divides by it: ZeroDivisionError in backward, "
-                                      "deepspeedai/DeepSpeed#8260)");
-        }
-
-        // Stage-3 knobs, with their pydantic aliases.
-        auto stage3_auto = [&](const P& path, int64_t& out, const std::string& rule,
-                               int64_t value) {
-            if (zero_.stage == 3) {
-                out = value;
-                record(path, auto_note(path, rule));
-            } else {
-                record(path, where(path) + " = \"auto\": not filled (the HF Trainer fills it only for "
-                                           "ZeRO-3 and DeepSpeed drops \"auto\"), default " +
-                                 std::to_string(out));
-            }
-        };
-        if (const json* v = find(pf); v && is_auto(*v)) {
-            if (find({"zero_optimization", "prefetch_bucket_size"}))
-                (void)alias(pf, {"zero_optimization", "prefetch_bucket_size"});
-            const int64_t h = hidden(pf);
-            // transformers computes 0.9 * h * h in Python floats, then int().
-            const double f = 0.9 * static_cast<double>(h) * static_cast<double>(h);
-            stage3_auto(pf, zero_.stage3_prefetch_bucket_size,
-                        "int(0.9 x hidden_size^2) = " + std::to_string(static_cast<int64_t>(f)) +
-                            " (HF Trainer rule; older transformers passed the float " +
-                            show(json(f)) + ", which DeepSpeed >= 0.15 rejects)",
-                        static_cast<int64_t>(f));
-        }
-        if (const json* v = find(pt); v && is_auto(*v)) {
-            if (find({"zero_optimization", "param_persistence_threshold"}))
-                (void)alias(pt, {"zero_optimization", "param_persistence_threshold"});
-            const int64_t h = hidden(pt);
-            stage3_auto(pt, zero_.stage3_param_persistence_threshold,
-                        "10 x hidden_size = " + std::to_string(10 * h) + " (HF Trainer rule)", 10 * h);
-        }
-
-        {
-            const P lp = {"zero_optimization", "stage3_gather_16bit_weights_on_model_save"};
-            const P sp = {"zero_optimization", "gather_16bit_weights_on_model_save"};
-            const P old = {"zero_optimization", "stage3_gather_fp16_weights_on_model_save"};
-            const P* p = alias(lp, sp);
-            if (p && find(old))
-                fail(source_, old, "deprecated name given together with " + pointer_of(*p) + "; keep one");
-            if (!p && find(old)) p = &old;
-            if (p) {
-                zero_.stage3_gather_16bit_weights_on_model_save = find(*p)->get<bool>();
-                prov_[dotted_of(lp)] = where(*p) + (p == &lp ? "" : p == &sp ? " (alias)"
-                                                                 : " (deprecated name)");
-            }
-        }
-
-        apply_offload();
-    }
-
-    void apply_offload() {
-        using P = std::vector<std::string>;
-        const P oo = {"zero_optimization", "offload_optimizer"};
-        const P op = {"zero_optimization", "offload_param"};
-        // Deprecated booleans (DeepSpeedZeroConfig cpu_offload / cpu_offload_param).
-        const P dep_o = {"zero_optimization", "cpu_offload"};
-        const P dep_p = {"zero_optimization", "cpu_offload_param"};
-        if (find(dep_o) && find(oo)) fail(source_, dep_o, "deprecated; remove it (offload_optimizer is given)");
-        if (find(dep_p) && find(op)) fail(source_, dep_p, "deprecated; remove it (offload_param is given)");
-        if (const json* v = find(dep_o); v && v->get<bool>()) {
-            zero_.offload_optimizer = OffloadDevice::cpu;
-            prov_["zero_optimization.offload_optimizer.device"] =
-                where(dep_o) + " (deprecated; means offload_optimizer.device = cpu)";
-        }
-        if (const json* v = find(dep_p); v && v->get<bool>()) {
-            zero_.offload_param = OffloadDevice::cpu;
-            prov_["zero_optimization.offload_param.device"] =
-                where(dep_p) + " (deprecated; means offload_param.device = cpu)";
-        }
-        if (find({"zero_optimization", "cpu_offload_use_pin_memory"}))
-            record({"zero_optimization", "cpu_offload_use_pin_memory"},
-                   where({"zero_optimization", "cpu_offload_use_pin_memory"}) +
-                       " (deprecated and ignored by DeepSpeed; use offload_*.pin_memory)");
-
-        if (find(oo)) {
-            const P dev = {"zero_optimization", "offload_optimizer", "device"};
-            if (const json* v = find(dev)) {
-                zero_.offload_optimizer = parse_offload_device(v->get<std::string>(), pointer_of(dev));
-                record(dev);
-            } else {
-                zero_.offload_optimizer = OffloadDevice::none;
-            }
-            const P ratio = {"zero_optimization", "offload_optimizer", "ratio"};
-            if (const json* v = find(ratio)) {
-                zero_.offload_optimizer_ratio = v->get<double>();
-                record(ratio);
-                if (zero_.offload_optimizer_ratio < 1.0 && zero_.stage != 3)
-                    fail(source_, ratio, "is " + show(*v) + " but partial offload needs ZeRO stage 3 "
-                                         "(DeepSpeed offload_ratio_check), stage is " +
-                                         std::to_string(zero_.stage));
-            }
-        }
-        if (find(op)) {
-            const P dev = {"zero_optimization", "offload_param", "device"};
-            if (const json* v = find(dev)) {
-                zero_.offload_param = parse_offload_device(v->get<std::string>(), pointer_of(dev));
-                record(dev);
-            } else {
-                zero_.offload_param = OffloadDevice::none;
-            }
-        }
-        if (zero_.offload_param != OffloadDevice::none && zero_.stage != 3) {
-            const P where_p = find(op) ? P{"zero_optimization", "offload_param", "device"} : dep_p;
-            fail(source_, where_p, std::string("is ") + to_string(zero_.offload_param) +
-                                       " but DeepSpeed offloads parameters only in ZeRO stage 3 "
-                                       "(stage is " + std::to_string(zero_.stage) + ")");
-        }
-        // ZeRO-1/2 with CPU offload forces contiguous gradients
-        // (runtime/zero/stage_1_and_2.py: contiguous_gradients or cpu_offload).
-        if ((zero_.stage == 1 || zero_.stage == 2) && zero_.offload_optimizer == OffloadDevice::cpu &&
-            !zero_.contiguous_gradients) {
-            zero_.contiguous_gradients = true;
-            prov_["zero_optimization.contiguous_gradients"] =
-                "true: forced by DeepSpeed with ZeRO-1/2 CPU offload (stage_1_and_2.py), although " +
-                where({"zero_optimization", "contiguous_gradients"}) + " says false";
-        }
-    }
-
-    void apply_optimizer() {
-        read_bool({"zero_force_ds_cpu_optimizer"}, zero_.zero_force_ds_cpu_optimizer);
-        read_bool({"zero_allow_untested_optimizer"}, zero_.zero_allow_untested_optimizer);
-        const json* type = find({"optimizer", "type"});
-        if (!type) {
-            // No block: the client (the HF Trainer) passes its own optimizer.
-            train_.optimizer_builder = OptimizerBuilder::client;
-            prov_["optimizer.builder"] = "client: no \"optimizer\" block in " + source_ + " (the HF Trainer passes torch AdamW)";
-        }
-        if (type) {
-            // DeepSpeed builds its own optimizer (FusedAdam, or DeepSpeedCPUAdam
-            // under offload) from this block: updates in place, no temporaries;
-            // with optimizer.params.torch_adam it builds torch Adam(W), foreach.
-            train_.optimizer_builder = OptimizerBuilder::deepspeed;
-            read_bool({"optimizer", "params", "torch_adam"}, train_.torch_adam);
-            train_.fused_optimizer = !train_.torch_adam;
-            prov_["optimizer.implementation"] = train_.torch_adam
-                ? "torch Adam(W), foreach (" + where({"optimizer", "params", "torch_adam"}) + ")"
-                : "DeepSpeed's fused optimizer (" + where({"optimizer"}) + ")";
-            const std::string name = type->get<std::string>();
-            const std::string t = to_lower(name);
-            const std::vector<std::string> path = {"optimizer", "type"};
-            if (t == "adam") {
-                train_.optimizer = Optimizer::adam;
-                record(path);
-            } else if (t == "adamw") {
-                train_.optimizer = Optimizer::adamw;
-                record(path);
-            } else if (t == "sgd") {
-                train_.optimizer = Optimizer::sgd;
-                const json* m = find({"optimizer", "params", "momentum"});
-                const bool momentum = m && m->is_number() && m->get<double>() != 0.0;
-                record(path, where(path) + (momentum ? std::string()
-                    : std::string(" (no momentum given: torch SGD then keeps no state; zeromem still "
-                                  "counts a 4 B/param momentum buffer)")));
-            } else {
-                train_.optimizer = Optimizer::adam;
-                record(path, where(path) + " = \"" + name +
-                                 "\": counted like Adam (two fp32 states, 8 B/param); its real "
-                                 "state may differ");
-            }
-        }
-        // HF fills these from TrainingArguments defaults; no memory effect.
-        auto fill = [&](const std::vector<std::string>& path, const std::string& value) {
-            if (const json* v = find(path); v && is_auto(*v)) record(path, auto_note(path, value));
-        };
-        fill({"optimizer", "params", "lr"}, "5e-05 (HF learning_rate default; no memory effect)");
-        fill({"optimizer", "params", "betas"}, "[0.9, 0.999] (HF adam_beta1/adam_beta2 defaults; no memory effect)");
-        fill({"optimizer", "params", "eps"}, "1e-08 (HF adam_epsilon default; no memory effect)");
-        fill({"optimizer", "params", "weight_decay"}, "0.0 (HF weight_decay default; no memory effect)");
-    }
-
-    void apply_scheduler() {
-        auto fill = [&](const std::vector<std::string>& path, const std::string& value) {
-            if (const json* v = find(path); v && is_auto(*v)) record(path, auto_note(path, value));
-        };
-        fill({"scheduler", "params", "warmup_min_lr"}, "0 (HF Trainer rule; no memory effect)");
-        fill({"scheduler", "params", "warmup_max_lr"}, "5e-05 (HF learning_rate default; no memory effect)");
-        const std::string later = "left as is: the HF Trainer fills it at train time from the number of "
-                                  "training steps; no memory effect";
-        fill({"scheduler", "params", "total_num_steps"}, later);
-        fill({"scheduler", "params", "warmup_num_steps"}, later);
+    /// The model's hidden size for an "auto" at `path`; throws if unknown.
+    int64_t hidden(const Path& path) const {
+        if (!autos.hidden_size)
+            fail(source, path, "is \"auto\" but the hidden size is unknown: give --model or "
+                               "--hf-config, or set a number");
+        return *autos.hidden_size;
     }
 };
+
+// --- The setting table: schema field "setting" names one of these targets.
+
+/// JSON value -> field type (the JSON type has been checked by validation).
+template <class T> struct FieldValue;
+template <> struct FieldValue<int64_t> {
+    static int64_t read(const json& v, const Reading& r, const Path& p) { return to_int(v, r.source, p); }
+    static std::string show(int64_t x) { return std::to_string(x); }
+};
+template <> struct FieldValue<bool> {
+    static bool read(const json& v, const Reading&, const Path&) { return v.get<bool>(); }
+    static std::string show(bool x) { return x ? "true" : "false"; }
+};
+template <> struct FieldValue<double> {
+    static double read(const json& v, const Reading&, const Path&) { return v.get<double>(); }
+    static std::string show(double x) { return zeromem::show(json(x)); }
+};
+template <> struct FieldValue<Dtype> {
+    static Dtype read(const json& v, const Reading& r, const Path& p) { return to_dtype(v, r.source, p); }
+    static std::string show(Dtype x) { return to_string(x); }
+};
+template <class T> struct FieldValue<std::optional<T>> {
+    static T read(const json& v, const Reading& r, const Path& p) { return FieldValue<T>::read(v, r, p); }
+    static std::string show(const std::optional<T>& x) { return x ? FieldValue<T>::show(*x) : "unset"; }
+};
+
+/// One zeromem setting a key's value is written into.
+struct Target {
+    std::function<void(Reading&, const json&, const Path&)> set;
+    std::function<std::string(const Reading&)> show;  ///< current value, for notes
+};
+
+template <class F> Target zero_field(F ZeroSettings::*m) {
+    return {[m](Reading& r, const json& v, const Path& p) { r.zero.*m = FieldValue<F>::read(v, r, p); },
+            [m](const Reading& r) { return FieldValue<F>::show(r.zero.*m); }};
+}
+template <class F> Target train_field(F TrainingSettings::*m) {
+    return {[m](Reading& r, const json& v, const Path& p) { r.train.*m = FieldValue<F>::read(v, r, p); },
+            [m](const Reading& r) { return FieldValue<F>::show(r.train.*m); }};
+}
+
+/// zero_optimization.stage (runtime/zero/config.py DeepSpeedZeroConfig.stage).
+Target stage_target() {
+    return {[](Reading& r, const json& v, const Path& p) {
+                const int64_t stage = to_int(v, r.source, p);
+                if (stage < 0 || stage > 3) fail(r.source, p, "must be 0, 1, 2 or 3, got " + std::to_string(stage));
+                r.zero.stage = static_cast<int>(stage);
+            },
+            [](const Reading& r) { return std::to_string(r.zero.stage); }};
+}
+
+/// Every target a schema "setting" may name ("zero.<field>" of ZeroSettings,
+/// "train.<field>" of TrainingSettings).
+const std::map<std::string, Target>& setting_targets() {
+    using Z = ZeroSettings;
+    using T = TrainingSettings;
+    static const std::map<std::string, Target> targets = {
+        {"zero.stage", stage_target()},
+        {"zero.allgather_bucket_size", zero_field(&Z::allgather_bucket_size)},
+        {"zero.sub_group_size", zero_field(&Z::sub_group_size)},
+        {"zero.reduce_bucket_size", zero_field(&Z::reduce_bucket_size)},
+        {"zero.stage3_prefetch_bucket_size", zero_field(&Z::stage3_prefetch_bucket_size)},
+        {"zero.stage3_param_persistence_threshold", zero_field(&Z::stage3_param_persistence_threshold)},
+        {"zero.stage3_model_persistence_threshold", zero_field(&Z::stage3_model_persistence_threshold)},
+        {"zero.stage3_max_live_parameters", zero_field(&Z::stage3_max_live_parameters)},
+        {"zero.stage3_max_reuse_distance", zero_field(&Z::stage3_max_reuse_distance)},
+        {"zero.stage3_gather_16bit_weights_on_model_save", zero_field(&Z::stage3_gather_16bit_weights_on_model_save)},
+        {"zero.offload_optimizer_buffer_count", zero_field(&Z::offload_optimizer_buffer_count)},
+        {"zero.offload_optimizer_ratio", zero_field(&Z::offload_optimizer_ratio)},
+        {"zero.offload_param_buffer_count", zero_field(&Z::offload_param_buffer_count)},
+        {"zero.offload_param_buffer_size", zero_field(&Z::offload_param_buffer_size)},
+        {"zero.offload_param_max_in_cpu", zero_field(&Z::offload_param_max_in_cpu)},
+        {"zero.contiguous_gradients", zero_field(&Z::contiguous_gradients)},
+        {"zero.reduce_scatter", zero_field(&Z::reduce_scatter)},
+        {"zero.offload_optimizer_pin_memory", zero_field(&Z::offload_optimizer_pin_memory)},
+        {"zero.offload_param_pin_memory", zero_field(&Z::offload_param_pin_memory)},
+        {"zero.overlap_comm", zero_field(&Z::overlap_comm)},
+        {"zero.aio_block_size", zero_field(&Z::aio_block_size)},
+        {"zero.aio_queue_depth", zero_field(&Z::aio_queue_depth)},
+        {"zero.zero_force_ds_cpu_optimizer", zero_field(&Z::zero_force_ds_cpu_optimizer)},
+        {"zero.zero_allow_untested_optimizer", zero_field(&Z::zero_allow_untested_optimizer)},
+        {"train.number_checkpoints", train_field(&T::number_checkpoints)},
+        {"train.partition_activations", train_field(&T::partition_activations)},
+        {"train.cpu_checkpointing", train_field(&T::cpu_checkpointing)},
+        {"train.gradient_clipping", train_field(&T::gradient_clipping)},
+        {"train.grad_accum_dtype", train_field(&T::grad_accum_dtype)},
+        {"train.communication_dtype", train_field(&T::communication_dtype)}};
+    return targets;
+}
+
+const Target& target_of(const std::string& setting) {
+    const auto it = setting_targets().find(setting);
+    if (it == setting_targets().end()) throw std::logic_error("deepspeed_schema.json: unknown setting " + setting);
+    return it->second;
+}
+
+/// The spellings of a schema key: the name, its "aliases" (pydantic
+/// populate_by_name) and its "deprecated_aliases" (older names), in order.
+struct Spellings {
+    std::vector<Path> paths;
+    std::size_t first_deprecated = 0;
+};
+Spellings spellings_of(const std::string& pointer, const json& entry) {
+    Spellings s;
+    const Path path = split_pointer(pointer);
+    s.paths.push_back(path);
+    for (const char* field : {"aliases", "deprecated_aliases"}) {
+        if (std::string(field) == "deprecated_aliases") s.first_deprecated = s.paths.size();
+        for (const auto& a : entry.value(field, json::array())) {
+            s.paths.push_back(path);
+            s.paths.back().back() = a.get<std::string>();
+        }
+    }
+    return s;
+}
+
+/// The one spelling of a key the config gives (nullptr if none); throws if
+/// it gives two (DeepSpeed would take one silently or reject the pair).
+const Path* given_spelling(const Reading& r, const Spellings& s) {
+    const Path* given = nullptr;
+    for (std::size_t i = 0; i < s.paths.size(); ++i) {
+        const Path& sp = s.paths[i];
+        if (!r.find(sp)) continue;
+        if (given && i >= s.first_deprecated)
+            fail(r.source, sp, "deprecated name given together with " + pointer_of(*given) + "; keep one");
+        if (given) fail(r.source, sp, "given twice, also as " + pointer_of(*given) + " (DeepSpeed aliases); keep one");
+        given = &sp;
+    }
+    return given;
+}
+
+/// Keys whose schema entry names a "setting": a plain value (alias
+/// spellings included; "auto" is left to apply_auto_table) is read into
+/// that setting and recorded. One table decides what these keys mean.
+void apply_setting_table(Reading& r) {
+    for (const auto& item : ds_schema().at("keys").items()) {
+        const json& e = item.value();
+        if (!e.contains("setting")) continue;
+        const Target& target = target_of(e.at("setting").get<std::string>());
+        const Spellings s = spellings_of(item.key(), e);
+        const Path* given = given_spelling(r, s);
+        if (!given) continue;
+        const json* v = r.find(*given);
+        if (is_auto(*v)) continue;
+        target.set(r, *v, *given);
+        const Path& path = s.paths.front();
+        const bool deprecated = static_cast<std::size_t>(given - s.paths.data()) >= s.first_deprecated;
+        r.prov[dotted_of(path)] = given == &path ? r.where(path)
+            : r.where(*given) + (deprecated ? " (deprecated name of " : " (alias of ") + path.back() + ")";
+    }
+}
+
+// --- "auto": schema field "auto_fill" names one of these rules (the HF
+// Trainer's, transformers integrations/deepspeed.py trainer_config_process
+// and trainer_config_finalize); "auto_note" only records what HF fills.
+
+/// What an "auto" becomes: a value for the key's setting (none: left at the
+/// current value) and the provenance sentence.
+struct AutoFill {
+    std::optional<json> value;
+    std::string sentence;
+};
+
+/// An HF rule that fills only under ZeRO-3 (trainer_config_finalize).
+AutoFill zero3_only(const Reading& r, const Path& path, const Target& t, int64_t value, const std::string& rule) {
+    if (r.zero.stage == 3) return {json(value), r.auto_note(path, rule)};
+    return {std::nullopt, r.where(path) + " = \"auto\": not filled (the HF Trainer fills it only for ZeRO-3 and "
+                                          "DeepSpeed drops \"auto\"), default " + t.show(r)};
+}
+
+AutoFill hidden_squared(const Reading& r, const Path& path, const Target&) {
+    const int64_t h = r.hidden(path);
+    return {json(h * h), r.auto_note(path, "hidden_size^2 = " + std::to_string(h) + "^2 = " +
+                                               std::to_string(h * h) + " (HF Trainer rule)")};
+}
+
+AutoFill prefetch_rule(const Reading& r, const Path& path, const Target& t) {
+    const int64_t h = r.hidden(path);
+    // transformers computes 0.9 * h * h in Python floats, then int().
+    const double f = 0.9 * static_cast<double>(h) * static_cast<double>(h);
+    const auto n = static_cast<int64_t>(f);
+    return zero3_only(r, path, t, n, "int(0.9 x hidden_size^2) = " + std::to_string(n) +
+                                         " (HF Trainer rule; older transformers passed the float " +
+                                         show(json(f)) + ", which DeepSpeed >= 0.15 rejects)");
+}
+
+AutoFill persistence_rule(const Reading& r, const Path& path, const Target& t) {
+    const int64_t h = r.hidden(path);
+    return zero3_only(r, path, t, 10 * h, "10 x hidden_size = " + std::to_string(10 * h) + " (HF Trainer rule)");
+}
+
+AutoFill max_grad_norm_rule(const Reading& r, const Path& path, const Target&) {
+    return {json(r.autos.max_grad_norm),
+            r.auto_note(path, show(json(r.autos.max_grad_norm)) + " (HF max_grad_norm)")};
+}
+
+struct AutoRule {
+    const char* name;
+    bool needs_hidden;
+    AutoFill (*fill)(const Reading&, const Path&, const Target&);
+};
+
+/// The rules, in the order the HF Trainer applies them.
+const std::vector<AutoRule>& auto_rules() {
+    static const std::vector<AutoRule> rules = {
+        {"hidden_size_squared", true, hidden_squared},
+        {"zero3_0.9_hidden_size_squared", true, prefetch_rule},
+        {"zero3_10_hidden_size", true, persistence_rule},
+        {"max_grad_norm", false, max_grad_norm_rule}};
+    return rules;
+}
+
+const AutoRule& auto_rule_of(const std::string& name) {
+    for (const auto& rule : auto_rules())
+        if (name == rule.name) return rule;
+    throw std::logic_error("deepspeed_schema.json: unknown auto_fill " + name);
+}
+
+/// HF checks the hidden size for every hidden-size rule before filling any.
+void check_hidden_size_autos(const Reading& r) {
+    for (const auto& rule : auto_rules()) {
+        if (!rule.needs_hidden) continue;
+        for (const auto& item : ds_schema().at("keys").items()) {
+            if (item.value().value("auto_fill", std::string()) != rule.name) continue;
+            const Path path = split_pointer(item.key());
+            if (const json* v = r.find(path); v && is_auto(*v)) (void)r.hidden(path);
+        }
+    }
+}
+
+/// Every "auto" the schema has a rule or a note for, filled and recorded.
+void apply_auto_table(Reading& r) {
+    check_hidden_size_autos(r);
+    for (const auto& item : ds_schema().at("keys").items()) {
+        const json& e = item.value();
+        const Path path = split_pointer(item.key());
+        if (e.contains("auto_note")) {
+            if (const json* v = r.find(path); v && is_auto(*v))
+                r.record(path, r.auto_note(path, e.at("auto_note").get<std::string>()));
+            continue;
+        }
+        if (!e.contains("auto_fill")) continue;
+        // Rule and target are looked up for every entry, so a broken table
+        // fails on the first config read, not only on a config using the key.
+        const AutoRule& rule = auto_rule_of(e.at("auto_fill").get<std::string>());
+        if (!e.contains("setting"))
+            throw std::logic_error("deepspeed_schema.json: auto_fill without setting at " + item.key());
+        const Target& target = target_of(e.at("setting").get<std::string>());
+        if (const json* v = r.find(path); !v || !is_auto(*v)) continue;
+        const AutoFill fill = rule.fill(r, path, target);
+        if (fill.value) target.set(r, *fill.value, path);
+        r.record(path, fill.sentence);
+    }
+}
+
+// --- Precision: fp16 / bf16 (runtime/precision_config.py, engine.get_data_types).
+
+/// fp16.enabled or bf16.enabled into `flag`; "auto" follows --dtype (HF rule).
+void read_precision_flag(Reading& r, const Path& path, Dtype which, bool& flag) {
+    const json* v = r.find(path);
+    if (!v) return;
+    if (is_auto(*v)) {
+        const std::string dtype_flag = r.autos.dtype ? std::string("--dtype ") + to_string(*r.autos.dtype)
+                                                     : std::string("--dtype not given: HF default false");
+        flag = r.autos.dtype && *r.autos.dtype == which;
+        r.record(path, r.auto_note(path, std::string(flag ? "true" : "false") + " (" + dtype_flag +
+                                             "; HF Trainer rule)"));
+        return;
+    }
+    flag = v->get<bool>();
+    r.record(path);
+}
+
+void apply_precision(Reading& r) {
+    bool fp16 = false;
+    bool bf16 = false;
+    read_precision_flag(r, {"fp16", "enabled"}, Dtype::fp16, fp16);
+    // DeepSpeed reads "bf16", and the old name "bfloat16" only when "bf16"
+    // is absent (precision_config.py get_bfloat16_config).
+    if (r.config.contains("bf16")) read_precision_flag(r, {"bf16", "enabled"}, Dtype::bf16, bf16);
+    else if (const json* v = r.find({"bfloat16", "enabled"})) {
+        bf16 = v->get<bool>();
+        r.record({"bfloat16", "enabled"});
+    }
+    if (fp16 && bf16)
+        fail(r.source, {"bf16", "enabled"},
+             "fp16 and bf16 are both enabled; DeepSpeed asserts they cannot be (runtime/config.py)");
+    r.train.dtype = fp16 ? Dtype::fp16 : bf16 ? Dtype::bf16 : Dtype::fp32;
+    r.prov["dtype"] = std::string(to_string(r.train.dtype)) + " (" +
+                      (fp16 ? "fp16.enabled" : bf16 ? "bf16.enabled" : "neither fp16 nor bf16 enabled") +
+                      " in " + r.source + "; DeepSpeed engine.get_data_types)";
+}
+
+// --- Batch sizes (runtime/config.py _set_batch_related_parameters).
+
+/// train_micro_batch_size_per_gpu or gradient_accumulation_steps into
+/// `field`: "auto" takes the flag (HF rule), a number is overridden by the
+/// flag (zeromem's rule; the HF Trainer would reject the mismatch). Returns
+/// the value HF would use.
+int64_t read_batch_count(Reading& r, const Path& path, int64_t& field, const std::optional<int64_t>& flag,
+                         const char* flag_name, const std::string& auto_rule, const std::string& no_flag) {
+    const int64_t from_flag = flag.value_or(1);
+    const json* v = r.find(path);
+    if (!v) return from_flag;
+    if (is_auto(*v)) {
+        field = from_flag;
+        r.record(path, r.auto_note(path, flag ? std::to_string(from_flag) + " (" + flag_name + "; " + auto_rule + ")"
+                                              : no_flag));
+        return from_flag;
+    }
+    field = to_int(*v, r.source, path);
+    r.record(path);
+    if (flag && *flag != field) {
+        r.record(path, std::string(flag_name) + " " + std::to_string(*flag) + " (overrides the file's " +
+                           std::to_string(field) + ")");
+        field = *flag;
+    }
+    return field;
+}
+
+void apply_batch(Reading& r) {
+    const int64_t micro = read_batch_count(r, {"train_micro_batch_size_per_gpu"}, r.train.micro_batch,
+                                           r.autos.micro_batch, "--micro-batch", "HF per_device_train_batch_size",
+                                           "1 (zeromem default, pass --micro-batch)");
+    const int64_t accum = read_batch_count(r, {"gradient_accumulation_steps"}, r.train.grad_accum,
+                                           r.autos.grad_accum, "--grad-accum", "HF gradient_accumulation_steps",
+                                           "1 (HF default, pass --grad-accum)");
+    const Path tb_path = {"train_batch_size"};
+    const json* v = r.find(tb_path);
+    if (!v) return;
+    if (is_auto(*v)) {
+        const int64_t tb = r.autos.world_size * micro * accum;
+        r.train.train_batch_size = tb;
+        r.record(tb_path, r.auto_note(tb_path, "data-parallel GPUs (" + std::to_string(r.autos.world_size) +
+                                                   ") x micro batch (" + std::to_string(micro) +
+                                                   ") x accumulation (" + std::to_string(accum) + ") = " +
+                                                   std::to_string(tb) + " (HF Trainer rule)"));
+        return;
+    }
+    r.train.train_batch_size = to_int(*v, r.source, tb_path);
+    r.record(tb_path);
+}
+
+// --- zero_optimization structure (runtime/zero/config.py).
+
+/// The deprecated boolean "zero_optimization": true/false
+/// (read_zero_config_deprecated); true if the config uses it.
+bool apply_boolean_zero(Reading& r, const json& z) {
+    if (!z.is_boolean()) return false;
+    r.zero.stage = z.get<bool>() ? 1 : 0;
+    r.record({"zero_optimization"}, r.where({"zero_optimization"}) + " (deprecated boolean form: stage " +
+                                        std::to_string(r.zero.stage) + ")");
+    const json* size = r.find({"allgather_size"});
+    if (r.zero.stage > 0 && size && !is_auto(*size)) {
+        r.zero.allgather_bucket_size = to_int(*size, r.source, {"allgather_size"});
+        r.record({"allgather_size"});
+        r.prov["zero_optimization.allgather_bucket_size"] = r.where({"allgather_size"});
+    }
+    return true;
+}
+
+/// reduce_bucket_size must stay > 0 after "auto" (DeepSpeed divides by it).
+void check_reduce_bucket(const Reading& r) {
+    const Path rb = {"zero_optimization", "reduce_bucket_size"};
+    if (r.find(rb) && r.zero.reduce_bucket_size <= 0)
+        fail(r.source, rb, "must be > 0, got " + std::to_string(r.zero.reduce_bucket_size) +
+                               " (DeepSpeed divides by it: ZeroDivisionError in backward, "
+                               "deepspeedai/DeepSpeed#8260)");
+}
+
+/// Deprecated booleans cpu_offload / cpu_offload_param / cpu_offload_use_pin_memory
+/// (DeepSpeedZeroConfig).
+void apply_deprecated_offload(Reading& r) {
+    const Path dep_o = {"zero_optimization", "cpu_offload"};
+    const Path dep_p = {"zero_optimization", "cpu_offload_param"};
+    if (r.find(dep_o) && r.find({"zero_optimization", "offload_optimizer"}))
+        fail(r.source, dep_o, "deprecated; remove it (offload_optimizer is given)");
+    if (r.find(dep_p) && r.find({"zero_optimization", "offload_param"}))
+        fail(r.source, dep_p, "deprecated; remove it (offload_param is given)");
+    if (const json* v = r.find(dep_o); v && v->get<bool>()) {
+        r.zero.offload_optimizer = OffloadDevice::cpu;
+        r.prov["zero_optimization.offload_optimizer.device"] =
+            r.where(dep_o) + " (deprecated; means offload_optimizer.device = cpu)";
+    }
+    if (const json* v = r.find(dep_p); v && v->get<bool>()) {
+        r.zero.offload_param = OffloadDevice::cpu;
+        r.prov["zero_optimization.offload_param.device"] =
+            r.where(dep_p) + " (deprecated; means offload_param.device = cpu)";
+    }
+    const Path pin = {"zero_optimization", "cpu_offload_use_pin_memory"};
+    if (r.find(pin))
+        r.record(pin, r.where(pin) + " (deprecated and ignored by DeepSpeed; use offload_*.pin_memory)");
+}
+
+/// offload_<block>.device into `device`; a block without "device" means none
+/// (offload_config.py DeepSpeedZeroOffload*Config.device default).
+void read_offload_device(Reading& r, const std::string& block, OffloadDevice& device) {
+    if (!r.find({"zero_optimization", block})) return;
+    const Path dev = {"zero_optimization", block, "device"};
+    if (const json* v = r.find(dev)) {
+        device = parse_offload_device(v->get<std::string>(), pointer_of(dev));
+        r.record(dev);
+    } else {
+        device = OffloadDevice::none;
+    }
+}
+
+void apply_offload(Reading& r) {
+    apply_deprecated_offload(r);
+    read_offload_device(r, "offload_optimizer", r.zero.offload_optimizer);
+    const Path ratio = {"zero_optimization", "offload_optimizer", "ratio"};
+    if (const json* v = r.find(ratio); v && r.zero.offload_optimizer_ratio < 1.0 && r.zero.stage != 3)
+        fail(r.source, ratio, "is " + show(*v) + " but partial offload needs ZeRO stage 3 "
+                              "(DeepSpeed offload_ratio_check), stage is " + std::to_string(r.zero.stage));
+    read_offload_device(r, "offload_param", r.zero.offload_param);
+    if (r.zero.offload_param != OffloadDevice::none && r.zero.stage != 3) {
+        const Path where_p = r.find({"zero_optimization", "offload_param"})
+            ? Path{"zero_optimization", "offload_param", "device"} : Path{"zero_optimization", "cpu_offload_param"};
+        fail(r.source, where_p, std::string("is ") + to_string(r.zero.offload_param) +
+                                    " but DeepSpeed offloads parameters only in ZeRO stage 3 "
+                                    "(stage is " + std::to_string(r.zero.stage) + ")");
+    }
+    // ZeRO-1/2 with CPU offload forces contiguous gradients
+    // (runtime/zero/stage_1_and_2.py: contiguous_gradients or cpu_offload).
+    if ((r.zero.stage == 1 || r.zero.stage == 2) && r.zero.offload_optimizer == OffloadDevice::cpu &&
+        !r.zero.contiguous_gradients) {
+        r.zero.contiguous_gradients = true;
+        r.prov["zero_optimization.contiguous_gradients"] =
+            "true: forced by DeepSpeed with ZeRO-1/2 CPU offload (stage_1_and_2.py), although " +
+            r.where({"zero_optimization", "contiguous_gradients"}) + " says false";
+    }
+}
+
+// --- Optimizer (runtime/engine.py _configure_optimizer / _configure_basic_optimizer).
+
+/// optimizer.type: which states the optimizer keeps.
+void read_optimizer_type(Reading& r, const json& type) {
+    const std::string name = type.get<std::string>();
+    const std::string t = to_lower(name);
+    const Path path = {"optimizer", "type"};
+    if (t == "adam" || t == "adamw") {
+        r.train.optimizer = t == "adam" ? Optimizer::adam : Optimizer::adamw;
+        r.record(path);
+    } else if (t == "sgd") {
+        r.train.optimizer = Optimizer::sgd;
+        const json* m = r.find({"optimizer", "params", "momentum"});
+        const bool momentum = m && m->is_number() && m->get<double>() != 0.0;
+        r.record(path, r.where(path) + (momentum ? std::string()
+            : std::string(" (no momentum given: torch SGD then keeps no state; zeromem still "
+                          "counts a 4 B/param momentum buffer)")));
+    } else {
+        r.train.optimizer = Optimizer::adam;
+        r.record(path, r.where(path) + " = \"" + name +
+                           "\": counted like Adam (two fp32 states, 8 B/param); its real state may differ");
+    }
+}
+
+/// Who builds the optimizer: the client (no "optimizer" block) or DeepSpeed
+/// from the block (FusedAdam, DeepSpeedCPUAdam under offload, or torch
+/// Adam(W), foreach, with optimizer.params.torch_adam).
+void apply_optimizer(Reading& r) {
+    const json* type = r.find({"optimizer", "type"});
+    if (!type) {
+        r.train.optimizer_builder = OptimizerBuilder::client;
+        r.prov["optimizer.builder"] =
+            "client: no \"optimizer\" block in " + r.source + " (the HF Trainer passes torch AdamW)";
+        return;
+    }
+    r.train.optimizer_builder = OptimizerBuilder::deepspeed;
+    const Path torch_adam = {"optimizer", "params", "torch_adam"};
+    if (const json* v = r.find(torch_adam)) {
+        r.train.torch_adam = v->get<bool>();
+        r.record(torch_adam);
+    }
+    r.train.fused_optimizer = !r.train.torch_adam;
+    r.prov["optimizer.implementation"] = r.train.torch_adam
+        ? "torch Adam(W), foreach (" + r.where(torch_adam) + ")"
+        : "DeepSpeed's fused optimizer (" + r.where({"optimizer"}) + ")";
+    read_optimizer_type(r, *type);
+}
+
+/// Reads a validated config into the settings.
+void read_ds_settings(Reading& r) {
+    apply_setting_table(r);
+    apply_precision(r);
+    apply_batch(r);
+    const json* z = r.find({"zero_optimization"});
+    const bool object_zero = z && !apply_boolean_zero(r, *z);
+    if (object_zero && !z->is_object()) fail(r.source, {"zero_optimization"}, "must be an object, got " + show(*z));
+    apply_auto_table(r);
+    if (object_zero) {
+        check_reduce_bucket(r);
+        apply_offload(r);
+    }
+    apply_optimizer(r);
+}
+
 
 }  // namespace
 
@@ -1235,7 +1276,8 @@ void apply_ds_config(const json& config, const std::string& source, const AutoSo
     if (!refused.empty())
         throw InputError(source + ": " + refused.front().pointer + ": " + refused.front().message + " (" +
                          refused.front().fix + ")");
-    Applier(config, source, autos, zero, train, prov).run();
+    Reading reading{config, source, autos, zero, train, prov};
+    read_ds_settings(reading);
 }
 
 void check_batch_arithmetic(const TrainingSettings& train, int64_t data_parallel_size) {

@@ -7,6 +7,10 @@
 //   refuse    - zeromem refuses values that would change memory in a way it
 //               does not model (refuse_unless / refuse_if_enabled),
 //   container - an object whose keys are listed.
+// The reader is driven by it too: "setting" names the ZeroSettings or
+// TrainingSettings field a plain value (or alias) is copied into, "auto_fill"
+// the HF Trainer rule that fills "auto" there, "auto_note" what HF fills in a
+// key without memory effect (estimator/src/ds_config.cpp setting_targets).
 // Sources: DeepSpeed v0.19.6 runtime/config.py, runtime/zero/config.py,
 // runtime/zero/offload_config.py, runtime/precision_config.py; transformers
 // integrations/deepspeed.py; ../shared/reference/deepspeed_memory.md 5-8.
