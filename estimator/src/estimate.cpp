@@ -228,33 +228,6 @@ void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer&
 // full convention: what DeepSpeed v0.19.6 allocates
 // ---------------------------------------------------------------------------
 
-// Elements of parameters small enough to stay unpartitioned under ZeRO-3
-// (numel <= stage3_param_persistence_threshold): norm weights/biases and
-// linear biases (parameter_offload.mark_persistent_parameters).
-uint64_t persistent_numel(const ModelArch& a, int64_t threshold, int64_t model_threshold) {
-    uint64_t per_layer = 0;
-    auto add = [&](int64_t numel, int64_t count) {
-        if (numel > 0 && numel <= threshold) per_layer += static_cast<uint64_t>(numel * count);
-    };
-    const int64_t hd = a.head_dim > 0 ? a.head_dim : (a.num_heads > 0 ? a.hidden_size / a.num_heads : 0);
-    add(a.hidden_size, a.norms_per_layer * (a.norm_has_bias ? 2 : 1));
-    if (a.qkv_bias) {
-        add(a.num_heads * hd, 1);
-        add(a.num_kv_heads * hd, 2);
-    }
-    if (a.attn_out_bias) add(a.hidden_size, 1);
-    if (a.mlp_bias) {
-        add(a.ffn_size, a.gated_mlp ? 2 : 1);
-        add(a.hidden_size, 1);
-    }
-    uint64_t total = per_layer * static_cast<uint64_t>(a.num_layers);
-    if (a.final_norm && a.hidden_size <= threshold)
-        total += static_cast<uint64_t>(a.hidden_size * (a.norm_has_bias ? 2 : 1));
-    if (a.embedding_norm && a.hidden_size <= threshold)
-        total += static_cast<uint64_t>(a.hidden_size * (a.norm_has_bias ? 2 : 1));
-    return std::min<uint64_t>(total, static_cast<uint64_t>(model_threshold));
-}
-
 // Parameters held by one tensor/pipeline rank (Megatron-DeepSpeed layout):
 // the first pipeline stage, the most loaded one, holds ceil(L/pp) layers and
 // the input embedding; with pp = 1 it also holds the LM head. Everything
@@ -399,6 +372,37 @@ std::vector<std::pair<uint64_t, uint64_t>> parameter_numels(const ModelArch& a, 
 }
 
 bool zero12_flattens_on_gpu(const FullContext& c);
+
+// Elements of one tensor/pipeline rank's parameters that ZeRO-3 keeps whole
+// on every rank (DeepSpeed v0.19.6 runtime/zero/parameter_offload.py
+// mark_persistent_parameters): walking named_parameters, every parameter
+// with ds_numel <= stage3_param_persistence_threshold persists, matrices
+// included, while the running total stays within
+// stage3_model_persistence_threshold (a parameter that would exceed it is
+// skipped, later smaller ones may still fit). Walked in module order: the
+// embeddings, then per layer its projections, MLP matrices, biases and
+// norms, then the final norm and the LM head.
+uint64_t persistent_numel(const ModelArch& a, uint64_t tp, int64_t threshold, int64_t model_threshold) {
+    const uint64_t limit = static_cast<uint64_t>(std::max<int64_t>(0, threshold));
+    const uint64_t cap = static_cast<uint64_t>(std::max<int64_t>(0, model_threshold));
+    const uint64_t layers = static_cast<uint64_t>(std::max<int64_t>(1, a.num_layers));
+    uint64_t total = 0;
+    auto take = [&](uint64_t numel, uint64_t count) {
+        if (numel == 0 || numel > limit) return;
+        for (uint64_t i = 0; i < count && total + numel <= cap; ++i) total += numel;
+    };
+    const auto list = parameter_numels(a, tp);
+    // parameter_numels lists whole-model counts; spread the per-layer
+    // tensors over the layers so the model cap is applied in module order.
+    for (uint64_t layer = 0; layer < layers; ++layer)
+        for (const auto& [numel, count] : list)
+            if (count >= layers && count % layers == 0) take(numel, count / layers);
+    for (const auto& [numel, count] : list)
+        if (count < layers || count % layers != 0) take(numel, count);
+    if (a.embedding_norm) take(ceil_div(uint64_t(a.hidden_size), tp), a.norm_has_bias ? 2 : 1);
+    return total;
+}
+
 
 // The host fields of the sizes: offload devices, pinning and the software
 // versions that decide which buffers exist and how they are pinned
@@ -564,8 +568,8 @@ GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
     if (s == 3) {
         uint64_t persist = 0;
         if (in.model.arch)
-            persist = ceil_div(persistent_numel(*in.model.arch, z.stage3_param_persistence_threshold,
-                                                z.stage3_model_persistence_threshold), c.tp * c.pp);
+            persist = ceil_div(persistent_numel(*in.model.arch, c.tp, z.stage3_param_persistence_threshold,
+                                                z.stage3_model_persistence_threshold), c.pp);
         const uint64_t part = off_par ? 0 : c.bm * c.Tn + to_bytes(c.frozen_bytes / double(c.N));
         st.parameters = c.bm * persist + part;
         if (ex.on) ex.term("parameters", off_par ? "b_m · persistent (partitions offloaded)"
@@ -618,7 +622,7 @@ GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
 // --- activations (Korthikanti et al. 2022 with GQA and the real MLP width) ---
 struct Activations {
     uint64_t forward = 0;   // stored at the end of forward
-    uint64_t backward = 0;  // stored + one layer's recompute
+    uint64_t backward = 0;  // stored + max(io, one layer's recompute)
     uint64_t host = 0;      // per rank, cpu_checkpointing
 };
 
@@ -655,9 +659,17 @@ Activations activations(const FullContext& c, const Explainer& ex) {
         double io = sbh;
         if (c.pp == 1) io += 4.0 * sbh + double(sq) * double(b) * double(a.vocab_size) * double(c.bm + 8) / double(ti);
         r.forward = to_bytes(scale * (double(stored) + io));
-        r.backward = to_bytes(scale * (double(stored + recompute) + io));
+        // Backward: autograd frees the loss's saved tensors (logits, their
+        // fp32 copies, the final norm's input) as their nodes run, which is
+        // before the last layer's checkpoint is recomputed (PyTorch
+        // torch/csrc/autograd/engine.cpp evaluate_function ->
+        // Node::release_variables without retain_graph;
+        // torch/utils/checkpoint.py recomputes inside the layer's backward).
+        // So the peak is stored + the larger of io and one recomputed layer.
+        r.backward = to_bytes(scale * (double(stored) + std::max(double(recompute), io)));
         if (ex.on) ex.term("activations",
-                "layers · in-flight micro batches · per_layer + recompute + sbh + 4sbh + sbV(b_m + 8)/t; per_layer by "
+                "forward: layers · in-flight micro batches · per_layer + io; backward: the same stored part + max(io, one "
+                "recomputed layer); io = sbh + 4sbh + sbV(b_m + 8)/t; per_layer by "
                 "Korthikanti with GQA and the real MLP width",
                 "s=" + n2s(uint64_t(sq)) + ", b=" + n2s(uint64_t(b)) + ", h=" + n2s(uint64_t(h)) + ", a=" +
                     n2s(uint64_t(a.num_heads)) + ", kv=" + n2s(uint64_t(a.num_kv_heads)) + ", f=" +
@@ -830,7 +842,9 @@ GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& e
                     "Ψ_t=" + num(double(c.Tr)) + ", b_m=" + num(double(c.bm)), whole.parameters,
                     s.stage == 3 ? "DeepSpeed v0.19.6 deepspeed/runtime/engine.py _configure_distributed_model (module.to(device))"
                                  : "DeepSpeed v0.19.6 deepspeed/runtime/zero/stage_1_and_2.py __init__ (flatten on the accelerator, >= 0.18.7)");
-        if (whole.total > ld.total) return whole;
+        // On a tie the earlier moment (the module before it is flattened or
+        // partitioned) is the one reported.
+        if (whole.total >= ld.total) return whole;
     }
     return ld;
 }
