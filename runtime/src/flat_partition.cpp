@@ -118,6 +118,9 @@ void FlatPartitioned::step(int step) {
         Tensor g32 = be_.alloc(part_, DType::f32, Category::buffers);
         be_.copy(g32, 0, flat, 0, part_);
         be_.free(flat);
+        // free_grad_in_param_list(averaged_gradients): the 16-bit partition
+        // gradients die before _optimizer_step.
+        release_partition_grads();
         Tensor torch_tmp;
         if (!c_.fused_optimizer) torch_tmp = be_.alloc(part_, DType::f32, Category::buffers);
         be_.adam(master_, g32, m_, v_, 0, part_, ap);

@@ -32,6 +32,9 @@ protected:
     /// Fills `flat` (accum dtype, part_ elements) with this rank's averaged
     /// gradient partition (not used under offload).
     virtual void gather_partition_grads(Tensor& flat) = 0;
+    /// Frees the 16-bit partition gradients (grads_in_partition) once the
+    /// step has its fp32 copy.
+    virtual void release_partition_grads() = 0;
     /// Copies the averaged gradient range [lo, hi) of the flat parameter
     /// space (this rank's part of it) from `src` at element `soff` into the
     /// partition: grads_in_partition, or the pinned fp32 gradient partition

@@ -80,10 +80,6 @@ public:
         be_.free(buckets[0]);
         be_.free(buckets[1]);
     }
-    void step(int step) override {
-        FlatPartitioned::step(step);
-        be_.free(gip_);
-    }
     void release_all() override {
         for (auto& g : grads_) be_.free(g);
         be_.free(gip_);
@@ -107,6 +103,7 @@ private:
         store_partition_range(src, soff, offs_[p], offs_[p] + n, gip_, false);
     }
     void gather_partition_grads(Tensor& flat) override { be_.copy(flat, 0, gip_, 0, part_); }
+    void release_partition_grads() override { be_.free(gip_); }
     std::vector<Tensor> grads_;
     Tensor gip_;
     std::vector<bool> written_;

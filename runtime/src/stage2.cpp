@@ -111,6 +111,7 @@ private:
         if (!buckets_[1].empty()) cur_ = 1 - cur_;
     }
     void gather_partition_grads(Tensor& flat) override { be_.copy(flat, 0, gip_, 0, part_); }
+    void release_partition_grads() override { be_.free(gip_); }
 
     std::vector<Tensor> pending_;
     std::vector<std::pair<int, int64_t>> in_bucket_;

@@ -499,3 +499,40 @@ TEST(Padding, Stage3DefaultPersistenceKeepsSmallMatricesWhole) {
 }
 
 }  // namespace
+
+namespace {
+
+// No DeepSpeed "optimizer" block: the HF Trainer's own AdamW runs the step,
+// fused (no temporary) from torch 2.8 with transformers >= 4.54
+// (huggingface/transformers#37358), foreach before (torch adam.py
+// _multi_tensor_adam: one fp32 temporary per element). ZeRO-2, 2 ranks,
+// Tn = Ψ/2: the step's buffers peak at the flatten (bf16 copy 2·Tn + fp32
+// 4·Tn, stage_1_and_2.py step) when fused, at the fp32 gradient plus the
+// temporary (4·Tn + 4·Tn, the 16-bit gradients freed) with foreach. The
+// estimate's step is a snapshot of its largest moment, so the phase's
+// device total is compared with it (within 1%).
+TEST(Stack, ClientAdamTemporaryFollowsTheTorchVersion) {
+    const int np = 2;
+    const uint64_t tn = psi / 2;
+    for (const char* torch : {"2.8", "2.7"}) {
+        const std::string extra = std::string("--steps 1 --torch-version ") + torch;
+        const json m = measure_json(np, "ds_stage2_client.json", extra);
+        const uint64_t want = std::string(torch) == "2.8" ? 6 * tn : 8 * tn;
+        for (const auto& rank : m.at("ranks"))
+            EXPECT_EQ(dev(run_phase(rank, "optimizer_step", 1), "buffers"), want) << torch;
+        const uint64_t total = run_phase(m.at("ranks")[0], "optimizer_step", 1)["peak_bytes"]["device"]["total"];
+        zeromem::Request req;
+        req.hf_config = kConfig;
+        req.ds_config = kData + "/ds_stage2_client.json";
+        req.gpus = np;
+        req.seq_len = 64;
+        req.torch_version = torch;
+        const zeromem::Estimate e =
+            zeromem::estimate(zeromem::resolve_request(req, ZEROMEM_SOURCE_DATA_DIR).input);
+        const auto& st = est_phase(e, "optimizer_step").per_gpu;
+        expect_near_rel(total, st.parameters + st.gradients + st.optimizer_states + st.activations + st.temporary_buffers,
+                        0.01, std::string("step device total, torch ") + torch);
+    }
+}
+
+}  // namespace
