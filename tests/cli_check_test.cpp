@@ -35,33 +35,20 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 
 }  // namespace
 
-// Under the HF Trainer every "auto" is filled, so the one error left in the
-// example configs is real: they offload the optimizer without an "optimizer"
-// block, so the Trainer passes its torch AdamW and DeepSpeed raises
-// ZeRORuntimeException (engine.py _configure_optimizer; public reports
-// deepspeedai/DeepSpeed#7524, OpenMOSS/MOSS#272). With an optimizer block
-// they pass.
-TEST(CliCheck, DataConfigsUnderTheHfTrainerFailOnlyForTheClientOptimizer) {
+TEST(CliCheck, DataConfigsPassUnderTheHfTrainer) {
     for (const char* f : {"ds_configs/ds_zero2_config.json", "ds_configs/ds_zero3_config.json"}) {
-        const auto j = check_json(data(f) + " --launcher hf-trainer", 1);
-        EXPECT_EQ(paths(j, "error"), (std::set<std::string>{"/zero_optimization/offload_optimizer"})) << f;
+        const auto j = check_json(data(f) + " --launcher hf-trainer", 0);
+        EXPECT_EQ(j.at("errors"), 0) << f;
         EXPECT_EQ(j.at("launcher"), "hf-trainer");
-        nlohmann::json cfg = nlohmann::json::parse(cli::slurp(std::string(ZEROMEM_SOURCE_DATA_DIR) + "/" + f));
-        cfg["optimizer"] = {{"type", "AdamW"}, {"params", {{"lr", "auto"}}}};
-        const std::string fixed = cli::temp_path("with_optimizer.json");
-        std::ofstream(fixed) << cfg.dump();
-        const auto ok = check_json(fixed + " --launcher hf-trainer", 0);
-        EXPECT_EQ(ok.at("errors"), 0) << f;
-        std::remove(fixed.c_str());
+        // No "optimizer" block under offload: accelerate swaps in DeepSpeedCPUAdam (a note).
+        EXPECT_EQ(paths(j, "note").count("/zero_optimization/offload_optimizer"), 1u) << f;
     }
     // With a model the HF values appear: h=4096 -> 16777216 (section 8).
     const cli::Outcome r = zeromem("check " + data("ds_configs/ds_zero3_config.json") +
                                    " --launcher hf-trainer --model llama-2-7b --gpus 8");
-    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("note: /zero_optimization/reduce_bucket_size: \"auto\" -> hidden_size^2 = 4096^2 = 16777216"),
               std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("error: /zero_optimization/offload_optimizer: no \"optimizer\" block"), std::string::npos)
-        << r.out;
 }
 
 TEST(CliCheck, DataConfigsFailUnderDeepSpeedForTheirAutoValues) {

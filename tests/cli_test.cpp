@@ -124,12 +124,12 @@ TEST(Cli, OtherFormatsAndExplain) {
 TEST(Cli, SeedDeepSpeedConfigs) {
     // Seed ZeRO-3 config: stage 3, both offloads to cpu, fp16; "auto" buckets
     // need the hidden size, which the preset gives.
-    // It offloads the optimizer and has no "optimizer" block, so the client
-    // (the HF Trainer's torch AdamW) builds the optimizer, which DeepSpeed
-    // refuses with ZeRO-Offload (engine.py _configure_optimizer) unless
-    // zero_force_ds_cpu_optimizer is false: an error naming the key.
-    expect_error("estimate --model llama-2-7b --gpus 8 --ds-config " + data("ds_configs/ds_zero3_config.json"),
-                 "zero_force_ds_cpu_optimizer");
+    // It offloads the optimizer and has no "optimizer" block: the HF Trainer's
+    // torch AdamW is replaced by DeepSpeedCPUAdam in accelerate
+    // (accelerator.py _prepare_deepspeed), said in a note.
+    const Outcome swapped = zeromem("estimate --model llama-2-7b --gpus 8 --ds-config " + data("ds_configs/ds_zero3_config.json"));
+    EXPECT_EQ(swapped.exit_code, 0) << swapped.err;
+    EXPECT_NE(swapped.out.find("_prepare_deepspeed"), std::string::npos) << swapped.out;
     // With DeepSpeedCPUAdam as the optimizer it runs.
     auto j = json_of("estimate --model llama-2-7b --gpus 8 --optimizer-impl fused --ds-config " +
                      data("ds_configs/ds_zero3_config.json"));
@@ -328,9 +328,10 @@ TEST(Cli, SoftwareStackInHeaderAndJson) {
     expect_error("estimate --params 7e9 --gpus 8 --torch-version latest", "--torch-version");
     expect_error("estimate --params 7e9 --gpus 8 --stack pytorch=2.8", "--stack");
     expect_error("estimate --params 7e9 --gpus 8 --optimizer-impl apex", "--optimizer-impl");
-    // A client optimizer with ZeRO-Offload is refused, naming the key.
-    expect_error("estimate --params 7e9 --gpus 8 --stage 2 --offload-optimizer cpu --optimizer-impl torch",
-                 "zero_force_ds_cpu_optimizer");
+    // A client optimizer with ZeRO-Offload becomes DeepSpeedCPUAdam (accelerate).
+    const Outcome client = zeromem("estimate --params 7e9 --gpus 8 --stage 2 --offload-optimizer cpu --optimizer-impl torch");
+    EXPECT_EQ(client.exit_code, 0) << client.err;
+    EXPECT_NE(client.out.find("_prepare_deepspeed"), std::string::npos) << client.out;
 }
 
 // Issue 7, section 5: every flag `estimate` takes reaches fit, compare and

@@ -192,8 +192,10 @@ TEST(KorthikantiActivations, ZeroPaperGpt2RuleOfThumb) {
     EXPECT_GT(ckpt + one_layer, 8e9);
 }
 
-// estimate_full assembles the activations as L · per_layer + one layer
-// recomputed (full checkpointing) + embedding dropout sbh + the output
+// estimate_full assembles the backward activations as L · per_layer + the
+// larger of one layer recomputed (full checkpointing) and the loss tensors
+// (autograd frees these before the last layer is recomputed): embedding
+// dropout sbh + the output
 // layer's input 4sbh + the logits sbV·(2 + 4 + 4) (16-bit logits, their fp32
 // upcast and the fp32 log-softmax kept for the loss). The per-layer bytes
 // follow Korthikanti's decomposition with the real attention and MLP widths:
@@ -213,7 +215,7 @@ TEST(KorthikantiActivations, EstimateAssemblesLayersAndOutputLayer) {
     const double layer = sbh * (10.0 + 2.0 + 4.0 * 8.0 / 32.0 + 2.0 + 8.0 * 14336.0 / 4096.0);
     EXPECT_NEAR(layer / sbh, 43.0, 1e-12);
     const double io = sbh + 4.0 * sbh + sbv * (2.0 + 4.0 + 4.0);
-    const double expected = 32.0 * 2.0 * sbh + layer + io;
+    const double expected = 32.0 * 2.0 * sbh + std::max(layer, io);
     EXPECT_NEAR(as_double(estimate(in).per_gpu.activations), expected, 2.0);
 
     // No checkpointing, eager attention: every layer also keeps the scores,
@@ -303,6 +305,10 @@ TEST(FullConventionStates, PartitionsRoundUp) {
 
 // Section 4.1 / section 9 item 6: ZeRO-1 keeps the full 16-bit gradients
 // (2P) through backward and partitions only the optimizer states (12P/N).
+// At the boundary reduce_gradients reduces the first bucket, whose
+// parameters lie in rank 0's partition, so copy_grads_in_partition
+// allocates grads_in_partition (2·P/N) there while the later gradients
+// still wait: 2P + 2P/N on rank 0 (runtime measurement, issue 9).
 // After the boundary reduction `_clear_param_grad_only` sets every
 // param.grad to None and only grads_in_partition (2·P/N) reaches the step,
 // where free_grad_in_param_list frees it (stage_1_and_2.py,
@@ -311,7 +317,7 @@ TEST(FullConventionStates, Stage1KeepsFullGradients) {
     const uint64_t part = 875000000;
     const Estimate e = estimate(params_input(7000000000, 8, 1, Dtype::bf16));
     EXPECT_EQ(e.per_gpu.parameters, 2ull * 7000000000ull);
-    EXPECT_EQ(e.per_gpu.gradients, 2ull * 7000000000ull);
+    EXPECT_EQ(e.per_gpu.gradients, 2ull * 7000000000ull + 2ull * part);
     EXPECT_EQ(e.per_gpu.optimizer_states, 12ull * part);
     EXPECT_EQ(phase(e, "backward").per_gpu.temporary_buffers, 500000000ull * 2ull + 500000000ull * 2ull);
     EXPECT_EQ(phase(e, "optimizer_step").per_gpu.gradients, 2ull * part);
@@ -575,7 +581,10 @@ TEST(UserCases, C11_BertLarge_Stage1VsStage2Buckets) {
         EXPECT_EQ(phase(e, "backward").per_gpu.temporary_buffers, 2ull * 500000000ull * 2ull + accumulated) << stage;
         EXPECT_EQ(e.per_gpu.temporary_buffers, 2ull * 500000000ull * 2ull + accumulated) << stage;
         EXPECT_NEAR(as_double(e.per_gpu.temporary_buffers) / GiB, 2 * 0.93 + (stage == 2 ? 0.158 : 0.0), 0.01) << stage;
-        EXPECT_NEAR(as_double(model_states(e.per_gpu)) / GiB, 2.0, 0.3) << stage;
+        // 2P + 12P/4 + gradients: 2P + 2P/4 at stage 1 (full param.grad and
+        // rank 0's grads_in_partition at the boundary), 2P/4 at stage 2.
+        const double states = stage == 1 ? 7.5 * double(P) : 5.5 * double(P);
+        EXPECT_NEAR(as_double(model_states(e.per_gpu)), states, 4.0) << stage;
         totals[stage - 1] = e.per_gpu.total;
     }
     EXPECT_LT(std::fabs(as_double(totals[1]) - as_double(totals[0])), 1.0 * GiB);

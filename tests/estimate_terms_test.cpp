@@ -48,8 +48,9 @@ bool has_term(const Estimate& e, const std::string& component_part, const std::s
 //   L (embedding / lm_head) = 262,144,000
 // Model states: 2·(Tn + persistent) + 2·Tn + 12·Tn.
 // Activations (Korthikanti, GQA, gated MLP, flash attention): 80 · 2sbh
-//   stored + one layer's recompute sbh·(10 + 4.5 + 28) + io (5sbh + sV·10),
-//   sbh = 4096·8192.
+//   stored + the larger of one layer's recompute sbh·(10 + 4.5 + 28) and io
+//   (5sbh + sV·10), sbh = 4096·8192: autograd frees the loss's saved tensors
+//   before the last layer is recomputed (runtime measurement, issue 9).
 // Optimizer step (stage3.py step, one sub-group at a time, sub = 1e9):
 //   IPG 5e8·2 + max((2 + 4)·sub [_prepare_fp32_grad_for_sub_group],
 //                   (4 + T)·sub [_optimizer_step]),
@@ -72,7 +73,7 @@ TEST(Issue7Acceptance, Llama2_70B_On16A100_Stage3IsBorderlineAtSteadyBackward) {
     ASSERT_EQ(d(e.trainable_params), P);
     const double model_states = 2 * (Tn + persist) + 2 * Tn + 12 * Tn;
     const double sbh = 4096.0 * 8192.0;
-    const double act = 80 * 2 * sbh + sbh * (10 + 4.5 + 28) + 5 * sbh + 4096.0 * 32000.0 * 10;
+    const double act = 80 * 2 * sbh + std::max(sbh * (10 + 4.5 + 28), 5 * sbh + 4096.0 * 32000.0 * 10);
     const double ctx = 536870912, frag = 0.05;
 
     const double step_fused = model_states + 1e9 + std::max(6e9, 4e9);
@@ -82,12 +83,13 @@ TEST(Issue7Acceptance, Llama2_70B_On16A100_Stage3IsBorderlineAtSteadyBackward) {
     const double bwd_alloc = model_states + act + bwd_tmp;
     EXPECT_NEAR(d(phase(e, "steady_backward").per_gpu.total), bwd_alloc * (1 + frag) + ctx, 2.0);
 
-    // 80.80 GiB at steady backward (was 91.66 GiB at the step, 11.66 GiB
-    // short): borderline, steady backward the peak.
-    EXPECT_NEAR((bwd_alloc * (1 + frag) + ctx) / GiB, 80.80, 0.005);
+    // 79.40 GiB at steady backward (was 91.66 GiB at the step, then 80.80
+    // GiB while the recomputed layer was added on top of the logits):
+    // borderline, steady backward the peak, fits with less than 1 GiB spare.
+    EXPECT_NEAR((bwd_alloc * (1 + frag) + ctx) / GiB, 79.40, 0.005);
     EXPECT_EQ(e.peak_phase, "steady_backward");
-    EXPECT_EQ(e.first_oom_phase, "steady_backward");
-    EXPECT_LT(d(e.per_gpu.total) - 80.0 * GiB, 1.0 * GiB);  // short by less than 1 GiB
+    EXPECT_EQ(e.first_oom_phase, "");
+    EXPECT_LT(80.0 * GiB - d(e.per_gpu.total), 1.0 * GiB);  // spare less than 1 GiB
 
     // torch 2.7: the HF Trainer's adamw_torch, foreach, one temporary per
     // sub-group: the step is 76.76 GiB, still below steady backward.
@@ -302,25 +304,25 @@ TEST(Issue7Section2, StepKernelFollowsTheStack) {
 
 // DeepSpeed refuses ZeRO optimizer offload with a client optimizer unless
 // zero_force_ds_cpu_optimizer is false (engine.py _configure_optimizer,
-// ZeRORuntimeException): an InputError naming the key. Unknown builder (no
-// DeepSpeed config): DeepSpeedCPUAdam is assumed, as DeepSpeed requires.
-TEST(Issue7Section2, OffloadWithClientOptimizerIsRefused) {
+// ZeRORuntimeException), but the HF Trainer goes through accelerate, which
+// replaces the client optimizer with DeepSpeedCPUAdam in exactly that case
+// (accelerator.py _prepare_deepspeed): the step is DeepSpeedCPUAdam and a
+// note says why. With zero_force_ds_cpu_optimizer false the client's torch
+// AdamW runs on the CPU.
+TEST(Issue7Section2, OffloadWithClientOptimizerRunsDeepSpeedCpuAdam) {
     EstimateInput in = testinputs::params_input(7000000000, 8, 2, Dtype::bf16);
     in.zero.offload_optimizer = OffloadDevice::cpu;
-    EXPECT_NO_THROW(estimate(in));
     EXPECT_EQ(estimate(in).optimizer_step_kernel.rfind("DeepSpeedCPUAdam", 0), 0u);
     in.train.optimizer_builder = OptimizerBuilder::client;
-    try {
-        estimate(in);
-        ADD_FAILURE() << "no InputError";
-    } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find("zero_force_ds_cpu_optimizer"), std::string::npos) << e.what();
-    }
+    in.train.fused_optimizer = false;
+    const Estimate swapped = estimate(in);
+    EXPECT_NE(swapped.optimizer_step_kernel.find("DeepSpeedCPUAdam"), std::string::npos) << swapped.optimizer_step_kernel;
+    bool noted = false;
+    for (const auto& n : swapped.notes) noted = noted || n.find("_prepare_deepspeed") != std::string::npos;
+    EXPECT_TRUE(noted);
     in.zero.zero_force_ds_cpu_optimizer = false;
-    EXPECT_NO_THROW(estimate(in));
-    in.zero.zero_force_ds_cpu_optimizer = true;
-    in.train.fused_optimizer = true;  // DeepSpeedCPUAdam passed as the client optimizer
-    EXPECT_NO_THROW(estimate(in));
+    const Estimate client = estimate(in);
+    EXPECT_EQ(client.optimizer_step_kernel.find("DeepSpeedCPUAdam"), std::string::npos) << client.optimizer_step_kernel;
 }
 
 // ===========================================================================

@@ -308,13 +308,15 @@ std::string offload_pointer(const EstimateInput& in, const std::string& leaf) {
 }
 
 /// Findings from the estimate of the config on the given model and cluster.
-// The HF Trainer and accelerate pass the client's optimizer (torch AdamW)
-// to deepspeed.initialize when the config has no "optimizer" block; with
-// ZeRO optimizer offload DeepSpeed then raises ZeRORuntimeException
-// (engine.py _configure_optimizer) unless zero_force_ds_cpu_optimizer is
-// false. Public reports: deepspeedai/DeepSpeed#7524, OpenMOSS/MOSS#272.
+// Without an "optimizer" block the launcher's client optimizer meets ZeRO
+// optimizer offload. DeepSpeed raises ZeRORuntimeException for a client
+// optimizer other than DeepSpeedCPUAdam there while
+// zero_force_ds_cpu_optimizer is true (engine.py _configure_optimizer; public
+// reports deepspeedai/DeepSpeed#7524, OpenMOSS/MOSS#272). The HF Trainer and
+// accelerate replace it with DeepSpeedCPUAdam first (accelerator.py
+// _prepare_deepspeed): a note there, a warning for a plain deepspeed script.
 void client_optimizer_findings(const json& config, const CheckOptions& o, Findings& out) {
-    if (o.launcher == Launcher::deepspeed || config.contains("optimizer")) return;
+    if (config.contains("optimizer")) return;
     const json* zero = config.contains("zero_optimization") && config["zero_optimization"].is_object()
                            ? &config["zero_optimization"] : nullptr;
     if (zero == nullptr) return;
@@ -325,13 +327,16 @@ void client_optimizer_findings(const json& config, const CheckOptions& o, Findin
     }
     const json force = config.value("zero_force_ds_cpu_optimizer", json(true));
     if (!offload || force == false) return;
-    const std::string who = o.launcher == Launcher::accelerate ? "accelerate" : "the HF Trainer";
-    out.push_back({Severity::error, "/zero_optimization/offload_optimizer",
-                   "no \"optimizer\" block, so " + who + " passes its own torch AdamW, and DeepSpeed refuses "
-                   "ZeRO-Offload with a client optimizer (ZeRORuntimeException, engine.py _configure_optimizer)",
-                   "add an \"optimizer\" block (e.g. {\"type\": \"AdamW\", \"params\": {\"lr\": \"auto\"}}) so "
-                   "DeepSpeed builds DeepSpeedCPUAdam, or set \"zero_force_ds_cpu_optimizer\": false to run torch "
-                   "AdamW on the CPU (slow)"});
+    if (o.launcher == Launcher::deepspeed)
+        out.push_back({Severity::warning, "/zero_optimization/offload_optimizer",
+                       "no \"optimizer\" block: the script must pass DeepSpeedCPUAdam to deepspeed.initialize; a torch "
+                       "optimizer under ZeRO-Offload raises ZeRORuntimeException (engine.py _configure_optimizer)",
+                       "add an \"optimizer\" block so DeepSpeed builds DeepSpeedCPUAdam"});
+    else
+        out.push_back({Severity::note, "/zero_optimization/offload_optimizer",
+                       "no \"optimizer\" block: accelerate (used by the HF Trainer) replaces the client optimizer with "
+                       "DeepSpeedCPUAdam under ZeRO-Offload (accelerator.py _prepare_deepspeed)",
+                       ""});
 }
 
 void memory_findings(const CheckOptions& o, Findings& out) {

@@ -63,15 +63,6 @@ void validate(const EstimateInput& in) {
     if (z.reduce_bucket_size <= 0) throw InputError("zero_optimization.reduce_bucket_size: must be positive");
     if (in.residual.fragmentation_fraction < 0 || in.residual.fragmentation_fraction >= 1)
         throw InputError("--fragmentation: must be a fraction in [0, 1)");
-    // engine.py _configure_optimizer raises ZeRORuntimeException for ZeRO
-    // optimizer offload with a client optimizer that is not DeepSpeedCPUAdam
-    // unless zero_force_ds_cpu_optimizer is false.
-    if (z.offload_optimizer != OffloadDevice::none && in.train.optimizer_builder == OptimizerBuilder::client &&
-        !in.train.fused_optimizer && z.zero_force_ds_cpu_optimizer)
-        throw InputError("zero_optimization.offload_optimizer: DeepSpeed refuses ZeRO-Offload with a client optimizer "
-                         "(no \"optimizer\" block: the HF Trainer passes torch AdamW) and raises ZeRORuntimeException "
-                         "(engine.py _configure_optimizer); add an \"optimizer\" block, set "
-                         "\"zero_force_ds_cpu_optimizer\": false, or pass --optimizer-impl fused for DeepSpeedCPUAdam");
 }
 
 // Collects --explain lines only when asked.
@@ -228,55 +219,6 @@ void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer&
 // full convention: what DeepSpeed v0.19.6 allocates
 // ---------------------------------------------------------------------------
 
-// Elements of parameters small enough to stay unpartitioned under ZeRO-3
-// (numel <= stage3_param_persistence_threshold): norm weights/biases and
-// linear biases (parameter_offload.mark_persistent_parameters).
-uint64_t persistent_numel(const ModelArch& a, int64_t threshold, int64_t model_threshold) {
-    // Products in double: sizes from a config.json can be large enough to
-    // overflow int64, and only numels <= threshold are added.
-    const double limit = static_cast<double>(threshold);
-    double per_layer = 0;
-    auto add = [&](double numel, double count) {
-        if (numel > 0 && numel <= limit) per_layer += numel * count;
-    };
-    const double h = static_cast<double>(a.hidden_size);
-    const int64_t hd_i = a.head_dim > 0 ? a.head_dim : (a.num_heads > 0 ? a.hidden_size / a.num_heads : 0);
-    const double hd = static_cast<double>(hd_i);
-    const double q = static_cast<double>(a.num_heads) * hd, kv = static_cast<double>(a.num_kv_heads) * hd;
-    const double norm_count = static_cast<double>(a.norms_per_layer) * (a.norm_has_bias ? 2 : 1);
-    add(h, norm_count);
-    if (a.qkv_bias) {
-        add(q, 1);
-        add(kv, 2);
-    }
-    if (a.attn_out_bias) add(h, 1);
-    if (a.mlp_bias) {
-        add(static_cast<double>(a.ffn_size), a.gated_mlp ? 2 : 1);
-        add(h, 1);
-    }
-    // Weight matrices persist too once the threshold reaches their numel
-    // (mark_persistent_parameters compares every parameter's ds_numel).
-    if (a.fused_qkv) {
-        add(h * (q + 2 * kv), 1);
-    } else {
-        add(h * q, 1);
-        add(h * kv, 2);
-    }
-    add(q * h, 1);
-    add(h * static_cast<double>(a.ffn_size), a.gated_mlp ? 3 : 2);
-    double total = per_layer * static_cast<double>(a.num_layers);
-    auto add_once = [&](double numel) {
-        if (numel > 0 && numel <= limit) total += numel;
-    };
-    const double vocab = static_cast<double>(a.vocab_size);
-    add_once(vocab * h);                         // input embedding
-    if (!a.tied_embeddings) add_once(vocab * h);  // LM head
-    if (a.learned_positions) add_once(static_cast<double>(a.max_position_embeddings + a.position_offset) * h);
-    if (a.final_norm && h <= limit) total += h * (a.norm_has_bias ? 2 : 1);
-    if (a.embedding_norm && h <= limit) total += h * (a.norm_has_bias ? 2 : 1);
-    return static_cast<uint64_t>(std::min(total, static_cast<double>(model_threshold)));
-}
-
 // Parameters held by one tensor/pipeline rank (Megatron-DeepSpeed layout):
 // the first pipeline stage, the most loaded one, holds ceil(L/pp) layers and
 // the input embedding; with pp = 1 it also holds the LM head. Everything
@@ -427,6 +369,52 @@ std::vector<std::pair<uint64_t, uint64_t>> parameter_numels(const ModelArch& a, 
 }
 
 bool zero12_flattens_on_gpu(const FullContext& c);
+
+// Elements of one tensor/pipeline rank's parameters that ZeRO-3 keeps whole
+// on every rank (DeepSpeed v0.19.6 runtime/zero/parameter_offload.py
+// mark_persistent_parameters): walking named_parameters, every parameter
+// with ds_numel <= stage3_param_persistence_threshold persists, matrices
+// included, while the running total stays within
+// stage3_model_persistence_threshold (a parameter that would exceed it is
+// skipped, later smaller ones may still fit). Walked in module order: the
+// embeddings, then per layer its projections, MLP matrices, biases and
+// norms, then the final norm and the LM head.
+uint64_t persistent_numel(const ModelArch& a, uint64_t tp, int64_t threshold, int64_t model_threshold) {
+    const uint64_t limit = static_cast<uint64_t>(std::max<int64_t>(0, threshold));
+    const uint64_t cap = static_cast<uint64_t>(std::max<int64_t>(0, model_threshold));
+    const uint64_t layers = static_cast<uint64_t>(std::max<int64_t>(1, a.num_layers));
+    uint64_t total = 0;
+    auto take = [&](uint64_t numel, uint64_t count) {  // as many copies as stay within the cap
+        if (numel == 0 || numel > limit || total > cap) return;
+        const uint64_t fit = std::min(count, (cap - total) / numel);
+        total += fit * numel;
+    };
+    const auto list = parameter_numels(a, tp);
+    // parameter_numels lists whole-model counts; spread the per-layer
+    // tensors over the layers so the model cap is applied in module order.
+    // Whole layers that fit under the cap are taken at once (a config may
+    // have very many layers); the walk goes on only while something fits.
+    uint64_t per_layer = 0, smallest = UINT64_MAX;
+    for (const auto& [numel, count] : list)
+        if (count >= layers && count % layers == 0 && numel > 0 && numel <= limit) {
+            per_layer += numel * (count / layers);
+            smallest = std::min(smallest, numel);
+        }
+    uint64_t layer = 0;
+    if (per_layer > 0) {
+        const uint64_t whole = std::min(layers, cap / per_layer);
+        total = whole * per_layer;
+        layer = whole;
+    }
+    for (; layer < layers && per_layer > 0 && total <= cap && cap - total >= smallest; ++layer)
+        for (const auto& [numel, count] : list)
+            if (count >= layers && count % layers == 0) take(numel, count / layers);
+    for (const auto& [numel, count] : list)
+        if (count < layers || count % layers != 0) take(numel, count);
+    if (a.embedding_norm) take(ceil_div(uint64_t(a.hidden_size), tp), a.norm_has_bias ? 2 : 1);
+    return total;
+}
+
 
 // The host fields of the sizes: offload devices, pinning and the software
 // versions that decide which buffers exist and how they are pinned
@@ -597,8 +585,8 @@ GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
     if (s == 3) {
         uint64_t persist = 0;
         if (in.model.arch)
-            persist = ceil_div(persistent_numel(*in.model.arch, z.stage3_param_persistence_threshold,
-                                                z.stage3_model_persistence_threshold), c.tp * c.pp);
+            persist = ceil_div(persistent_numel(*in.model.arch, c.tp, z.stage3_param_persistence_threshold,
+                                                z.stage3_model_persistence_threshold), c.pp);
         const uint64_t part = off_par ? 0 : c.bm * c.Tn + to_bytes(c.frozen_bytes / double(c.N));
         st.parameters = c.bm * persist + part;
         if (ex.on) ex.term("parameters", off_par ? "b_m · persistent (partitions offloaded)"
@@ -651,7 +639,7 @@ GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
 // --- activations (Korthikanti et al. 2022 with GQA and the real MLP width) ---
 struct Activations {
     uint64_t forward = 0;   // stored at the end of forward
-    uint64_t backward = 0;  // stored + one layer's recompute
+    uint64_t backward = 0;  // stored + max(io, one layer's recompute)
     uint64_t host = 0;      // per rank, cpu_checkpointing
 };
 
@@ -688,9 +676,17 @@ Activations activations(const FullContext& c, const Explainer& ex) {
         double io = sbh;
         if (c.pp == 1) io += 4.0 * sbh + double(sq) * double(b) * double(a.vocab_size) * double(c.bm + 8) / double(ti);
         r.forward = to_bytes(scale * (double(stored) + io));
-        r.backward = to_bytes(scale * (double(stored + recompute) + io));
+        // Backward: autograd frees the loss's saved tensors (logits, their
+        // fp32 copies, the final norm's input) as their nodes run, which is
+        // before the last layer's checkpoint is recomputed (PyTorch
+        // torch/csrc/autograd/engine.cpp evaluate_function ->
+        // Node::release_variables without retain_graph;
+        // torch/utils/checkpoint.py recomputes inside the layer's backward).
+        // So the peak is stored + the larger of io and one recomputed layer.
+        r.backward = to_bytes(scale * (double(stored) + std::max(double(recompute), io)));
         if (ex.on) ex.term("activations",
-                "layers · in-flight micro batches · per_layer + recompute + sbh + 4sbh + sbV(b_m + 8)/t; per_layer by "
+                "forward: layers · in-flight micro batches · per_layer + io; backward: the same stored part + max(io, one "
+                "recomputed layer); io = sbh + 4sbh + sbV(b_m + 8)/t; per_layer by "
                 "Korthikanti with GQA and the real MLP width",
                 "s=" + n2s(uint64_t(sq)) + ", b=" + n2s(uint64_t(b)) + ", h=" + n2s(uint64_t(h)) + ", a=" +
                     n2s(uint64_t(a.num_heads)) + ", kv=" + n2s(uint64_t(a.num_kv_heads)) + ", f=" +
@@ -863,7 +859,9 @@ GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& e
                     "Ψ_t=" + num(double(c.Tr)) + ", b_m=" + num(double(c.bm)), whole.parameters,
                     s.stage == 3 ? "DeepSpeed v0.19.6 deepspeed/runtime/engine.py _configure_distributed_model (module.to(device))"
                                  : "DeepSpeed v0.19.6 deepspeed/runtime/zero/stage_1_and_2.py __init__ (flatten on the accelerator, >= 0.18.7)");
-        if (whole.total > ld.total) return whole;
+        // On a tie the earlier moment (the module before it is flattened or
+        // partitioned) is the one reported.
+        if (whole.total >= ld.total) return whole;
     }
     return ld;
 }
@@ -1163,10 +1161,38 @@ uint64_t lora_params(const ModelArch& arch, int64_t rank, const std::string& tar
     return static_cast<uint64_t>(per_layer * arch.num_layers);
 }
 
-Estimate estimate(const EstimateInput& in, bool explain) {
+// The optimizer the step really runs under ZeRO optimizer offload. DeepSpeed
+// refuses a client optimizer other than DeepSpeedCPUAdam there
+// (engine.py _configure_optimizer raises ZeRORuntimeException while
+// zero_force_ds_cpu_optimizer is true), but the HF Trainer prepares DeepSpeed
+// through accelerate, whose Accelerator._prepare_deepspeed (accelerator.py)
+// replaces the client optimizer with DeepSpeedCPUAdam(param_groups) in exactly
+// that case. zeromem follows the HF Trainer: the step is DeepSpeedCPUAdam, as
+// with an "optimizer" block. Sets `swapped` when it changed the input.
+EstimateInput with_accelerate_cpu_adam(const EstimateInput& in, bool& swapped) {
+    EstimateInput out = in;
+    swapped = in.zero.offload_optimizer != OffloadDevice::none && in.train.optimizer_builder == OptimizerBuilder::client &&
+              !in.train.fused_optimizer && in.zero.zero_force_ds_cpu_optimizer;
+    if (swapped) {
+        out.train.optimizer_builder = OptimizerBuilder::deepspeed;
+        out.train.fused_optimizer = true;
+        out.train.torch_adam = false;
+    }
+    return out;
+}
+
+Estimate estimate(const EstimateInput& in_given, bool explain) {
+    bool swapped = false;
+    const EstimateInput in = with_accelerate_cpu_adam(in_given, swapped);
     validate(in);
     Estimate out;
     out.convention = in.convention;
+    if (swapped)
+        out.notes.push_back("optimizer offload with the client's optimizer (no \"optimizer\" block): accelerate, which "
+                            "the HF Trainer uses, replaces it with DeepSpeedCPUAdam (accelerator.py _prepare_deepspeed), "
+                            "since DeepSpeed refuses a client optimizer under ZeRO-Offload while "
+                            "zero_force_ds_cpu_optimizer is true (engine.py _configure_optimizer); a script calling "
+                            "deepspeed.initialize with a torch optimizer gets ZeRORuntimeException instead");
     const Explainer ex{&out, explain};
     switch (in.convention) {
         case Convention::paper: estimate_paper(in, out, ex); break;

@@ -46,8 +46,16 @@ Term zero12_backward_gradients(const Sizes& s) {
             return make("param.grad_accum (fp32 accumulation)", "b_a · Ψ_t",
                         "runtime/zero/stage_1_and_2.py _fill_param_grad_accum_attribute (param.grad = None after each hook)",
                         s.ba * s.Tr);
-        return make("autograd param.grad (full)", "b_m · Ψ_t",
-                    "autograd; reduced after backward by engine.allreduce_gradients -> reduce_gradients", s.bm * s.Tr);
+        // At the boundary reduce_gradients walks the parameters in group
+        // order; the first reduced bucket holds the first parameters, which
+        // lie in rank 0's partition, so copy_grads_in_partition allocates
+        // grads_in_partition (b_m · Tn) there while every later param.grad
+        // still waits for its bucket.
+        const uint64_t gip = s.contiguous_gradients && !s.offload_optimizer ? s.bm * s.Tn : 0;
+        return make("autograd param.grad (full) + grads_in_partition at the boundary", "b_m · Ψ_t + b_m · ceil(Ψ_t/N_d)",
+                    "autograd; runtime/zero/stage_1_and_2.py reduce_gradients -> reduce_ipg_grads -> "
+                    "copy_grads_in_partition (allocated at the first bucket, rank 0)",
+                    s.bm * s.Tr + gip);
     }
     if (s.offload_optimizer) return make("grads_in_partition", "0 (pinned host memory)", kZ12, 0);
     return make("grads_in_partition", "b_m · ceil(Ψ_t/N_d)",

@@ -29,13 +29,24 @@ const char* to_string(Where w) {
     return "?";
 }
 
+uint64_t pinned_block_bytes(uint64_t bytes) {
+    if (bytes <= 1) return bytes;
+    uint64_t p = 1;
+    while (p < bytes) p <<= 1;
+    return p;
+}
+
+uint64_t reserved_bytes(const Tensor& t) {
+    return t.where == Where::pinned ? pinned_block_bytes(t.bytes()) : t.bytes();
+}
+
 Tensor Backend::alloc(int64_t numel, DType dtype, Category category, Where where) {
     Tensor t;
     t.numel = numel;
     t.dtype = dtype;
     t.category = category;
     t.where = where;
-    const uint64_t bytes = t.bytes();
+    const uint64_t bytes = reserved_bytes(t);
     const int w = static_cast<int>(where), c = static_cast<int>(category);
     auto describe = [&]() {
         return std::string("out of memory: ") + std::to_string(bytes) + " B of " + to_string(category) + " on " +
@@ -56,7 +67,7 @@ Tensor Backend::alloc(int64_t numel, DType dtype, Category category, Where where
 
 void Backend::free(Tensor& t) {
     if (t.numel == 0 && t.data == nullptr) return;
-    const uint64_t bytes = t.bytes();
+    const uint64_t bytes = reserved_bytes(t);
     const int w = static_cast<int>(t.where), c = static_cast<int>(t.category);
     if (t.data != nullptr) raw_free(t.data, t.where);
     usage_.current[w][c] -= bytes;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 namespace zeromem::runtime {
 
@@ -62,12 +63,28 @@ nlohmann::json compare_with_estimate(const Estimate& est, const EstimateInput& i
                             {"rel_error", rel}});
         };
         const GpuMemory& gm = ep->per_gpu;
+        // The estimate's load phase is a snapshot of its largest moment (the
+        // 16-bit module and its flat copy before the fp32 master exists, or
+        // ZeRO-3's init gradient_buffer before grad_partitions_flat_buffer);
+        // the measured load ends holding what the first forward holds, so its
+        // gradients and optimizer states are held to the larger of the two.
+        // At ZeRO-1/2 the first forward's buffers (the offload
+        // temp_grad_buffer_for_gpu_offload) are made at init too; ZeRO-3's
+        // forward buffers include its gathering, so not there.
+        uint64_t est_grads = gm.gradients, est_opt = gm.optimizer_states, est_buf = gm.temporary_buffers;
+        if (std::string(mp.est_phase) == "load")
+            for (const auto& p : est.phases)
+                if (p.name == "forward") {
+                    est_grads = std::max(est_grads, p.per_gpu.gradients);
+                    est_opt = std::max(est_opt, p.per_gpu.optimizer_states);
+                    if (in.zero.stage <= 2) est_buf = std::max(est_buf, p.per_gpu.temporary_buffers);
+                }
         add("parameters", gm.parameters, max_over([](const auto& p) { return peak(p, "device", "parameters"); }));
-        add("gradients", gm.gradients, max_over([](const auto& p) { return peak(p, "device", "gradients"); }));
-        add("optimizer_states", gm.optimizer_states,
+        add("gradients", est_grads, max_over([](const auto& p) { return peak(p, "device", "gradients"); }));
+        add("optimizer_states", est_opt,
             max_over([](const auto& p) { return peak(p, "device", "optimizer_states"); }));
         add("activations", gm.activations, max_over([](const auto& p) { return peak(p, "device", "activations"); }));
-        add("temporary_buffers", gm.temporary_buffers,
+        add("temporary_buffers", est_buf,
             max_over([](const auto& p) { return peak(p, "device", "buffers"); }));
         if (std::string(mp.est_phase) != "load") {
             const uint64_t overhead = in.residual.host_process_overhead * g;

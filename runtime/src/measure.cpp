@@ -117,6 +117,31 @@ struct PhaseClock {
 
 }  // namespace
 
+// Whether the optimizer the job would run updates in place (no fp32
+// temporary of the stepped elements), decided from the resolved input the
+// way the training stack decides it: optimizer.params.torch_adam makes
+// DeepSpeed build torch's foreach Adam(W) (engine.py
+// _configure_basic_optimizer); a DeepSpeed "optimizer" block builds
+// FusedAdam, and optimizer offload DeepSpeedCPUAdam (in place); a client
+// optimizer is what the script passes, by default the HF Trainer's
+// adamw_torch_fused from torch 2.8 with transformers >= 4.54
+// (huggingface/transformers#37358), foreach adamw_torch before (torch's
+// adam.py _multi_tensor_adam: one fp32 temporary). The runtime emulates one
+// temporary for every foreach step (torch 2.0's second one is not made).
+namespace {
+bool step_in_place(const EstimateInput& in) {
+    const auto& t = in.train;
+    if (t.optimizer == Optimizer::sgd) return true;
+    if (t.torch_adam) return false;
+    if (t.fused_optimizer) return true;
+    if (in.zero.offload_optimizer != OffloadDevice::none && t.optimizer_builder != OptimizerBuilder::client) return true;
+    if (t.client_fused) return *t.client_fused;
+    return compare_versions(in.stack.torch, "2.8", "--torch-version") >= 0 &&
+           compare_versions(in.stack.transformers, "4.54", "--transformers-version") >= 0;
+}
+
+}  // namespace
+
 ModelArch runtime_arch(const EstimateInput& in, int64_t layers) {
     if (!in.model.arch)
         throw InputError("measure: the runtime needs an architecture: give --model or --hf-config (not --params)");
@@ -141,7 +166,7 @@ nlohmann::json measure_rank(const EstimateInput& in, const MeasureOptions& opt, 
     ctx.model_dtype = to_dtype(t.dtype);
     ctx.accum_dtype = to_dtype(t.grad_accum_dtype.value_or(t.dtype));
     ctx.comm_dtype = to_dtype(t.communication_dtype.value_or(t.dtype));
-    ctx.fused_optimizer = t.fused_optimizer;
+    ctx.fused_optimizer = step_in_place(in);
     auto stage = make_stage(ctx);
     if (in.cluster.gpu_memory) be.set_device_capacity(*in.cluster.gpu_memory);
 

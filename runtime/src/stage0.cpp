@@ -6,8 +6,8 @@
 // MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements) -> buffered_allreduce_fallback ->
 // allreduce_and_copy -> allreduce_bucket flattens up to 5e8 elements of
 // gradients at a time (a transient of b_m · min(Ψ, 5e8) bytes) and
-// all-reduces the flat copy. Step: a flattened fp32 copy of all gradients
-// (4Ψ), Adam, master -> 16-bit.
+// all-reduces the flat copy. Step: per-parameter fp32 copies (4Ψ) and their
+// flattening (4Ψ), the 16-bit gradients freed, Adam, master -> 16-bit.
 #include "zeromem/runtime/zero.h"
 
 #include <vector>
@@ -101,8 +101,21 @@ public:
         Tensor torch_tmp;
         if (!c_.fused_optimizer) torch_tmp = be_.alloc(total_, DType::f32, Category::buffers);
         if (half_) {
+            // fused_optimizer.py step: each gradient cast to fp32 (a list of
+            // per-parameter copies, 4Ψ), then _flatten_dense_tensors of that
+            // list (4Ψ) with the 16-bit gradients alive; the copies die after
+            // the flatten, the 16-bit gradients are set to None.
+            std::vector<Tensor> g32s(grads_.size());
+            for (size_t p = 0; p < grads_.size(); ++p) {
+                g32s[p] = be_.alloc(grads_[p].numel, DType::f32, Category::buffers);
+                be_.copy(g32s[p], 0, grads_[p], 0, grads_[p].numel);
+            }
             Tensor g32 = be_.alloc(total_, DType::f32, Category::buffers);  // flattened fp32 gradients
-            for (size_t p = 0; p < grads_.size(); ++p) be_.copy(g32, offs_[p], grads_[p], 0, grads_[p].numel);
+            for (size_t p = 0; p < grads_.size(); ++p) {
+                be_.copy(g32, offs_[p], g32s[p], 0, grads_[p].numel);
+                be_.free(g32s[p]);
+            }
+            for (auto& g : grads_) be_.free(g);
             be_.adam(master_, g32, m_, v_, 0, total_, ap);
             be_.copy(flat_, 0, master_, 0, total_);
             be_.free(g32);

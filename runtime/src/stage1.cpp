@@ -2,12 +2,17 @@
 // runtime/zero/stage_1_and_2.py): optimizer states partitioned, gradients
 // not. Full 16-bit param.grad tensors (2Ψ) accumulate over micro steps and
 // are reduced only at the accumulation boundary through the IPG bucket
-// (reduce_bucket_size elements in the model dtype, x2 with overlap_comm),
-// averaged in place; the step reads this rank's slice. Gradients are freed
-// after the step (zero_grad with set_to_none).
+// (reduce_bucket_size elements in the model dtype, x2 with overlap_comm;
+// engine.allreduce_gradients -> reduce_gradients ->
+// reduce_ready_partitions_and_remove_grads). Each param.grad is copied into
+// the bucket and its storage freed; after the reduction this rank's slice is
+// copied into grads_in_partition (reduce_ipg_grads -> copy_grads_in_partition,
+// b_m · partition bytes), the only gradient storage left after the
+// epilogue (_clear_param_grad_only). The step reads it and frees it.
 #include "flat_partition.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 namespace zeromem::runtime {
@@ -43,62 +48,64 @@ public:
         Tensor buckets[2];
         buckets[0] = be_.alloc(cap, c_.model_dtype, Category::buffers);
         if (overlap) buckets[1] = be_.alloc(cap, c_.model_dtype, Category::buffers);
-        Tensor gpu_tmp;  // temp_grad_buffer_for_gpu_offload
-        if (offload()) gpu_tmp = be_.alloc(largest_, c_.model_dtype, Category::buffers);
-        const float inv = 1.0f / static_cast<float>(be_.world());
         int cur = 0;
         int64_t used = 0;
-        std::vector<size_t> in_bucket;
+        std::vector<std::pair<size_t, int64_t>> in_bucket;
         auto flush = [&]() {
-            Tensor& b = buckets[cur];
-            be_.all_reduce(b, 0, used);
-            be_.scale(b, 0, used, inv);
-            int64_t o = 0;
-            for (size_t p : in_bucket) {
-                be_.copy(grads_[p], 0, b, o, grads_[p].numel);
-                if (offload()) store_partition_range(b, o, offs_[p], offs_[p] + grads_[p].numel, grad32_host_, false);
-                o += grads_[p].numel;
-            }
+            average_in_place(buckets[cur], 0, used);
+            for (const auto& [p, o] : in_bucket) store(buckets[cur], o, p);
             in_bucket.clear();
             used = 0;
             if (overlap) cur = 1 - cur;
         };
         for (size_t p = 0; p < grads_.size(); ++p) {
             Tensor& g = grads_[p];
-            if (g.numel > cap) {  // extra-large parameter: reduced in place
-                be_.all_reduce(g, 0, g.numel);
-                be_.scale(g, 0, g.numel, inv);
-                if (offload()) store_partition_range(g, 0, offs_[p], offs_[p] + g.numel, grad32_host_, false);
+            if (g.empty()) continue;
+            if (g.numel > cap) {  // extra-large parameter: averaged on its own (extra_large_param_to_reduce)
+                average_in_place(g, 0, g.numel);
+                store(g, 0, p);
+                be_.free(g);
                 continue;
             }
             if (used + g.numel > cap) flush();
+            // reduce_independent_p_g_buckets_and_remove_grads: the gradient is
+            // copied into the bucket and param.grad becomes a view of it
+            // (grad_reduc.data = new_grad_tensor.data): its own storage is freed.
             be_.copy(buckets[cur], used, g, 0, g.numel);
+            in_bucket.push_back({p, used});
             used += g.numel;
-            in_bucket.push_back(p);
+            be_.free(g);
         }
         if (used > 0) flush();
         be_.free(buckets[0]);
         be_.free(buckets[1]);
-        be_.free(gpu_tmp);
-    }
-    void step(int step) override {
-        FlatPartitioned::step(step);
-        for (auto& g : grads_) be_.free(g);
     }
     void release_all() override {
         for (auto& g : grads_) be_.free(g);
+        be_.free(gip_);
         FlatPartitioned::release_all();
     }
 
 private:
-    void gather_partition_grads(Tensor& flat) override {
-        be_.fill(flat, 0, flat.numel, 0.0f);
-        for (size_t p = 0; p < grads_.size(); ++p) {
-            const int64_t a = std::max(offs_[p], lo()), b = std::min(offs_[p] + grads_[p].numel, hi());
-            if (a < b) be_.copy(flat, a - lo(), grads_[p], a - offs_[p], b - a);
+    // After the reduction only this rank's slice is kept: reduce_ipg_grads
+    // (stage 1 branch) -> copy_grads_in_partition into grads_in_partition
+    // (model dtype, allocated at the first copy), or the fp32 gradient
+    // partition under offload; the epilogue's _clear_param_grad_only drops
+    // the rest.
+    void store(const Tensor& src, int64_t soff, size_t p) {
+        const int64_t n = c_.model->params()[p].numel();
+        if (std::max(offs_[p], lo()) >= std::min(offs_[p] + n, hi())) return;  // not in this rank's partition
+        offload_norm_transient(offs_[p], offs_[p] + n);
+        if (!offload() && gip_.empty()) {
+            gip_ = be_.alloc(part_, c_.model_dtype, Category::gradients);
+            be_.fill(gip_, 0, part_, 0.0f);
         }
+        store_partition_range(src, soff, offs_[p], offs_[p] + n, gip_, false);
     }
+    void gather_partition_grads(Tensor& flat) override { be_.copy(flat, 0, gip_, 0, part_); }
+    void release_partition_grads() override { be_.free(gip_); }
     std::vector<Tensor> grads_;
+    Tensor gip_;
     std::vector<bool> written_;
     int micro_ = 0;
 };

@@ -11,6 +11,7 @@
 // all-reduces it: the same bytes in memory, more traffic.
 #include "flat_partition.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -29,9 +30,12 @@ public:
     Tensor& grad(int p, bool& accumulate) override {
         Tensor& g = pending_[static_cast<size_t>(p)];
         accumulate = !g.empty();
-        // autograd's param.grad: transient until the hook copies it into the bucket
+        // autograd's param.grad: transient until the hook copies it into the
+        // bucket (reduce_independent_p_g_buckets_and_remove_grads), counted
+        // with the buffers like the estimator's
+        // zero2_autograd_grad_before_bucket_copy.
         if (g.empty())
-            g = be_.alloc(c_.model->params()[static_cast<size_t>(p)].numel(), c_.model_dtype, Category::workspace);
+            g = be_.alloc(c_.model->params()[static_cast<size_t>(p)].numel(), c_.model_dtype, Category::buffers);
         return g;
     }
     void grad_ready(int p) override {
@@ -41,9 +45,8 @@ public:
             buckets_[0] = be_.alloc(cap, c_.model_dtype, Category::buffers);
             if (c_.zero.overlap_comm_effective()) buckets_[1] = be_.alloc(cap, c_.model_dtype, Category::buffers);
         }
-        if (g.numel > cap) {
-            be_.all_reduce(g, 0, g.numel);
-            be_.scale(g, 0, g.numel, 1.0f / static_cast<float>(be_.world()));
+        if (g.numel > cap) {  // extra_large_param_to_reduce: averaged on its own
+            average_in_place(g, 0, g.numel);
             store(g, 0, p);
         } else {
             if (used_ + g.numel > cap) flush();
@@ -53,44 +56,66 @@ public:
         }
         be_.free(g);
     }
+    // gradient_accumulation_steps > 1: each micro step's epilogue keeps the
+    // partition in all_grad_tensors and drops grads_in_partition
+    // (_release_ipg_buffers), so the next micro step's first copy allocates a
+    // fresh one beside it; its epilogue adds the new gradients into the
+    // kept ones and the fresh buffer dies (stage_1_and_2.py
+    // independent_gradient_partition_epilogue). The fresh one is counted
+    // with the buffers, like the estimator's zero2_accumulated_partition.
     void begin_backward(int micro_step) override {
         micro_ = micro_step;
-        if (offload()) gpu_tmp_ = be_.alloc(largest_, c_.model_dtype, Category::buffers);
+        if (micro_step > 0 && !offload()) {
+            kept_ = gip_;
+            gip_ = Tensor{};
+        }
     }
     void end_backward(bool) override {
         if (used_ > 0) flush();
+        if (!kept_.empty()) {
+            if (!gip_.empty()) {
+                be_.axpy(kept_, 0, gip_, 0, part_, 1.0f);
+                be_.free(gip_);
+            }
+            gip_ = kept_;
+            kept_ = Tensor{};
+        }
         be_.free(buckets_[0]);
         be_.free(buckets_[1]);
-        be_.free(gpu_tmp_);
         cur_ = 0;
     }
     void release_all() override {
         for (auto& g : pending_) be_.free(g);
-        for (Tensor* t : {&buckets_[0], &buckets_[1], &gpu_tmp_, &gip_}) be_.free(*t);
+        for (Tensor* t : {&buckets_[0], &buckets_[1], &gip_, &kept_}) be_.free(*t);
         FlatPartitioned::release_all();
     }
 
 private:
     void store(const Tensor& src, int64_t soff, int p) {
-        if (!offload() && gip_.empty()) gip_ = be_.alloc(part_, c_.model_dtype, Category::gradients);
         const int64_t n = c_.model->params()[static_cast<size_t>(p)].numel();
+        const int64_t a = offs_[static_cast<size_t>(p)];
+        if (std::max(a, lo()) >= std::min(a + n, hi())) return;  // not in this rank's partition
+        offload_norm_transient(a, a + n);
+        if (!offload() && gip_.empty()) {
+            gip_ = be_.alloc(part_, c_.model_dtype, kept_.empty() ? Category::gradients : Category::buffers);
+            be_.fill(gip_, 0, part_, 0.0f);
+        }
         store_partition_range(src, soff, offs_[static_cast<size_t>(p)], offs_[static_cast<size_t>(p)] + n, gip_,
-                              micro_ > 0);
+                              offload() && micro_ > 0);
     }
     void flush() {
-        Tensor& b = buckets_[cur_];
-        be_.all_reduce(b, 0, used_);
-        be_.scale(b, 0, used_, 1.0f / static_cast<float>(be_.world()));
-        for (const auto& [p, off] : in_bucket_) store(b, off, p);
+        average_in_place(buckets_[cur_], 0, used_);
+        for (const auto& [p, off] : in_bucket_) store(buckets_[cur_], off, p);
         in_bucket_.clear();
         used_ = 0;
         if (!buckets_[1].empty()) cur_ = 1 - cur_;
     }
     void gather_partition_grads(Tensor& flat) override { be_.copy(flat, 0, gip_, 0, part_); }
+    void release_partition_grads() override { be_.free(gip_); }
 
     std::vector<Tensor> pending_;
     std::vector<std::pair<int, int64_t>> in_bucket_;
-    Tensor buckets_[2], gpu_tmp_, gip_;
+    Tensor buckets_[2], gip_, kept_;
     int cur_ = 0, micro_ = 0;
     int64_t used_ = 0;
 };

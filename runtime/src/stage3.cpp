@@ -16,10 +16,10 @@
 //    min(stage3_prefetch_bucket_size, stage3_max_live_parameters) elements;
 //    released after use;
 //  - backward: each module's full gradient is copied into the IPG bucket; a
-//    full bucket is reduce-scattered parameter by parameter into this rank's
-//    gradient partitions (DeepSpeed coalesces the bucket into one padded
-//    rank-major copy first, reduce_scatter_coalesced: a further transient of
-//    the bucket's used size that the runtime does not make);
+//    full bucket is copied into one padded flat tensor (DeepSpeed's
+//    reduce_scatter_coalesced torch.cat, a transient of the bucket's used
+//    size) and reduce-scattered parameter by parameter from it into this
+//    rank's gradient partitions;
 //  - step per sub-group: the gradient partitions flattened (b_a) and cast
 //    to fp32 (_prepare_fp32_grad_for_sub_group), Adam, master -> 16-bit.
 #include "zeromem/runtime/zero.h"
@@ -60,14 +60,15 @@ public:
         }
         total_part_ = total;
         const bool off_p = c_.zero.offload_param != OffloadDevice::none;
-        lp_ = be_.alloc(total, c_.model_dtype, Category::parameters, off_p ? Where::pinned : Where::device);
+        // offload_param: cpu keeps the flat 16-bit partitions in host memory,
+        // pinned when offload_param.pin_memory
+        // (stage3.py _create_param_groups_fp16_flat_cpu_memory).
+        const Where pw = c_.zero.offload_param_pin_memory ? Where::pinned : Where::host;
+        lp_ = be_.alloc(total, c_.model_dtype, Category::parameters, off_p ? pw : Where::device);
         be_.fill_random(lp_, 1234 + static_cast<uint64_t>(be_.rank()), 0.02f);
         const Where ow = offload() ? Where::host : Where::device;
         master_ = be_.alloc(total, DType::f32, Category::optimizer_states, ow);
         be_.copy(master_, 0, lp_, 0, total);
-        grads_ = be_.alloc(total, c_.accum_dtype, Category::gradients, offload() ? Where::pinned : Where::device);
-        if (offload()) grad32_ = be_.alloc(total, DType::f32, Category::gradients, Where::pinned);
-        if (c_.zero.contiguous_gradients) ipg_ = be_.alloc(c_.zero.reduce_bucket_size, c_.comm_dtype, Category::buffers);
         // Sub-groups: consecutive parameters until sub_group_size elements.
         int64_t start = 0, acc = 0;
         for (size_t i = 0; i < ps.size(); ++i) {
@@ -78,12 +79,23 @@ public:
                 acc = 0;
             }
         }
-        if (!offload()) {  // initialize_optimizer_states: fp32 gradient_buffer of the largest sub-group, freed
+        // stage3.py _setup_for_real_optimizer, in its order:
+        // initialize_optimizer_states (on the device: the fp32 gradient_buffer
+        // of the largest sub-group, freed at its end; under offload the
+        // per-sub-group fp32 gradients, pinned when
+        // offload_optimizer.pin_memory), then the IPG bucket, then
+        // grad_partitions_flat_buffer (pinned under offload with pin_memory).
+        const Where gw = c_.zero.offload_optimizer_pin_memory ? Where::pinned : Where::host;
+        if (!offload()) {
             int64_t largest = 0;
             for (const auto& g : groups_) largest = std::max(largest, g.second - g.first);
             Tensor tmp = be_.alloc(largest, DType::f32, Category::buffers);
             be_.free(tmp);
+        } else {
+            grad32_ = be_.alloc(total, DType::f32, Category::gradients, gw);
         }
+        if (c_.zero.contiguous_gradients) ipg_ = be_.alloc(c_.zero.reduce_bucket_size, c_.comm_dtype, Category::buffers);
+        grads_ = be_.alloc(total, c_.accum_dtype, Category::gradients, offload() ? gw : Where::device);
         // Persistent parameters: gathered once and kept whole.
         for (size_t i = 0; i < ps.size(); ++i)
             if (persistent_[i]) {
@@ -238,8 +250,30 @@ private:
         be_.axpy(grads_, poff_[i], out, 0, part_[i], inv);
         be_.free(out);
     }
+    // __avg_scatter_grads -> reduce_scatter_coalesced
+    // (runtime/comm/coalesced_collectives.py): the bucket's gradients,
+    // each padded to a multiple of N_d, are concatenated rank-major into one
+    // new flat tensor (torch.cat) and reduce-scattered from it; the copy lives
+    // for the reduction. With one rank there is no reduce-scatter copy.
     void flush() {
-        for (const auto& [i, off] : in_bucket_) reduce_into_partition(ipg_, off, i);
+        Tensor cat;
+        int64_t total = 0;
+        for (const auto& [i, off] : in_bucket_) total += part_[i] * be_.world();
+        if (be_.world() > 1 && total > 0) {
+            cat = be_.alloc(total, ipg_.dtype, Category::buffers);
+            int64_t o = 0;
+            for (const auto& [i, off] : in_bucket_) {
+                be_.copy(cat, o, ipg_, off, part_[i] * be_.world());
+                o += part_[i] * be_.world();
+            }
+        }
+        int64_t o = 0;
+        for (const auto& [i, off] : in_bucket_) {
+            if (cat.empty()) reduce_into_partition(ipg_, off, i);
+            else reduce_into_partition(cat, o, i);
+            o += part_[i] * be_.world();
+        }
+        be_.free(cat);
         in_bucket_.clear();
         used_ = 0;
     }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -108,6 +109,13 @@ void expect_near_rel(uint64_t measured, uint64_t expected, double tol, const std
     EXPECT_LE(rel, tol) << what << ": measured " << measured << " B, expected " << expected << " B";
 }
 
+// c10::llvm::PowerOf2Ceil, written out: the smallest power of two >= n.
+uint64_t p2(uint64_t n) {
+    uint64_t p = 1;
+    while (p < n) p *= 2;
+    return p;
+}
+
 struct Mapping {
     const char* est;
     const char* run;
@@ -119,28 +127,74 @@ const Mapping kPhases[] = {{"load", "init", 0},
                            {"optimizer_step", "optimizer_step", 1},
                            {"steady_backward", "backward", 2}};
 
-// Every rank and phase: model states within 1%, buffers within 5%,
-// activations within 10% of the estimate; `buffer_gap(phase)` adds a known
-// estimator omission (computed independently by the caller).
+// Every phase: the largest of the ranks' bytes per component (the estimate
+// is the most loaded rank's, as `validate` compares) with model states
+// within 1%, buffers within 5%, activations within 10% of the estimate;
+// `buffer_gap(phase)` adds a known estimator omission (computed
+// independently by the caller). The estimate's load phase is a snapshot of
+// its largest moment (at ZeRO-1/2 the 16-bit module and its flat copy,
+// before the fp32 master exists; at ZeRO-3 initialize_optimizer_states'
+// gradient_buffer, before grad_partitions_flat_buffer exists); the load
+// phase ends holding what the first forward holds, so load's gradients and
+// optimizer_states are held to the larger of the two.
 template <class Gap>
 void check_against_estimate(const json& m, const zeromem::Estimate& e, Gap buffer_gap) {
-    for (const auto& rank : m.at("ranks")) {
-        ASSERT_FALSE(rank.at("oom").get<bool>());
-        for (const auto& mp : kPhases) {
-            const auto& ep = est_phase(e, mp.est).per_gpu;
-            const json& rp = run_phase(rank, mp.run, mp.step);
-            const std::string at = std::string(mp.est) + " rank " + std::to_string(rank.at("rank").get<int>());
-            expect_near_rel(dev(rp, "parameters"), ep.parameters, 0.01, "parameters " + at);
-            expect_near_rel(dev(rp, "gradients"), ep.gradients, 0.01, "gradients " + at);
-            expect_near_rel(dev(rp, "optimizer_states"), ep.optimizer_states, 0.01, "optimizer_states " + at);
-            expect_near_rel(dev(rp, "buffers"), ep.temporary_buffers + buffer_gap(std::string(mp.est)), 0.05,
-                            "buffers " + at);
-            expect_near_rel(dev(rp, "activations"), ep.activations, 0.10, "activations " + at);
-        }
+    for (const auto& rank : m.at("ranks")) ASSERT_FALSE(rank.at("oom").get<bool>());
+    for (const auto& mp : kPhases) {
+        const auto& ep = est_phase(e, mp.est).per_gpu;
+        auto most = [&](const char* cat) {
+            uint64_t v = 0;
+            for (const auto& rank : m.at("ranks")) v = std::max(v, dev(run_phase(rank, mp.run, mp.step), cat));
+            return v;
+        };
+        const std::string at = std::string(mp.est) + " (largest rank)";
+        const bool load = std::string(mp.est) == "load";
+        const auto& fwd = est_phase(e, "forward").per_gpu;
+        const uint64_t opt = load ? std::max(ep.optimizer_states, fwd.optimizer_states) : ep.optimizer_states;
+        const uint64_t grads = load ? std::max(ep.gradients, fwd.gradients) : ep.gradients;
+        // ZeRO-1/2: the first forward's buffers (temp_grad_buffer_for_gpu_offload)
+        // are made at init too (ZeRO-3's forward buffers are its gathering).
+        const uint64_t bufs = load && m.at("settings").at("zero_optimization.stage").get<int>() <= 2
+                                  ? std::max(ep.temporary_buffers, fwd.temporary_buffers)
+                                  : ep.temporary_buffers;
+        expect_near_rel(most("parameters"), ep.parameters, 0.01, "parameters " + at);
+        expect_near_rel(most("gradients"), grads, 0.01, "gradients " + at);
+        expect_near_rel(most("optimizer_states"), opt, 0.01, "optimizer_states " + at);
+        const int64_t gap = buffer_gap(std::string(mp.est));
+        expect_near_rel(most("buffers"), static_cast<uint64_t>(static_cast<int64_t>(bufs) + gap), 0.05,
+                        "buffers " + at);
+        expect_near_rel(most("activations"), ep.activations, 0.10, "activations " + at);
     }
 }
 
-auto no_gap = [](const std::string&) { return uint64_t{0}; };
+auto no_gap = [](const std::string&) { return int64_t{0}; };
+
+// Known differences at ZeRO-3 between the estimate's snapshot sums and this
+// model (the gathered-parameter and module terms belong to the simulator
+// agreement work; derived here from the shapes, reduce_bucket_size 4e6):
+//  - zero3_allgather_cat_copy adds L · b_m for AllGatherCoalescedHandle.wait's
+//    torch.cat, but with stage3_prefetch_bucket_size 0 every module of this
+//    model fetches a single weight, which partition_parameters.py
+//    all_gather_coalesced sends through _all_gather_sequential (param.data
+//    is a view of the gathered buffer, no copy); L = V·h.
+//  - backward sums the largest module's gathered weight and gradient (2 ·
+//    L · b_m) with a full reduce_scatter_coalesced copy of the bucket; here
+//    the LM head's gradient enters an empty bucket and the embedding's is
+//    reduced after its weight is released, so the flushes that copy a full
+//    bucket hold one decoder MLP matrix (h·f) gathered and its gradient.
+//  - load: the estimate's snapshot at N_d 4 is after
+//    initialize_optimizer_states (IPG bucket 8 MB + grad_partitions_flat_buffer),
+//    while the buffers category peaks earlier at the freed fp32
+//    gradient_buffer of the sub-group, 4 · ceil(Ψ/N_d) bytes.
+std::function<int64_t(const std::string&)> stage3_gap(int np) {
+    return [np](const std::string& p) -> int64_t {
+        const int64_t bm = 2, L = V * h;
+        if (p == "forward") return -bm * L;
+        if (p == "backward" || p == "steady_backward") return -bm * L - 2 * bm * (L - h * f);
+        if (p == "load" && np == 4) return 4 * ((psi + np - 1) / np) - 2 * 4000000;
+        return 0;
+    };
+}
 
 class Stages : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
@@ -151,19 +205,23 @@ TEST_P(Stages, MeasuredBytesMatchTheFullEstimate) {
     ASSERT_EQ(m.at("ranks").size(), static_cast<size_t>(np));
     EXPECT_EQ(m.at("model").at("params").get<int64_t>(), psi);
     const zeromem::Estimate e = estimate_for(np, ds);
-    if (stage == 0) {
-        // Known estimator omission: DeepSpeed's non-ZeRO gradient all-reduce
-        // flattens up to MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements of bf16
-        // gradients into one transient (engine.py allreduce_gradients ->
-        // buffered_allreduce_fallback -> allreduce_bucket); the estimate's
-        // stage-0 backward buffers are 0.
-        const uint64_t flat = 2 * static_cast<uint64_t>(std::min<int64_t>(psi, 500000000));
-        check_against_estimate(m, e, [&](const std::string& p) {
-            return (p == "backward" || p == "steady_backward") ? flat : uint64_t{0};
-        });
-    } else {
-        check_against_estimate(m, e, no_gap);
-    }
+    if (stage == 3) check_against_estimate(m, e, stage3_gap(np));
+    else check_against_estimate(m, e, no_gap);
+}
+
+// The stage-0 backward buffer from the shapes: DeepSpeed's non-ZeRO gradient
+// all-reduce flattens up to MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements of bf16
+// gradients into one transient (engine.py allreduce_gradients ->
+// buffered_allreduce_fallback -> allreduce_and_copy -> allreduce_bucket), so
+// both the runtime and the estimate hold 2 · min(Ψ, 5e8) bytes of buffers in
+// backward (here the whole model fits one bucket).
+TEST(Stage0, AllreduceFlattenIsTheWholeGradient) {
+    const int np = 2;
+    const uint64_t flat = 2 * static_cast<uint64_t>(std::min<int64_t>(psi, 500000000));
+    const json m = measure_json(np, "ds_stage0.json", "--steps 1");
+    for (const auto& rank : m.at("ranks")) EXPECT_EQ(dev(run_phase(rank, "backward", 1), "buffers"), flat);
+    const zeromem::Estimate e = estimate_for(np, "ds_stage0.json");
+    EXPECT_EQ(est_phase(e, "backward").per_gpu.temporary_buffers, flat);
 }
 
 INSTANTIATE_TEST_SUITE_P(Host, Stages,
@@ -183,7 +241,10 @@ TEST(Padding, Stage2FlatBufferIsPaddedToTwiceTheRanks) {
     const json m = measure_json(np, "ds_stage2.json", "--steps 1");
     const int64_t padded = (psi + 2 * np - 1) / (2 * np) * (2 * np);
     const json& init = run_phase(m.at("ranks")[0], "init", 0);
-    EXPECT_EQ(dev(init, "parameters"), static_cast<uint64_t>(2 * padded));
+    // The module (2Ψ) and its flat copy (2 · padded) at once while
+    // stage_1_and_2.py __init__ flattens on the device.
+    EXPECT_EQ(dev(init, "parameters"), static_cast<uint64_t>(2 * psi + 2 * padded));
+    EXPECT_EQ(dev(run_phase(m.at("ranks")[0], "forward", 1), "parameters"), static_cast<uint64_t>(2 * padded));
     EXPECT_EQ(dev(init, "optimizer_states"), static_cast<uint64_t>(4 * padded / np));  // fp32 master partition
     EXPECT_EQ(m.at("ranks")[0].at("partition_numel").get<int64_t>(), padded / np);
 }
@@ -195,12 +256,19 @@ TEST(Padding, Stage3PadsEachParameter) {
     const int64_t per_layer_parts = 2 * part(h) + part(q * h) + 2 * part(kv * h) + part(h * q) + 3 * part(h * f);
     const int64_t parts = 2 * part(V * h) + layers * per_layer_parts + part(h);
     EXPECT_EQ(m.at("ranks")[0].at("partition_numel").get<int64_t>(), parts);
-    // 16-bit partitions + whole norm weights (numel 256 <= threshold 1000).
-    const int64_t persistent = (2 * layers + 1) * h;
+    // 16-bit partitions + the whole (padded) parameters DeepSpeed's default
+    // stage3_param_persistence_threshold = 1e5 keeps (mark_persistent_parameters):
+    // the norm weights (256) and the q, k, v, o projections (65,536 / 32,768).
+    const int64_t persistent = layers * (2 * h + q * h + 2 * kv * h + h * q) + h;
     const json& init = run_phase(m.at("ranks")[1], "init", 0);
-    const int64_t persistent_padded = (2 * layers + 1) * part(h) * np;
+    const int64_t persistent_padded =
+        (layers * (2 * part(h) + part(q * h) + 2 * part(kv * h) + part(h * q)) + part(h)) * np;
     EXPECT_EQ(dev(init, "parameters"), static_cast<uint64_t>(2 * (parts + persistent_padded)));
     EXPECT_GE(persistent_padded, persistent);
+    // The estimate counts the same persistent elements (unpadded).
+    const zeromem::Estimate e = estimate_for(np, "ds_stage3.json");
+    EXPECT_EQ(est_phase(e, "forward").per_gpu.parameters,
+              static_cast<uint64_t>(2 * ((psi + np - 1) / np + persistent)));
 }
 
 // Activations from the shapes (Korthikanti et al. 2022 Table 2 tensors, flash
@@ -218,8 +286,7 @@ TEST(Activations, ForwardHoldsTheSavedTensors) {
 // Full checkpointing keeps each layer's input (2sbh) and recomputes one
 // layer in backward. The logits (io) are freed before the first layer is
 // recomputed, so the backward peak is max(stored + io, stored + one layer),
-// below the estimate's stored + recompute + io: a known over-count of the
-// estimator (it adds both).
+// in the runtime and in the estimate.
 TEST(Activations, FullCheckpointingPeak) {
     const int64_t sb = 64;
     const int64_t layer = 2 * sb * (4 * h + 2 * q + 2 * kv + 4 * f) + 2 * sb * h;
@@ -231,16 +298,15 @@ TEST(Activations, FullCheckpointingPeak) {
     EXPECT_EQ(dev(run_phase(r0, "backward", 1), "activations"),
               static_cast<uint64_t>(std::max(stored + io, stored + layer)));
     const zeromem::Estimate e = estimate_for(2, "ds_stage2.json", "full");
-    EXPECT_EQ(est_phase(e, "backward").per_gpu.activations, static_cast<uint64_t>(stored + io + layer))
-        << "the estimate adds the recomputed layer on top of the logits";
+    EXPECT_EQ(est_phase(e, "forward").per_gpu.activations, static_cast<uint64_t>(stored + io));
+    EXPECT_EQ(est_phase(e, "backward").per_gpu.activations, static_cast<uint64_t>(stored + std::max(io, layer)))
+        << "the logits are freed before the first layer is recomputed";
 }
 
 // Optimizer offload: nothing of the optimizer on the device; host bytes per
 // rank equal the estimate's per-rank host memory (less the process
-// overhead) in the steady phases. In the first forward/backward the runtime
-// holds no CPU-Adam m and v yet (DeepSpeedCPUAdam creates them at its first
-// step) while the estimate already counts them: a known estimator gap of
-// 8 B per partition element.
+// overhead) in every phase. In the first forward/backward neither holds
+// CPU Adam's m and v (DeepSpeedCPUAdam creates them at its first step).
 class Offload : public ::testing::TestWithParam<int> {};
 
 TEST_P(Offload, HostStatesMatchTheEstimate) {
@@ -248,7 +314,8 @@ TEST_P(Offload, HostStatesMatchTheEstimate) {
     const std::string ds = "ds_stage" + std::to_string(stage) + "_offload.json";
     const json m = measure_json(np, ds);
     const zeromem::Estimate e = estimate_for(np, ds);
-    check_against_estimate(m, e, no_gap);
+    if (stage == 3) check_against_estimate(m, e, stage3_gap(np));
+    else check_against_estimate(m, e, no_gap);
     const uint64_t overhead = 1073741824ULL * 2;  // the estimate's 1 GiB per rank, 2 ranks on this node
     for (const auto& rank : m.at("ranks")) {
         const uint64_t tn = rank.at("partition_numel").get<uint64_t>();
@@ -259,12 +326,26 @@ TEST_P(Offload, HostStatesMatchTheEstimate) {
             const json& rp = run_phase(rank, mp->run, mp->step);
             const uint64_t host = rp["peak_bytes"]["host"]["total"].get<uint64_t>() +
                                   rp["peak_bytes"]["pinned"]["total"].get<uint64_t>();
-            uint64_t expected = (est_phase(e, p).per_node.host_memory - overhead) / 2;
-            if (mp->step == 1 && std::string(p) != "optimizer_step") expected -= 8 * tn;  // known gap
+            const uint64_t expected = (est_phase(e, p).per_node.host_memory - overhead) / 2;
             expect_near_rel(host, expected, 0.01, std::string("host bytes in ") + p);
             expect_near_rel(rp["peak_bytes"]["pinned"]["total"].get<uint64_t>(), est_phase(e, p).per_node.host_pinned / 2,
                             0.01, std::string("pinned bytes in ") + p);
         }
+        // From the shapes: PyTorch's CachingHostAllocator pins PowerOf2Ceil of
+        // each request. Stages 1/2 (stage_1_and_2.py __init__,
+        // initialize_optimizer_states): fp32 master and fp32 gradient
+        // partition (4·Tn each), 16-bit staging (2·Tn),
+        // temp_grad_buffer_for_cpu_offload (2·V·h, the largest parameter);
+        // the fp32 master is pageable at stage 3 (_create_fp32_partitions),
+        // which pins grad_partitions_flat_buffer (2·Tn) and the sub-group's
+        // fp32 gradients (4·Tn). No Adam m and v before the first step;
+        // 8·Tn pageable bytes after it.
+        const json& fwd = run_phase(rank, "forward", 1);
+        const uint64_t pinned = stage == 3 ? p2(2 * tn) + p2(4 * tn) : 2 * p2(4 * tn) + p2(2 * tn) + p2(static_cast<uint64_t>(2 * V * h));
+        const uint64_t pageable = stage == 3 ? 4 * tn : 0;
+        EXPECT_EQ(fwd["peak_bytes"]["pinned"]["total"].get<uint64_t>(), pinned);
+        EXPECT_EQ(fwd["peak_bytes"]["host"]["total"].get<uint64_t>(), pageable);
+        EXPECT_EQ(run_phase(rank, "optimizer_step", 1)["peak_bytes"]["host"]["total"].get<uint64_t>(), pageable + 8 * tn);
     }
 }
 
@@ -352,9 +433,11 @@ TEST(Validate, JsonAndExitStatus) {
             EXPECT_NEAR(c["rel_error"].get<double>(), (mm - e) / e, 1e-12);
         }
     }
-    // Stage 0's unmodelled all-reduce bucket fails a 5% tolerance.
-    r = run(2, "validate --backend host --hf-config " + kConfig + " --ds-config " + kData +
-                   "/ds_stage0.json --seq-len 64 --steps 2");
+    // The stage-2 measurement held against the stage-0 estimate: stage 0
+    // keeps the fp32 master for all Ψ, stage 2 for Ψ/2 on each of 2 ranks,
+    // so optimizer_states are 50% off and validate fails (exit 1).
+    r = run(1, "validate --hf-config " + kConfig + " --ds-config " + kData +
+                   "/ds_stage0.json --seq-len 64 --gpus 2 --measurement " + file);
     EXPECT_EQ(r.status, 1) << r.err;
     EXPECT_NE(r.out.find("FAIL"), std::string::npos);
 }
@@ -369,10 +452,25 @@ namespace {
 class GradAccum : public ::testing::TestWithParam<int> {};
 
 TEST_P(GradAccum, TwoMicroStepsValidate) {
+    const int stage = GetParam();
     const Result r = run(2, "validate --backend host --hf-config " + kConfig + " --ds-config " + kData + "/ds_stage" +
-                                std::to_string(GetParam()) + ".json --seq-len 64 --grad-accum 2 --format json");
-    ASSERT_EQ(r.status, 0) << r.err << r.out;
-    EXPECT_TRUE(json::parse(r.out).at("pass").get<bool>());
+                                std::to_string(stage) + ".json --seq-len 64 --grad-accum 2 --format json");
+    if (stage <= 2) {
+        ASSERT_EQ(r.status, 0) << r.err << r.out;
+        EXPECT_TRUE(json::parse(r.out).at("pass").get<bool>());
+        return;
+    }
+    // ZeRO-3: every component passes except the forward/backward
+    // temporary_buffers, which the estimate over-counts by the known ZeRO-3
+    // gathering terms (see stage3_gap): measured below the estimate there.
+    ASSERT_EQ(r.status, 1) << r.err << r.out;
+    for (const auto& c : json::parse(r.out).at("components")) {
+        const std::string name = c["name"], ph = c["phase"];
+        if (std::fabs(c["rel_error"].get<double>()) <= 0.05) continue;
+        EXPECT_EQ(name, "temporary_buffers") << ph;
+        EXPECT_TRUE(ph == "forward" || ph == "backward" || ph == "steady_backward") << ph;
+        EXPECT_LT(c["rel_error"].get<double>(), 0.0) << ph;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Host, GradAccum, ::testing::Values(1, 2, 3),
@@ -387,9 +485,8 @@ namespace {
 // stage3_param_persistence_threshold (default 1e5), matrices included: in
 // this small model the q, k, v and o projections (65,536 / 32,768 elements)
 // persist besides the norm weights; gate, up and down (176,128) do not. The
-// expected bytes come from that rule and the shapes alone. (The estimator
-// counts only norm and bias vectors as persistent, so it is low here; see
-// the issue-9 report.)
+// expected bytes come from that rule and the shapes alone. (ds_stage3.json
+// now keeps that default too; this config also keeps the default prefetch.)
 TEST(Padding, Stage3DefaultPersistenceKeepsSmallMatricesWhole) {
     const int np = 2;
     const json m = measure_json(np, "ds_stage3_defaults.json", "--steps 1");
@@ -399,6 +496,43 @@ TEST(Padding, Stage3DefaultPersistenceKeepsSmallMatricesWhole) {
     const int64_t whole = layers * (2 * part(h) + part(q * h) + 2 * part(kv * h) + part(h * q)) * np + part(h) * np;
     const json& init = run_phase(m.at("ranks")[0], "init", 0);
     EXPECT_EQ(dev(init, "parameters"), static_cast<uint64_t>(2 * (parts + whole)));
+}
+
+}  // namespace
+
+namespace {
+
+// No DeepSpeed "optimizer" block: the HF Trainer's own AdamW runs the step,
+// fused (no temporary) from torch 2.8 with transformers >= 4.54
+// (huggingface/transformers#37358), foreach before (torch adam.py
+// _multi_tensor_adam: one fp32 temporary per element). ZeRO-2, 2 ranks,
+// Tn = Ψ/2: the step's buffers peak at the flatten (bf16 copy 2·Tn + fp32
+// 4·Tn, stage_1_and_2.py step) when fused, at the fp32 gradient plus the
+// temporary (4·Tn + 4·Tn, the 16-bit gradients freed) with foreach. The
+// estimate's step is a snapshot of its largest moment, so the phase's
+// device total is compared with it (within 1%).
+TEST(Stack, ClientAdamTemporaryFollowsTheTorchVersion) {
+    const int np = 2;
+    const uint64_t tn = psi / 2;
+    for (const char* torch : {"2.8", "2.7"}) {
+        const std::string extra = std::string("--steps 1 --torch-version ") + torch;
+        const json m = measure_json(np, "ds_stage2_client.json", extra);
+        const uint64_t want = std::string(torch) == "2.8" ? 6 * tn : 8 * tn;
+        for (const auto& rank : m.at("ranks"))
+            EXPECT_EQ(dev(run_phase(rank, "optimizer_step", 1), "buffers"), want) << torch;
+        const uint64_t total = run_phase(m.at("ranks")[0], "optimizer_step", 1)["peak_bytes"]["device"]["total"];
+        zeromem::Request req;
+        req.hf_config = kConfig;
+        req.ds_config = kData + "/ds_stage2_client.json";
+        req.gpus = np;
+        req.seq_len = 64;
+        req.torch_version = torch;
+        const zeromem::Estimate e =
+            zeromem::estimate(zeromem::resolve_request(req, ZEROMEM_SOURCE_DATA_DIR).input);
+        const auto& st = est_phase(e, "optimizer_step").per_gpu;
+        expect_near_rel(total, st.parameters + st.gradients + st.optimizer_states + st.activations + st.temporary_buffers,
+                        0.01, std::string("step device total, torch ") + torch);
+    }
 }
 
 }  // namespace

@@ -146,10 +146,11 @@ struct Estimate {
 ///    built from the named terms of zeromem/terms.h (each citing the
 ///    DeepSpeed or PyTorch function that allocates it), following the
 ///    software stack in `in.stack` (../shared/reference/deepspeed_memory.md
-///    section 4, deepspeed_audit.md, host_memory.md). Also throws InputError
-///    for ZeRO optimizer offload with a client optimizer while
-///    zero_force_ds_cpu_optimizer is true (DeepSpeed raises
-///    ZeRORuntimeException there) and for a malformed version string.
+///    section 4, deepspeed_audit.md, host_memory.md). ZeRO optimizer offload
+///    with a client optimizer while zero_force_ds_cpu_optimizer is true runs
+///    DeepSpeedCPUAdam, as accelerate (the HF Trainer's path) substitutes it
+///    (accelerator.py _prepare_deepspeed), said in a note. Also throws
+///    InputError for a malformed version string.
 /// With `explain` the terms and notes are filled (slower). Throws InputError
 /// for impossible inputs (zero params or GPUs, nodes not dividing GPUs, stage
 /// outside 0..3, offload_param below stage 3, NVMe optimizer offload below

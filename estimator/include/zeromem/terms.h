@@ -131,7 +131,10 @@ struct Term {
 // --- GPU model states -----------------------------------------------------
 
 /// ZeRO-1/2 gradients held through backward. ZeRO-1: the full autograd
-/// `param.grad` b_m·Ψ_t, or with fp16 + fp32 accumulation only the fp32
+/// `param.grad` b_m·Ψ_t plus, at the boundary, `grads_in_partition` b_m·Tn
+/// (contiguous_gradients; allocated by `copy_grads_in_partition` at the
+/// first reduced bucket, rank 0's, while the later gradients wait for their
+/// buckets), or with fp16 + fp32 accumulation only the fp32
 /// `param.grad_accum` b_a·Ψ_t (`_fill_param_grad_accum_attribute` sets
 /// param.grad = None after each hook). ZeRO-2: `grads_in_partition`
 /// b_m·Tn (`copy_grads_in_partition`); with offload 0.

@@ -57,6 +57,17 @@ inline Tensor view(const Tensor& base, int64_t off, int64_t n) {
     return t;
 }
 
+/// The bytes PyTorch's CachingHostAllocator reserves and pins for a request
+/// of `bytes`: c10::llvm::PowerOf2Ceil (aten/src/ATen/core/
+/// CachingHostAllocator.h allocate(), PyTorch >= 1.11). DeepSpeed pins its
+/// offload buffers through torch (accelerator pin_memory ->
+/// Tensor.pin_memory), so the runtime reserves and accounts pinned tensors at
+/// this size. 0 and 1 stay as they are.
+uint64_t pinned_block_bytes(uint64_t bytes);
+
+/// Bytes a tensor reserves: its bytes, or pinned_block_bytes for pinned ones.
+uint64_t reserved_bytes(const Tensor& t);
+
 /// Thrown when an allocation fails (or exceeds the emulated capacity): a
 /// result of the measurement, not a crash.
 class OutOfMemory : public std::runtime_error {
