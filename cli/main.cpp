@@ -273,8 +273,8 @@ int main(int argc, char** argv) {
         }
         const Format fmt = parse_format(format);
         const Resolved res = resolve_request(req, dir);
+        const Estimate e = estimate(res.input, explain);  // bad input: one error line, no warnings before it
         for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
-        const Estimate e = estimate(res.input, explain);
         for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";
         std::cout << render(e, res, fmt, explain);
         return (e.fits_gpu == false || e.fits_host == false) ? 1 : 0;

@@ -1172,6 +1172,8 @@ json parse_ds_config_text(const std::string& text, const std::string& path) {
                 detail = what.substr(colon + 2);
         }
         throw InputError(path + ": malformed JSON at " + where_s + ": " + detail);
+    } catch (const json::out_of_range& e) {  // a number beyond the double range (1e999)
+        throw InputError(path + ": a number is out of range (beyond the double range): " + std::string(e.what()));
     }
     if (!doc.is_object())
         throw InputError(path + ": /: a DeepSpeed config must be a JSON object, got " + show(doc));

@@ -60,8 +60,15 @@ void validate(const EstimateInput& in) {
     if (in.train.micro_batch <= 0) throw InputError("--micro-batch: must be positive");
     if (in.train.seq_len <= 0) throw InputError("--seq-len: must be positive");
     if (in.train.grad_accum <= 0) throw InputError("--grad-accum: must be positive");
+    // Beyond any real run, and the byte counts below would overflow 64 bits:
+    // 2^31 tokens per sequence, 2^40 tokens per micro batch.
+    if (in.train.seq_len > (int64_t(1) << 31))
+        throw InputError("--seq-len: " + std::to_string(in.train.seq_len) + " is too large (at most 2^31 tokens)");
+    if (double(in.train.micro_batch) * double(in.train.seq_len) > double(int64_t(1) << 40))
+        throw InputError("--micro-batch: " + std::to_string(in.train.micro_batch) + " x --seq-len " +
+                         std::to_string(in.train.seq_len) + " tokens per micro batch is too large (at most 2^40)");
     if (z.reduce_bucket_size <= 0) throw InputError("zero_optimization.reduce_bucket_size: must be positive");
-    if (in.residual.fragmentation_fraction < 0 || in.residual.fragmentation_fraction >= 1)
+    if (!(in.residual.fragmentation_fraction >= 0 && in.residual.fragmentation_fraction < 1))  // NaN too
         throw InputError("--fragmentation: must be a fraction in [0, 1)");
 }
 

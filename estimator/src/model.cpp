@@ -1189,6 +1189,8 @@ ModelArch load_hf_config(const std::string& path) {
     } catch (const json::parse_error& e) {
         // nlohmann's message reads "... parse error at line L, column C: ...".
         throw InputError(path + ": malformed JSON: " + e.what());
+    } catch (const json::out_of_range& e) {  // a number beyond the double range (1e999)
+        throw InputError(path + ": a number is out of range: " + e.what());
     }
     ModelArch a = arch_from_hf_config(cfg, path);
     if (a.name.empty()) a.name = std::filesystem::path(path).stem().string();

@@ -1,5 +1,7 @@
 #include "zeromem/request.h"
 
+#include "zeromem/ds_schema.h"
+
 #include "zeromem/ds_config.h"
 #include "zeromem/util.h"
 
@@ -7,6 +9,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 
 namespace zeromem {
 
@@ -178,8 +181,18 @@ void apply_stack(const Request& req, SoftwareStack& stack, Provenance& prov) {
     prov["stack.deepspeed"] = stack.deepspeed + " (default: newest the reference describes)";
     prov["stack.torch"] = stack.torch + " (default: newest the reference describes)";
     prov["stack.transformers"] = stack.transformers + " (default: newest the reference describes)";
+    std::set<std::string> named;  // --stack names each package once
     auto set = [&](const char* name, std::string& slot, const std::string& value, const std::string& from) {
         compare_versions(value, "0", from);
+        if (from == "--stack" && !named.insert(name).second)
+            throw InputError("--stack: " + std::string(name) + " is given twice");
+        if (std::string(name) == "deepspeed") {  // the releases zeromem knows, as `check` does
+            const std::string oldest = ds_schema().value("oldest_version", std::string("0.4.2"));
+            const std::string newest = ds_schema().value("newest_version", std::string("0.19.6"));
+            if (compare_versions(value, oldest, from) < 0 || compare_versions(value, newest, from) > 0)
+                throw InputError(from + ": DeepSpeed " + value + " is outside the versions zeromem knows (" + oldest +
+                                 " to " + newest + ")");
+        }
         slot = value;
         prov[std::string("stack.") + name] = value + " (" + from + ")";
     };

@@ -85,14 +85,16 @@ Term zero12_allreduce_bucket_flatten(const Sizes& s) {
     // its own (extra_large_param_to_reduce): allreduce_and_scatter gathers its
     // N_d slices of ceil(L/N_d) until they exceed reduce_bucket_size, then
     // flattens them: min(L, (floor(bucket / slice) + 1) · slice) elements.
-    uint64_t elements = s.bucket;
+    // A bucket holds at most the trainable gradients there are (self.flatten of
+    // the bucket's tensors), however large reduce_bucket_size is.
+    uint64_t elements = std::min(s.bucket, s.Tr);
     if (s.L > s.bucket && s.N > 0) {
         const uint64_t slice = (s.L + s.N - 1) / s.N;
         elements = std::max(elements, std::min(s.L, (s.bucket / slice + 1) * slice));
     }
     return make(s.L > s.bucket ? "allreduce_bucket flatten (extra-large parameter's slices)" : "allreduce_bucket flatten",
                 s.L > s.bucket ? "min(L, (floor(reduce_bucket_size / ceil(L/N_d)) + 1) · ceil(L/N_d)) · b_m (N_d > 1)"
-                               : "reduce_bucket_size · b_m (N_d > 1)",
+                               : "min(reduce_bucket_size, Ψ_t) · b_m (N_d > 1)",
                 "runtime/zero/stage_1_and_2.py reduce_ipg_grads (extra_large_param_to_reduce) -> average_tensor -> "
                 "allreduce_and_scatter -> allreduce_bucket (self.flatten(bucket))",
                 on ? elements * s.bm : 0);
