@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
                  "zeromem"};
     app.set_version_flag("--version", std::string("zeromem ") + version());
     app.require_subcommand(1);
-    app.footer(std::string("\nSubcommands: estimate, compare, plan, fit, check, simulate, measure, validate, models, gpus, interconnects. Run `zeromem estimate --help` for the options.\n"
+    app.footer(std::string("\nSubcommands: estimate, compare, plan, fit, check, simulate, measure, validate, models, gpus, interconnects, hosts. Run `zeromem estimate --help` for the options.\n"
                "Example: zeromem estimate --params 7e9 --gpus 8 --stage 3\n") + kExitStatus);
 
     Request req;

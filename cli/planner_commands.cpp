@@ -76,8 +76,9 @@ std::string compare_settings(const zeromem::Resolved& res) {
     const auto it = res.provenance.find("dtype");
     return std::string("Settings: dtype ") + to_string(in.train.dtype) + " (" +
            (it == res.provenance.end() ? "default" : it->second) + "); optimizer " + to_string(in.train.optimizer) +
-           ", " + (in.train.fused_optimizer ? "DeepSpeed fused/CPU Adam" : "torch implementation") +
-           " (CPU Adam under optimizer offload); overlap_comm " +
+           (in.train.optimizer_builder == OptimizerBuilder::deepspeed ? " built by DeepSpeed (FusedAdam)"
+                                                                      : " built by the client (HF Trainer)") +
+           ", DeepSpeedCPUAdam under optimizer offload; overlap_comm " +
            (in.zero.overlap_comm ? (*in.zero.overlap_comm ? "on" : "off") + std::string(" for every stage")
                                  : std::string("DeepSpeed's default per stage (on for stage 3, off for 0-2)")) +
            "; stage3_gather_16bit_weights_on_model_save " +

@@ -205,8 +205,10 @@ std::string settings_line(const Resolved& res) {
     const auto& in = res.input;
     const auto& z = in.zero;
     std::string s = "dtype " + std::string(to_string(in.train.dtype)) + " (" +
-                    prov_of(res, "dtype", "default") + "); optimizer " + to_string(in.train.optimizer) + ", " +
-                    (in.train.fused_optimizer ? "DeepSpeed fused/CPU Adam" : "torch implementation") +
+                    prov_of(res, "dtype", "default") + "); optimizer " + to_string(in.train.optimizer) + " built by " +
+                    (in.train.optimizer_builder == OptimizerBuilder::deepspeed
+                         ? "DeepSpeed (FusedAdam, DeepSpeedCPUAdam under offload)"
+                         : "the client (HF Trainer; the step kernel is on the software line)") +
                     "; overlap_comm " + (z.overlap_comm_effective() ? "on" : "off") +
                     (z.overlap_comm ? "" : " (DeepSpeed's default for stage " + std::to_string(z.stage) + ")");
     if (z.stage == 3)
