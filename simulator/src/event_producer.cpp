@@ -99,6 +99,7 @@ private:
     void optimizer_step(bool first);
     void adam_state_and_temporary(uint64_t numel, bool first, uint32_t m);
     void release_full_gradients(uint32_t m);
+    void zero1_free_copied_gradient(uint32_t m, size_t k, uint64_t numel);
     void zero2_keep_all_grad_tensors(bool boundary);
 
     const EstimateInput& in_;
@@ -126,7 +127,9 @@ private:
     std::vector<uint64_t> checkpoint_;  // per layer, full checkpointing input
 
     // gradients
-    std::vector<uint64_t> full_grads_;    // stage 0/1: param.grad kept to the step
+    // stage 0/1: param.grad kept to the step, per module and parameter
+    // (0 once ZeRO-1 has copied it into an IPG bucket at the boundary)
+    std::vector<std::vector<uint64_t>> full_grads_;
     bool grads_exist_ = false;
     uint64_t grads_in_partition_ = 0;     // stage 1/2
     uint64_t all_grad_tensors_ = 0;       // stage 2: an earlier micro step's grads_in_partition
@@ -198,6 +201,8 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt) : in_(in), op
     sbh_ = static_cast<uint64_t>(t.seq_len) * static_cast<uint64_t>(t.micro_batch) * static_cast<uint64_t>(a.hidden_size);
     sbV_ = static_cast<uint64_t>(t.seq_len) * static_cast<uint64_t>(t.micro_batch) * static_cast<uint64_t>(a.vocab_size);
     saved_.resize(mods_.size());
+    full_grads_.resize(mods_.size());
+    for (size_t i = 0; i < mods_.size(); ++i) full_grads_[i].assign(mods_[i].params.size(), 0);
     first_of_layer_.assign(static_cast<size_t>(a.num_layers), -1);
     last_of_layer_.assign(static_cast<size_t>(a.num_layers), -1);
     for (size_t i = 0; i < mods_.size(); ++i) {
@@ -471,12 +476,16 @@ void Producer::backward_module(uint32_t m, size_t visit) {
 
 void Producer::gradients(uint32_t m) {
     if (mods_[m].shares_params_with >= 0) return;  // tied: the shared grad is produced at the embedding
-    for (uint64_t p : mods_[m].params) {
+    for (size_t k = 0; k < mods_[m].params.size(); ++k) {
+        const uint64_t p = mods_[m].params[k];
         if (stage_ <= 1) {
             // param.grad, full size, kept to the step (accumulated in place).
-            if (!grads_exist_) full_grads_.push_back(alloc("gradient", bm_ * p, Stream::compute, m + 1));
+            if (!grads_exist_) full_grads_[m][k] = alloc("gradient", bm_ * p, Stream::compute, m + 1);
             // ZeRO-1 with overlap_comm reduces in the hooks of the boundary backward.
-            if (stage_ == 1 && overlap_ && boundary_) zero12_add_grad_to_ipg_bucket(m, p);
+            if (stage_ == 1 && overlap_ && boundary_) {
+                zero12_add_grad_to_ipg_bucket(m, p);
+                zero1_free_copied_gradient(m, k, p);
+            }
             continue;
         }
         const uint64_t g = alloc("gradient", bm_ * p, Stream::compute, m + 1);
@@ -537,16 +546,47 @@ void Producer::zero12_release_ipg_buffers(uint32_t m) {
     ipg_buffers_.clear();
 }
 
+// ZeRO-1 with contiguous_gradients: reduce_independent_p_g_buckets_and_remove_grads
+// copies param.grad into the IPG bucket and points param.grad at the copy,
+// so the full 16-bit gradient's storage is freed. An extra-large parameter
+// (numel > reduce_bucket_size) is reduced from its own grad, which stays to
+// the step (free_grad_in_param_list) unless it lies in this rank's partition.
+void Producer::zero1_free_copied_gradient(uint32_t m, size_t k, uint64_t numel) {
+    if (!in_.zero.contiguous_gradients || numel > bucket_) return;
+    release(full_grads_[m][k], m + 1);
+    full_grads_[m][k] = 0;
+}
+
 // ZeRO-1 without overlap_comm: at the accumulation boundary
 // reduce_gradients walks the params through the IPG buckets after the
-// backward (with overlap_comm the hooks of the boundary backward do it).
+// backward in group order (for group in bit16_groups: for param in group),
+// i.e. model order (with overlap_comm the hooks of the boundary backward do
+// it, in backward order). The replayed rank is 0: its partition is the first
+// Tn elements of the flat group, so the first reduced bucket holds its
+// params and copy_grads_in_partition allocates grads_in_partition there,
+// while every later param's full 16-bit gradient still waits for its bucket
+// (stage_1_and_2.py reduce_gradients -> reduce_ipg_grads -> copy_grads_in_partition).
 void Producer::zero1_reduce_gradients_at_boundary(uint32_t m) {
-    for (uint32_t i = static_cast<uint32_t>(mods_.size()); i-- > 0;)
-        for (uint64_t p : mods_[i].params) {
+    reduced_from_end_ = 0;  // rank 0: counted from the start, no padding before it
+    uint64_t offset = 0;    // the param's first element in the flat group
+    for (uint32_t i = 0; i < static_cast<uint32_t>(mods_.size()); ++i)
+        for (size_t k = 0; k < mods_[i].params.size(); ++k) {
+            const uint64_t p = mods_[i].params[k];
             zero12_setup_buckets(m);
             if (ipg_elements_ + p > bucket_ && ipg_elements_ > 0) zero12_reduce_ipg_grads(m);
             ipg_elements_ += p;
             zero12_note_partition_slice(p);
+            zero1_free_copied_gradient(i, k, p);
+            if (p > bucket_) {
+                zero12_reduce_ipg_grads(m);  // extra large param: reduced directly
+                // copy_grads_in_partition points param.grad at its slice of
+                // grads_in_partition when the param overlaps rank 0's partition.
+                if (!off_opt_ && in_.zero.contiguous_gradients && offset < Tn_) {
+                    release(full_grads_[i][k], i + 1);
+                    full_grads_[i][k] = 0;
+                }
+            }
+            offset += p;
         }
     zero12_reduce_ipg_grads(m);
     zero12_release_ipg_buffers(m);
@@ -796,8 +836,11 @@ void Producer::optimizer_step(bool first) {
 }
 
 void Producer::release_full_gradients(uint32_t m) {
-    for (uint64_t id : full_grads_) release(id, m);
-    full_grads_.clear();
+    for (auto& module_grads : full_grads_)
+        for (uint64_t& id : module_grads) {
+            release(id, m);
+            id = 0;
+        }
     grads_exist_ = false;
 }
 
