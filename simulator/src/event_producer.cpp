@@ -164,10 +164,60 @@ private:
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+// More optimizer steps repeat the steady state; the bound keeps a replay
+// (its event log grows linearly with the steps) from running unbounded.
+constexpr int64_t kMaxSteps = 100;
+
+// The module tree (module_tree.cpp) is a decoder-only dense transformer:
+// MoE blocks, encoder-decoder and encoder-only models are refused, naming
+// the config field, rather than replayed with the wrong modules.
+void refuse_unreplayed_architecture(const ModelArch& a) {
+    if (a.num_experts > 0 && a.num_moe_layers > 0)
+        throw InputError("num_experts: the simulator replays dense decoder-only models; mixture-of-experts (" +
+                         std::to_string(a.num_experts) + " experts) is not replayed (use `zeromem estimate`)");
+    if (a.num_decoder_layers > 0)
+        throw InputError("num_decoder_layers: the simulator replays decoder-only models; encoder-decoder is not "
+                         "replayed (use `zeromem estimate`)");
+    if (a.encoder_only)
+        throw InputError("encoder_only: the simulator replays decoder-only models; encoder-only is not replayed "
+                         "(use `zeromem estimate`)");
+}
+
+// Largest single tensor the simulator accepts, 2^50 B (1 PiB): far above any
+// GPU, and small enough that sums of live tensors stay exact in the
+// allocator's 64-bit byte arithmetic.
+constexpr double kMaxTensorBytes = 1125899906842624.0;
+
+// Refuses a micro batch x sequence length whose largest activation (fp32
+// logits b x s x V, or attention scores b x a x s x s) would exceed
+// kMaxTensorBytes, and a model whose fp32 parameters would. Computed in
+// double so the check itself cannot overflow.
+void refuse_oversized_tensors(const EstimateInput& in) {
+    const ModelArch& a = *in.model.arch;
+    const double sb = double(in.train.seq_len) * double(in.train.micro_batch);
+    const double widest = std::max({double(a.vocab_size), double(a.hidden_size), double(a.ffn_size),
+                                    double(a.num_heads) * double(in.train.seq_len)});
+    if (4.0 * sb * widest > kMaxTensorBytes)
+        throw InputError("--micro-batch/--seq-len: micro batch " + std::to_string(in.train.micro_batch) + " x sequence " +
+                         std::to_string(in.train.seq_len) + " makes an activation tensor over 2^50 bytes; the simulator "
+                         "refuses it (its byte arithmetic is 64-bit)");
+    // An upper bound of the dense decoder's parameters (MHA projections, a
+    // three-matrix MLP, untied embeddings), in double: the module tree's own
+    // 64-bit products could overflow first.
+    const double h = double(a.hidden_size);
+    const double params = double(a.num_layers) * (4.0 * h * h + 3.0 * h * double(a.ffn_size)) + 2.0 * double(a.vocab_size) * h;
+    if (16.0 * params > kMaxTensorBytes)
+        throw InputError("model: about " + std::to_string(params) + " parameters make model states over 2^50 bytes; the "
+                         "simulator refuses them (its byte arithmetic is 64-bit)");
+}
+
 Producer::Producer(const EstimateInput& in, const SimOptions& opt) : in_(in), opt_(opt) {
-    if (opt.steps < 1) throw InputError("--steps: must be at least 1, got " + std::to_string(opt.steps));
+    if (opt.steps < 1 || opt.steps > kMaxSteps)
+        throw InputError("--steps: must be between 1 and " + std::to_string(kMaxSteps) + ", got " + std::to_string(opt.steps));
     if (!in.model.arch)
         throw InputError("simulate: needs the model's architecture: give --model or --hf-config (--params alone has no module tree)");
+    refuse_unreplayed_architecture(*in.model.arch);
+    refuse_oversized_tensors(in);
     if (in.cluster.tp != 1 || in.cluster.pp != 1)
         throw InputError("--tp/--pp: the simulator replays data parallelism only (tp = pp = 1)");
     if (in.train.lora_rank > 0 || in.train.trainable_params || in.train.load_in_bits != 16)
