@@ -29,7 +29,7 @@ CLI::App* add_simulate_command(CLI::App& app, zeromem::Request& req, SimulateFla
     sim->footer(kSimulateExamples);
     if (!with_options) return sim;
     add_request_options(sim, req);
-    sim->add_option("--steps", f.steps, "Optimizer steps to replay (default 2)")->group("Simulation")->type_name("N");
+    sim->add_option("--steps", f.steps, "Optimizer steps to replay, 1 to 100 (default 2)")->group("Simulation")->type_name("N");
     sim->add_option("--alloc-conf", f.alloc_conf, "PYTORCH_CUDA_ALLOC_CONF string, e.g. expandable_segments:True,max_split_size_mb:128")
         ->group("Simulation")->type_name("CONF");
     sim->add_flag("--explain", f.explain,
@@ -47,7 +47,7 @@ int run_simulate(const zeromem::Request& req, const SimulateFlags& f, const std:
     using namespace zeromem;
     if (f.format != "table" && f.format != "json" && f.format != "csv")
         throw InputError("--format: '" + f.format + "' is not one of table, json, csv");
-    if (f.steps < 1) throw InputError("--steps: must be at least 1, got " + std::to_string(f.steps));
+    if (f.steps < 1 || f.steps > 100) throw InputError("--steps: must be between 1 and 100, got " + std::to_string(f.steps));
     // Fail early on an unwritable output file, before a long replay.
     if (!f.chrome_trace.empty()) sim::write_file(f.chrome_trace, "", "--chrome-trace");
     if (!f.memory_snapshot.empty()) sim::write_file(f.memory_snapshot, "", "--memory-snapshot");

@@ -99,6 +99,7 @@ private:
     void optimizer_step(bool first);
     void adam_state_and_temporary(uint64_t numel, bool first, uint32_t m);
     void release_full_gradients(uint32_t m);
+    void zero1_free_copied_gradient(uint32_t m, size_t k, uint64_t numel);
     void zero2_keep_all_grad_tensors(bool boundary);
 
     const EstimateInput& in_;
@@ -126,7 +127,9 @@ private:
     std::vector<uint64_t> checkpoint_;  // per layer, full checkpointing input
 
     // gradients
-    std::vector<uint64_t> full_grads_;    // stage 0/1: param.grad kept to the step
+    // stage 0/1: param.grad kept to the step, per module and parameter
+    // (0 once ZeRO-1 has copied it into an IPG bucket at the boundary)
+    std::vector<std::vector<uint64_t>> full_grads_;
     bool grads_exist_ = false;
     uint64_t grads_in_partition_ = 0;     // stage 1/2
     uint64_t all_grad_tensors_ = 0;       // stage 2: an earlier micro step's grads_in_partition
@@ -161,10 +164,60 @@ private:
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+// More optimizer steps repeat the steady state; the bound keeps a replay
+// (its event log grows linearly with the steps) from running unbounded.
+constexpr int64_t kMaxSteps = 100;
+
+// The module tree (module_tree.cpp) is a decoder-only dense transformer:
+// MoE blocks, encoder-decoder and encoder-only models are refused, naming
+// the config field, rather than replayed with the wrong modules.
+void refuse_unreplayed_architecture(const ModelArch& a) {
+    if (a.num_experts > 0 && a.num_moe_layers > 0)
+        throw InputError("num_experts: the simulator replays dense decoder-only models; mixture-of-experts (" +
+                         std::to_string(a.num_experts) + " experts) is not replayed (use `zeromem estimate`)");
+    if (a.num_decoder_layers > 0)
+        throw InputError("num_decoder_layers: the simulator replays decoder-only models; encoder-decoder is not "
+                         "replayed (use `zeromem estimate`)");
+    if (a.encoder_only)
+        throw InputError("encoder_only: the simulator replays decoder-only models; encoder-only is not replayed "
+                         "(use `zeromem estimate`)");
+}
+
+// Largest single tensor the simulator accepts, 2^50 B (1 PiB): far above any
+// GPU, and small enough that sums of live tensors stay exact in the
+// allocator's 64-bit byte arithmetic.
+constexpr double kMaxTensorBytes = 1125899906842624.0;
+
+// Refuses a micro batch x sequence length whose largest activation (fp32
+// logits b x s x V, or attention scores b x a x s x s) would exceed
+// kMaxTensorBytes, and a model whose fp32 parameters would. Computed in
+// double so the check itself cannot overflow.
+void refuse_oversized_tensors(const EstimateInput& in) {
+    const ModelArch& a = *in.model.arch;
+    const double sb = double(in.train.seq_len) * double(in.train.micro_batch);
+    const double widest = std::max({double(a.vocab_size), double(a.hidden_size), double(a.ffn_size),
+                                    double(a.num_heads) * double(in.train.seq_len)});
+    if (4.0 * sb * widest > kMaxTensorBytes)
+        throw InputError("--micro-batch/--seq-len: micro batch " + std::to_string(in.train.micro_batch) + " x sequence " +
+                         std::to_string(in.train.seq_len) + " makes an activation tensor over 2^50 bytes; the simulator "
+                         "refuses it (its byte arithmetic is 64-bit)");
+    // An upper bound of the dense decoder's parameters (MHA projections, a
+    // three-matrix MLP, untied embeddings), in double: the module tree's own
+    // 64-bit products could overflow first.
+    const double h = double(a.hidden_size);
+    const double params = double(a.num_layers) * (4.0 * h * h + 3.0 * h * double(a.ffn_size)) + 2.0 * double(a.vocab_size) * h;
+    if (16.0 * params > kMaxTensorBytes)
+        throw InputError("model: about " + std::to_string(params) + " parameters make model states over 2^50 bytes; the "
+                         "simulator refuses them (its byte arithmetic is 64-bit)");
+}
+
 Producer::Producer(const EstimateInput& in, const SimOptions& opt) : in_(in), opt_(opt) {
-    if (opt.steps < 1) throw InputError("--steps: must be at least 1, got " + std::to_string(opt.steps));
+    if (opt.steps < 1 || opt.steps > kMaxSteps)
+        throw InputError("--steps: must be between 1 and " + std::to_string(kMaxSteps) + ", got " + std::to_string(opt.steps));
     if (!in.model.arch)
         throw InputError("simulate: needs the model's architecture: give --model or --hf-config (--params alone has no module tree)");
+    refuse_unreplayed_architecture(*in.model.arch);
+    refuse_oversized_tensors(in);
     if (in.cluster.tp != 1 || in.cluster.pp != 1)
         throw InputError("--tp/--pp: the simulator replays data parallelism only (tp = pp = 1)");
     if (in.train.lora_rank > 0 || in.train.trainable_params || in.train.load_in_bits != 16)
@@ -198,6 +251,8 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt) : in_(in), op
     sbh_ = static_cast<uint64_t>(t.seq_len) * static_cast<uint64_t>(t.micro_batch) * static_cast<uint64_t>(a.hidden_size);
     sbV_ = static_cast<uint64_t>(t.seq_len) * static_cast<uint64_t>(t.micro_batch) * static_cast<uint64_t>(a.vocab_size);
     saved_.resize(mods_.size());
+    full_grads_.resize(mods_.size());
+    for (size_t i = 0; i < mods_.size(); ++i) full_grads_[i].assign(mods_[i].params.size(), 0);
     first_of_layer_.assign(static_cast<size_t>(a.num_layers), -1);
     last_of_layer_.assign(static_cast<size_t>(a.num_layers), -1);
     for (size_t i = 0; i < mods_.size(); ++i) {
@@ -471,12 +526,16 @@ void Producer::backward_module(uint32_t m, size_t visit) {
 
 void Producer::gradients(uint32_t m) {
     if (mods_[m].shares_params_with >= 0) return;  // tied: the shared grad is produced at the embedding
-    for (uint64_t p : mods_[m].params) {
+    for (size_t k = 0; k < mods_[m].params.size(); ++k) {
+        const uint64_t p = mods_[m].params[k];
         if (stage_ <= 1) {
             // param.grad, full size, kept to the step (accumulated in place).
-            if (!grads_exist_) full_grads_.push_back(alloc("gradient", bm_ * p, Stream::compute, m + 1));
+            if (!grads_exist_) full_grads_[m][k] = alloc("gradient", bm_ * p, Stream::compute, m + 1);
             // ZeRO-1 with overlap_comm reduces in the hooks of the boundary backward.
-            if (stage_ == 1 && overlap_ && boundary_) zero12_add_grad_to_ipg_bucket(m, p);
+            if (stage_ == 1 && overlap_ && boundary_) {
+                zero12_add_grad_to_ipg_bucket(m, p);
+                zero1_free_copied_gradient(m, k, p);
+            }
             continue;
         }
         const uint64_t g = alloc("gradient", bm_ * p, Stream::compute, m + 1);
@@ -537,16 +596,47 @@ void Producer::zero12_release_ipg_buffers(uint32_t m) {
     ipg_buffers_.clear();
 }
 
+// ZeRO-1 with contiguous_gradients: reduce_independent_p_g_buckets_and_remove_grads
+// copies param.grad into the IPG bucket and points param.grad at the copy,
+// so the full 16-bit gradient's storage is freed. An extra-large parameter
+// (numel > reduce_bucket_size) is reduced from its own grad, which stays to
+// the step (free_grad_in_param_list) unless it lies in this rank's partition.
+void Producer::zero1_free_copied_gradient(uint32_t m, size_t k, uint64_t numel) {
+    if (!in_.zero.contiguous_gradients || numel > bucket_) return;
+    release(full_grads_[m][k], m + 1);
+    full_grads_[m][k] = 0;
+}
+
 // ZeRO-1 without overlap_comm: at the accumulation boundary
 // reduce_gradients walks the params through the IPG buckets after the
-// backward (with overlap_comm the hooks of the boundary backward do it).
+// backward in group order (for group in bit16_groups: for param in group),
+// i.e. model order (with overlap_comm the hooks of the boundary backward do
+// it, in backward order). The replayed rank is 0: its partition is the first
+// Tn elements of the flat group, so the first reduced bucket holds its
+// params and copy_grads_in_partition allocates grads_in_partition there,
+// while every later param's full 16-bit gradient still waits for its bucket
+// (stage_1_and_2.py reduce_gradients -> reduce_ipg_grads -> copy_grads_in_partition).
 void Producer::zero1_reduce_gradients_at_boundary(uint32_t m) {
-    for (uint32_t i = static_cast<uint32_t>(mods_.size()); i-- > 0;)
-        for (uint64_t p : mods_[i].params) {
+    reduced_from_end_ = 0;  // rank 0: counted from the start, no padding before it
+    uint64_t offset = 0;    // the param's first element in the flat group
+    for (uint32_t i = 0; i < static_cast<uint32_t>(mods_.size()); ++i)
+        for (size_t k = 0; k < mods_[i].params.size(); ++k) {
+            const uint64_t p = mods_[i].params[k];
             zero12_setup_buckets(m);
             if (ipg_elements_ + p > bucket_ && ipg_elements_ > 0) zero12_reduce_ipg_grads(m);
             ipg_elements_ += p;
             zero12_note_partition_slice(p);
+            zero1_free_copied_gradient(i, k, p);
+            if (p > bucket_) {
+                zero12_reduce_ipg_grads(m);  // extra large param: reduced directly
+                // copy_grads_in_partition points param.grad at its slice of
+                // grads_in_partition when the param overlaps rank 0's partition.
+                if (!off_opt_ && in_.zero.contiguous_gradients && offset < Tn_) {
+                    release(full_grads_[i][k], i + 1);
+                    full_grads_[i][k] = 0;
+                }
+            }
+            offset += p;
         }
     zero12_reduce_ipg_grads(m);
     zero12_release_ipg_buffers(m);
@@ -796,8 +886,11 @@ void Producer::optimizer_step(bool first) {
 }
 
 void Producer::release_full_gradients(uint32_t m) {
-    for (uint64_t id : full_grads_) release(id, m);
-    full_grads_.clear();
+    for (auto& module_grads : full_grads_)
+        for (uint64_t& id : module_grads) {
+            release(id, m);
+            id = 0;
+        }
     grads_exist_ = false;
 }
 

@@ -87,10 +87,19 @@ const KnownDifference kKnownDifferences[] = {
      "bloom-176b,gpt2-xl,llama-2-13b,llama-2-7b,llama-3-8b,mistral-7b,opt-1.3b,opt-6.7b,qwen2.5-7b", 3, "", "!full",
      0.86, 0.99, "as above, all activations stored; 5-12% for models whose activations are small next to 1e9 B"},
     {"zero1 backward: offload boundary transient (8 x Lp .double() norm) + ipg bucket",
-     "gpt2-xl,llama-2-7b,llama-3-8b,opt-1.3b,opt-6.7b,qwen2.5-7b", 1, "cpu", "", 0.82, 0.98,
+     "gpt2-xl,llama-2-7b,llama-3-8b,mistral-7b,opt-1.3b,opt-6.7b,qwen2.5-7b", 1, "cpu", "", 0.82, 0.98,
      "ZeRO-1 without overlap_comm reduces at the accumulation boundary (reduce_gradients after the backward), so "
      "the IPG bucket and set_norm_for_param_grad_in_gpu's .double() norm of the largest slice (stage_1_and_2.py) "
      "come after the activations are freed; the estimator counts both at the activation peak"},
+    {"zero1 backward: grads_in_partition at the boundary (b_m x Tn) counted at the activation peak",
+     "llama-2-13b,llama-2-7b,mistral-7b", 1, "none", "", 0.92, 1.0,
+     "the simulator is right on timing: ZeRO-1 without overlap_comm reduces in reduce_gradients after the boundary "
+     "backward has freed the activations (stage_1_and_2.py reduce_gradients -> reduce_ipg_grads -> "
+     "copy_grads_in_partition); grads_in_partition (b_m x Tn), the IPG bucket and the all-reduce flat buffer exist "
+     "only then, beside the full gradients still waiting for their buckets (each is freed as it is copied into a "
+     "bucket). The estimator's zero12_backward_gradients adds b_m x Tn to the activation peak, an upper bound by "
+     "b_m x Tn; the peak is the activation peak for models whose activations exceed b_m x Tn + bucket "
+     "(tested: Zero1BoundaryComesAfterTheActivations)"},
     {"zero2 backward: offload boundary transient + ipg bucket (tied LM head)", "gpt2-xl,opt-1.3b", 2, "cpu", "", 0.80,
      0.93,
      "tied LM head: its backward produces no gradient (the shared weight's hook fires at the embedding), so the "
@@ -284,8 +293,31 @@ TEST(SimAgreement, GradientsGrowWhileActivationsShrinkWithoutAccumulation) {
     const double est = double(estimate(one.input).per_gpu.total);
     const double sim_peak = double(sim::simulate(one.input, sim::SimOptions{}).peak_allocated);
     EXPECT_LT(sim_peak, 0.95 * est);
-    const auto [s2, e2] = peaks({"llama-2-7b", 1, "none", "none", "none", 2});
-    EXPECT_NEAR(s2 / e2, 1.0, 0.05);
+    // With accumulation all gradients and all activations do coexist; what
+    // remains is the named ZeRO-1 boundary difference (grads_in_partition
+    // counted at the activation peak), within its range.
+    const Case two{"llama-2-7b", 1, "none", "none", "none", 2};
+    const auto [s2, e2] = peaks(two);
+    const KnownDifference* k = known(two);
+    ASSERT_NE(k, nullptr);
+    EXPECT_GE(s2 / e2, k->lo);
+    EXPECT_LE(s2 / e2, k->hi);
+    EXPECT_GT(s2 / e2, sim_peak / est);
+}
+
+// ZeRO-1 without overlap_comm (the default for stage 1): grads_in_partition
+// (b_m x Tn) is allocated in reduce_gradients after the boundary backward, so
+// at the simulator's peak of llama-2-7b (no checkpointing, activations of a
+// micro batch of 4096 tokens > b_m x Tn) it is not yet live, and when it is
+// allocated no activation is. Ψ = 6,738,415,616, N_d = 8: Tn = 842,301,952,
+// b_m x Tn = 1,684,603,904 B. The estimator's difference is at least that.
+TEST(SimAgreement, Zero1BoundaryComesAfterTheActivations) {
+    const Resolved res = resolve({"llama-2-7b", 1, "none", "none", "none", 2});
+    ASSERT_EQ(count_params(*res.input.model.arch).total, 6738415616u);
+    const sim::SimResult s = sim::simulate(res.input, sim::SimOptions{});
+    EXPECT_EQ(live_at_peak(s, {"grads_in_partition"}), 0u);
+    const double diff = double(estimate(res.input).per_gpu.total) - double(s.peak_allocated);
+    EXPECT_GE(diff, 1684603904.0);
 }
 
 // expandable_segments:True maps pages into one growing segment per stream

@@ -339,3 +339,42 @@ TEST(SimEvents, Stage1ReductionTiming) {
         else EXPECT_GT(first_bucket, last_span);
     }
 }
+
+// ZeRO-1 at the boundary without overlap_comm (stage_1_and_2.py
+// reduce_gradients -> reduce_independent_p_g_buckets_and_remove_grads ->
+// reduce_ipg_grads -> copy_grads_in_partition), replayed for rank 0. Tiny
+// model, Ψ = 147,776, N_d = 2, Tn = 73,888, reduce_bucket_size = 20,000.
+// In group (model) order, embed 8,192 + norm 64 + q 4,096 + k 4,096 =
+// 16,448 elements fill the first bucket (v would make 20,544 > 20,000); each
+// full gradient is freed as it is copied into the bucket, so when the first
+// bucket is reduced grads_in_partition (2 x 73,888 = 147,776 B) is
+// allocated beside 2 x (147,776 - 16,448) = 262,656 B of waiting gradients.
+// Every gradient is below the bucket, so none is left for the step.
+TEST(SimEvents, Stage1BoundaryFreesEachGradientIntoItsBucket) {
+    EstimateInput in = tiny(1);
+    in.zero.overlap_comm = false;
+    SimOptions opt;
+    opt.steps = 1;
+    const EventLog log = produce_events(in, opt);
+    int64_t live = 0;
+    bool seen = false;
+    size_t gip_at = 0;
+    for (size_t i = 0; i < log.events.size(); ++i) {
+        const auto& e = log.events[i];
+        const std::string term = e.term;
+        if (term == "gradient") live += e.action == Action::alloc ? int64_t(e.bytes) : -int64_t(e.bytes);
+        if (term == "grads_in_partition" && e.action == Action::alloc && !seen) {
+            EXPECT_EQ(e.bytes, 147776u);
+            EXPECT_EQ(live, 262656);
+            seen = true;
+            gip_at = i;
+        }
+    }
+    ASSERT_TRUE(seen);
+    EXPECT_EQ(live, 0);
+    // The first reduced bucket: the allreduce flat buffer of 16,448 elements x 2 B, just before.
+    ASSERT_GT(gip_at, 0u);
+    EXPECT_EQ(std::string(log.events[gip_at - 1].term), "allreduce_flat_buffer");
+    EXPECT_EQ(log.events[gip_at - 1].bytes, 32896u);
+    EXPECT_TRUE(rows(log, Phase::optimizer_step, {"gradient"}).empty());
+}

@@ -6,6 +6,11 @@
 
 namespace {
 size_t lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
+size_t count_warnings(const std::string& s) {
+    size_t n = 0;
+    for (size_t at = s.find("zeromem: warning:"); at != std::string::npos; at = s.find("zeromem: warning:", at + 1)) ++n;
+    return n;
+}
 }
 
 TEST(SimulateCli, JsonOutput) {
@@ -82,4 +87,45 @@ TEST(SimulateCli, ExplainNamesEventTermsAndSources) {
     for (const auto& e : j["explain"])
         if (e["event"] == "ipg_bucket") bucket = e["source"].get<std::string>().find("setup_buckets") != std::string::npos;
     EXPECT_TRUE(bucket);
+}
+
+// Models the module tree does not replay are refused, naming the config
+// field: mixtral-8x7b (num_local_experts 8 -> MoE in every block),
+// flan-t5-large (encoder-decoder), bert-base-uncased (encoder-only).
+TEST(SimulateCli, RefusesModelsItDoesNotReplay) {
+    const std::pair<const char*, const char*> cases[] = {{"mixtral-8x7b.json", "num_experts"},
+                                                         {"flan-t5-large.json", "num_decoder_layers"},
+                                                         {"bert-base-uncased.json", "encoder_only"}};
+    for (const auto& [file, field] : cases) {
+        const auto r = cli::zeromem("simulate --hf-config " + cli::testdata(std::string("hf_configs/published/") + file) +
+                                    " --gpus 8 --stage 2 --steps 1 --seq-len 512");
+        EXPECT_EQ(r.exit_code, 2) << file << ": " << r.err;
+        EXPECT_EQ(lines(r.err), 1u) << file;
+        EXPECT_NE(r.err.find(field), std::string::npos) << file << ": " << r.err;
+    }
+}
+
+// --steps is bounded: 100 optimizer steps at most.
+TEST(SimulateCli, StepsAreBounded) {
+    const auto r = cli::zeromem("simulate --model gpt2-xl --gpus 8 --steps 101");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(lines(r.err), 1u);
+    EXPECT_NE(r.err.find("--steps: must be between 1 and 100, got 101"), std::string::npos) << r.err;
+}
+
+// An activation over 2^50 B is refused before any 64-bit byte sum can wrap:
+// llama-2-7b's fp32 logits with micro batch 2^20 and sequence 2^20 are
+// 4 x 2^40 x 32000 B (about 1.4e17 > 2^50 = 1.13e15).
+TEST(SimulateCli, RefusesTensorsBeyondSixtyFourBitArithmetic) {
+    const auto r = cli::zeromem("simulate --model llama-2-7b --gpus 8 --stage 3 --steps 1 --micro-batch 1048576 --seq-len 1048576");
+    EXPECT_EQ(r.exit_code, 2) << r.out.substr(0, 300);
+    // One error line (besides resolve's warning that 2^20 exceeds the model's 4096 positions).
+    EXPECT_EQ(lines(r.err) - count_warnings(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find("--micro-batch/--seq-len"), std::string::npos) << r.err;
+}
+
+// Just below the bound a replay runs, and reserved never falls below allocated.
+TEST(SimulateCli, LargeButRepresentableActivationsKeepReservedAboveAllocated) {
+    const auto j = cli::json_of("simulate --model llama-2-7b --gpus 8 --stage 3 --steps 1 --micro-batch 512 --seq-len 4096", -1);
+    EXPECT_GE(j["peak_reserved"].get<uint64_t>(), j["peak_allocated"].get<uint64_t>());
 }

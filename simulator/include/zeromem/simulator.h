@@ -52,8 +52,10 @@ extern const char* const kComponents[kComponentCount];
 /// Builds the events of `steps` optimizer steps for `in` (stage 0-3, optimizer
 /// and parameter offload, checkpointing none/selective/full, flash or eager
 /// attention). Inputs: in.model.arch must be set; tp = pp = 1; no LoRA,
-/// frozen parameters or 4/8-bit loading. Throws InputError naming the flag
-/// otherwise, or for steps < 1. Sources per step: see event_producer.cpp.
+/// frozen parameters or 4/8-bit loading; a dense decoder-only model (no MoE,
+/// encoder-decoder or encoder-only); no tensor over 2^50 bytes. Throws
+/// InputError naming the flag or field otherwise, or for steps outside
+/// 1..100. Sources per step: see event_producer.cpp.
 EventLog produce_events(const EstimateInput& in, const SimOptions& opt);
 
 /// One row of the timeline (one alloc or free event).
