@@ -33,8 +33,10 @@ void add_measure_options(CLI::App* measure, zeromem::Request& req, MeasureFlags&
 /// Registers validate's options on `validate`.
 void add_validate_options(CLI::App* validate, zeromem::Request& req, MeasureFlags& f);
 
-/// Runs the parsed subcommand; returns the exit status (0 ok, 1 validate
-/// beyond tolerance, 2 bad input, 3 internal error / no runtime).
+/// Runs the parsed subcommand; returns the exit status, the same on every
+/// rank (0 fits / within tolerance, 1 out of memory or validate beyond
+/// tolerance, 2 bad input, 3 internal error / no runtime). validate with
+/// --measurement starts no MPI and checks the file matches the inputs.
 int run_measure(const zeromem::Request& req, const MeasureFlags& f, const std::string& data_dir);
 int run_validate(const zeromem::Request& req, const MeasureFlags& f, const std::string& data_dir);
 

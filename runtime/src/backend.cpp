@@ -54,6 +54,14 @@ Tensor Backend::alloc(int64_t numel, DType dtype, Category category, Where where
     };
     if (where == Where::device && capacity_ > 0 && usage_.total_current[w] + bytes > capacity_)
         throw OutOfMemory(describe() + " (capacity " + std::to_string(capacity_) + " B)", bytes, category, where);
+    if (total_capacity_ > 0) {
+        uint64_t in_use = 0;
+        for (uint64_t b : usage_.total_current) in_use += b;
+        if (in_use + bytes > total_capacity_)
+            throw OutOfMemory(describe() + "; this rank's bytes in all places would be " + std::to_string(in_use + bytes) +
+                                  " B, over its " + std::to_string(total_capacity_) + " B (" + total_capacity_why_ + ")",
+                              bytes, category, where);
+    }
     if (bytes > 0) {
         t.data = raw_alloc(bytes, where);
         if (t.data == nullptr) throw OutOfMemory(describe(), bytes, category, where);

@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -63,11 +65,49 @@ const float* as_f32(const Tensor& t, int64_t off, int64_t n, std::vector<float>&
     return scratch.data();
 }
 
+// The machine's MemAvailable in bytes (/proc/meminfo, Linux >= 3.14: the
+// memory a new process can take without swapping); 0 when unknown. The test
+// hook ZEROMEM_TEST_MEM_AVAILABLE=BYTES stands in for it.
+uint64_t mem_available_bytes() {
+    if (const char* t = std::getenv("ZEROMEM_TEST_MEM_AVAILABLE")) return std::strtoull(t, nullptr, 10);
+    std::ifstream f("/proc/meminfo");
+    std::string key;
+    unsigned long long kb = 0;
+    std::string unit;
+    while (f >> key >> kb) {
+        std::getline(f, unit);
+        if (key == "MemAvailable:") return kb * 1024ULL;
+    }
+    return 0;
+}
+
+// Ranks of the job on this node (they share its memory).
+int ranks_on_node() {
+    int rank = 0, n = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
+    MPI_Comm_size(local, &n);
+    MPI_Comm_free(&local);
+    return n;
+}
+
 class HostBackend final : public Backend {
 public:
+    /// Every tensor of the host backend is host memory: each rank may hold
+    /// 90% of MemAvailable (read once, at start) divided by the ranks on its
+    /// node; an allocation beyond that is an OutOfMemory result, not a
+    /// kernel OOM kill. The 10% leaves room for what the accounting does
+    /// not see (MPI buffers, the fp32 scratch of bf16 matmuls).
     HostBackend() {
         MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
         MPI_Comm_size(MPI_COMM_WORLD, &world_);
+        const uint64_t avail = mem_available_bytes();
+        const int local = ranks_on_node();
+        if (avail > 0)
+            set_total_capacity(avail / 10 * 9 / static_cast<uint64_t>(local),
+                               "host backend: 90% of MemAvailable " + std::to_string(avail) + " B shared by " +
+                                   std::to_string(local) + " ranks on this node");
     }
     std::string name() const override { return "host"; }
     std::string device_name() const override { return "host CPU (Eigen + MPI)"; }

@@ -146,7 +146,7 @@ ModelArch runtime_arch(const EstimateInput& in, int64_t layers) {
     if (!in.model.arch)
         throw InputError("measure: the runtime needs an architecture: give --model or --hf-config (not --params)");
     ModelArch a = *in.model.arch;
-    if (layers < 0) throw InputError("--layers: must be positive");
+    if (layers < 0) throw InputError("--layers: must be a positive number of transformer blocks");
     if (layers > 0) a.num_layers = layers;
     return a;
 }
@@ -258,7 +258,7 @@ nlohmann::json measure(const EstimateInput& in, const MeasureOptions& opt, Backe
             {"world_size", be.world()},
             {"model",
              {{"name", in.model.name}, {"layers", a.num_layers}, {"hidden_size", a.hidden_size},
-              {"ffn_size", a.ffn_size}, {"vocab_size", a.vocab_size}, {"params", mine.value("params", 0)}}},
+              {"ffn_size", a.ffn_size}, {"vocab_size", a.vocab_size}, {"params", mine.value("params", int64_t{0})}}},
             {"settings",
              {{"zero_optimization.stage", z.stage},
               {"dtype", to_string(t.dtype)},

@@ -355,7 +355,7 @@ INSTANTIATE_TEST_SUITE_P(Host, Offload, ::testing::Values(1, 2, 3),
 // Out of memory is a result: a 30 MB device cannot hold stage 0's 16Ψ.
 TEST(Failure, OutOfMemoryIsAResult) {
     const Result r = run(2, model_args("ds_stage0.json", "--gpu-memory 30MB --steps 1"));
-    ASSERT_EQ(r.status, 0) << r.err;
+    ASSERT_EQ(r.status, 1) << r.err;  // a measured OOM does not fit: exit 1
     const json m = json::parse(r.out);
     EXPECT_TRUE(m.at("oom").get<bool>());
     const json& d = m.at("ranks")[0].at("oom_detail");
@@ -433,13 +433,73 @@ TEST(Validate, JsonAndExitStatus) {
             EXPECT_NEAR(c["rel_error"].get<double>(), (mm - e) / e, 1e-12);
         }
     }
-    // The stage-2 measurement held against the stage-0 estimate: stage 0
-    // keeps the fp32 master for all Ψ, stage 2 for Ψ/2 on each of 2 ranks,
-    // so optimizer_states are 50% off and validate fails (exit 1).
+    // The same measurement with every rank's optimizer_states doubled in
+    // every phase: 100% off, beyond the tolerance, so validate fails (exit 1).
+    json doubled = json::parse(std::ifstream(file));
+    for (auto& rank : doubled.at("ranks"))
+        for (auto& ph : rank.at("phases")) {
+            auto& b = ph.at("peak_bytes").at("device").at("optimizer_states");
+            b = 2 * b.get<uint64_t>();
+        }
+    const std::string off = scratch("m_doubled.json");
+    std::ofstream(off) << doubled.dump();
     r = run(1, "validate --hf-config " + kConfig + " --ds-config " + kData +
-                   "/ds_stage0.json --seq-len 64 --gpus 2 --measurement " + file);
+                   "/ds_stage2.json --seq-len 64 --gpus 2 --measurement " + off);
     EXPECT_EQ(r.status, 1) << r.err;
     EXPECT_NE(r.out.find("FAIL"), std::string::npos);
+    // The stage-2 measurement held against stage-0 inputs is another run:
+    // refused as bad input (exit 2), naming the setting that differs.
+    r = run(1, "validate --hf-config " + kConfig + " --ds-config " + kData +
+                   "/ds_stage0.json --seq-len 64 --gpus 2 --measurement " + file);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find("zero_optimization.stage 2 in the file, 0 in the inputs"), std::string::npos) << r.err;
+}
+
+// A run larger than the host's memory share is an OOM result (exit 1 on
+// every rank, "oom": true) before the allocation, and the parameter count of
+// a deep model is counted in 64 bits. ZEROMEM_TEST_MEM_AVAILABLE stands in
+// for /proc/meminfo's MemAvailable (200 MB for 2 ranks: 90 MB each).
+TEST(HostMemory, OverTheShareIsAnOomResultWithExitOne) {
+    constexpr int64_t deep = 4000;
+    constexpr int64_t deep_psi = 2 * V * h + deep * per_layer + h;
+    static_assert(deep_psi > (int64_t{1} << 31), "past 32 bits");
+    const Result r = run(2, model_args("ds_stage2.json", "--layers " + std::to_string(deep)),
+                         "ZEROMEM_TEST_MEM_AVAILABLE=200000000");
+    ASSERT_EQ(r.status, 1) << r.err;
+    const json m = json::parse(r.out);
+    EXPECT_TRUE(m.at("oom").get<bool>());
+    EXPECT_EQ(m.at("model").at("params").get<int64_t>(), deep_psi);
+    EXPECT_EQ(m.at("model").at("layers").get<int64_t>(), deep);
+    for (const auto& rank : m.at("ranks")) {
+        EXPECT_TRUE(rank.at("oom").get<bool>());
+        const std::string msg = rank.at("oom_detail").at("message");
+        EXPECT_NE(msg.find("MemAvailable 200000000 B shared by 2 ranks"), std::string::npos) << msg;
+    }
+    // The table names the count in full, not a wrapped 32-bit number.
+    const Result t = run(2, "measure --backend host --hf-config " + kConfig + " --ds-config " + kData +
+                                "/ds_stage2.json --seq-len 64 --layers " + std::to_string(deep),
+                         "ZEROMEM_TEST_MEM_AVAILABLE=200000000");
+    EXPECT_EQ(t.status, 1) << t.err;
+    EXPECT_NE(t.out.find(std::to_string(deep_psi) + " params"), std::string::npos) << t.out;
+    EXPECT_NE(t.out.find("OUT OF MEMORY"), std::string::npos) << t.out;
+}
+
+// --output is checked before the run: a missing directory is bad input
+// (exit 2) and nothing is measured.
+TEST(MeasureInput, OutputCheckedBeforeTheRun) {
+    const Result r = run(2, model_args("ds_stage2.json", "--output /nonexistent_zeromem_dir/x.json"));
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find("--output"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+// A command-line error is printed once, by rank 0, not once per rank.
+TEST(MeasureInput, UnknownFlagPrintedOnce) {
+    const Result r = run(2, model_args("ds_stage2.json", "--no-such-flag"));
+    EXPECT_EQ(r.status, 2) << r.err;
+    size_t n = 0;
+    for (size_t at = r.err.find("--no-such-flag"); at != std::string::npos; at = r.err.find("--no-such-flag", at + 1)) ++n;
+    EXPECT_EQ(n, 1u) << r.err;
 }
 
 }  // namespace

@@ -113,6 +113,15 @@ public:
     void free(Tensor& t);
     /// Caps device bytes (emulates a device of that size; 0 = no cap).
     void set_device_capacity(uint64_t bytes) { capacity_ = bytes; }
+    /// Caps the bytes of every place together (device, host and pinned):
+    /// the host backend's share of the machine's MemAvailable, so that a
+    /// run too large for the machine ends as an OutOfMemory result before
+    /// the allocation instead of being killed by the kernel (0 = no cap).
+    /// `why` says where the cap comes from, for the OOM message.
+    void set_total_capacity(uint64_t bytes, const std::string& why) {
+        total_capacity_ = bytes;
+        total_capacity_why_ = why;
+    }
     const Usage& usage() const { return usage_; }
     /// Peaks restart from the current values (at a phase boundary).
     void reset_peaks();
@@ -176,6 +185,8 @@ protected:
 private:
     Usage usage_;
     uint64_t capacity_ = 0;
+    uint64_t total_capacity_ = 0;
+    std::string total_capacity_why_;
 };
 
 /// The host backend: CPU memory, MPI collectives, Eigen matrix products.

@@ -1,0 +1,119 @@
+// `zeromem measure` / `validate` input checks that need no MPI job: bad
+// flags refused at parse time, and `validate --measurement` (which starts
+// no MPI) refusing unreadable or mismatched measurement files. Each bad
+// input exits 2 with one line naming the option; the expected texts are the
+// option names and the values written by the test, never our own output.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct Result {
+    int status = -1;
+    std::string out, err;
+};
+
+std::string scratch(const std::string& stem) {
+    return ::testing::TempDir() + "zeromem_cli_" + std::to_string(::getpid()) + "_" + stem;
+}
+
+// Runs the zeromem binary directly (no mpirun).
+Result run(const std::string& args) {
+    const std::string err = scratch("stderr.txt");
+    const std::string cmd = std::string(ZEROMEM_BINARY) + " " + args + " 2>" + err;
+    Result r;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    char buf[4096];
+    size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    const int st = ::pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    std::ifstream e(err);
+    std::stringstream ss;
+    ss << e.rdbuf();
+    r.err = ss.str();
+    return r;
+}
+
+size_t lines(const std::string& s) {
+    size_t n = 0;
+    for (char c : s) n += c == '\n';
+    return n;
+}
+
+void expect_refused(const Result& r, const std::string& option) {
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find(option), std::string::npos) << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_EQ(r.err.find("MPI_Abort"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("aborting"), std::string::npos) << r.err;
+}
+
+const std::string kModel = "--backend host --model llama-2-7b --seq-len 64 ";
+
+TEST(MeasureFlags, LayersMustBePositive) {
+    for (const char* v : {"0", "-1"}) {
+        expect_refused(run("measure " + kModel + "--layers " + v), "--layers");
+        expect_refused(run("validate " + kModel + "--layers " + v), "--layers");
+    }
+}
+
+TEST(MeasureFlags, PhaseTimeoutMustBePositive) {
+    for (const char* v : {"0", "-5"}) expect_refused(run("measure " + kModel + "--layers 1 --phase-timeout " + v), "--phase-timeout");
+}
+
+TEST(ValidateMeasurement, DirectoryEmptyAndNotJsonAreBadInput) {
+    const std::string base = "validate " + kModel + "--layers 2 --gpus 2 --measurement ";
+    Result r = run(base + ::testing::TempDir());
+    expect_refused(r, "--measurement");
+    EXPECT_NE(r.err.find("directory"), std::string::npos) << r.err;
+
+    const std::string empty = scratch("empty.json");
+    std::ofstream(empty).close();
+    r = run(base + empty);
+    expect_refused(r, "--measurement");
+    EXPECT_NE(r.err.find("empty"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("parse_error"), std::string::npos) << r.err;
+
+    const std::string junk = scratch("junk.json");
+    std::ofstream(junk) << "{\"ranks\": [1, \n";
+    r = run(base + junk);
+    expect_refused(r, "--measurement");
+    EXPECT_EQ(r.err.find("parse_error"), std::string::npos) << r.err;
+
+    r = run(base + scratch("missing.json"));
+    expect_refused(r, "--measurement");
+}
+
+// A hand-written measurement of llama-2-7b, 2 layers, ZeRO-2, 2 ranks held
+// against inputs that differ: each difference is named.
+TEST(ValidateMeasurement, MustMatchTheInputs) {
+    const std::string file = scratch("m.json");
+    std::ofstream(file) << R"({"model": {"name": "llama-2-7b", "layers": 2},
+        "settings": {"zero_optimization.stage": 2, "train_micro_batch_size_per_gpu": 1,
+                     "gradient_accumulation_steps": 1, "seq_len": 64, "dtype": "bf16"},
+        "world_size": 2, "oom": false, "ranks": []})";
+    Result r = run("validate " + kModel + "--layers 2 --stage 3 --gpus 2 --measurement " + file);
+    expect_refused(r, "--measurement");
+    EXPECT_NE(r.err.find("zeromem_cli"), std::string::npos) << r.err;  // names the file
+    EXPECT_NE(r.err.find("zero_optimization.stage 2 in the file, 3 in the inputs"), std::string::npos) << r.err;
+
+    r = run("validate " + kModel + "--layers 4 --stage 2 --gpus 8 --measurement " + file);
+    expect_refused(r, "--measurement");
+    EXPECT_NE(r.err.find("layers (--layers) 2 in the file, 4 in the inputs"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("ranks (--gpus) 2 in the file, 8 in the inputs"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("zero_optimization.stage"), std::string::npos) << r.err;
+
+    r = run("validate --backend host --model llama-2-13b --seq-len 64 --layers 2 --stage 2 --gpus 2 --measurement " + file);
+    expect_refused(r, "--measurement");
+    EXPECT_NE(r.err.find("model \"llama-2-7b\" in the file, \"llama-2-13b\" in the inputs"), std::string::npos) << r.err;
+}
+
+}  // namespace
