@@ -9,6 +9,8 @@ pkgs=(cmake g++ make nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-d
 pkgs+=(qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev libxkbcommon-dev)
 # zeromem measure/validate: the runtime (MPI collectives, Eigen on the host backend).
 pkgs+=(libopenmpi-dev openmpi-bin libeigen3-dev)
+# scripts/fuzz.sh: libFuzzer targets built with clang.
+pkgs+=(clang-14 libfuzzer-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
