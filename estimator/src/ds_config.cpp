@@ -1005,10 +1005,19 @@ void read_optimizer_type(Reading& r, const json& type) {
         r.record(path, r.where(path) + (momentum ? std::string()
             : std::string(" (no momentum given: torch SGD then keeps no state; zeromem still "
                           "counts a 4 B/param momentum buffer)")));
-    } else {
+    } else if (t == "lamb" || t == "onebitadam" || t == "zerooneadam" || t == "onebitlamb" || t == "muadam" ||
+               t == "muadamw") {
+        // DeepSpeed's other built-in types (runtime/config.py *_OPTIMIZER)
+        // keep Adam's two fp32 moments.
         r.train.optimizer = Optimizer::adam;
         r.record(path, r.where(path) + " = \"" + name +
                            "\": counted like Adam (two fp32 states, 8 B/param); its real state may differ");
+    } else {
+        // Never a silent guess: Lion and Adagrad keep one state, other names
+        // are torch classes DeepSpeed imports whose state zeromem does not know.
+        fail(r.source, path,
+             "\"" + name + "\" is not an optimizer zeromem counts (Adam, AdamW, SGD, Lamb, OneBitAdam, ZeroOneAdam, "
+             "OneBitLamb, MuAdam, MuAdamW); one-state optimizers such as Lion and Adagrad are not modelled yet");
     }
 }
 
