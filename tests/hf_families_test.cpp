@@ -2,6 +2,7 @@
 // are tests/data/hf_configs/published/counts.json (published counts and
 // exact counts with their citations) and arithmetic written out here from
 // the transformers module layout of each family.
+#include "input_error.h"
 #include "zeromem/estimate.h"
 #include "zeromem/model.h"
 #include "zeromem/types.h"
@@ -15,6 +16,9 @@
 
 using namespace zeromem;
 
+using zeromem::testing::contains;
+using zeromem::testing::error_of;
+
 namespace {
 
 const std::string kPub = std::string(ZEROMEM_TEST_DATA_DIR) + "/hf_configs/published/";
@@ -26,18 +30,6 @@ nlohmann::json read_json(const std::string& path) {
 
 ParamCount count_file(const std::string& file) { return count_params(load_hf_config(kPub + file)); }
 
-template <class F>
-std::string error_of(F f) {
-    try {
-        f();
-    } catch (const InputError& e) {
-        return e.what();
-    }
-    ADD_FAILURE() << "no InputError thrown";
-    return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 bool any_warning(const ModelArch& a, const std::string& part) {
     for (const auto& w : a.warnings)

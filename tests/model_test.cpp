@@ -1,5 +1,6 @@
 // Tests of model.h: exact parameter counts against published counts,
 // Hugging Face config.json reading, presets and input errors.
+#include "input_error.h"
 #include "zeromem/model.h"
 #include "zeromem/types.h"
 
@@ -12,6 +13,9 @@
 
 using namespace zeromem;
 
+using zeromem::testing::contains;
+using zeromem::testing::error_of;
+
 namespace {
 
 const std::string kData = ZEROMEM_SOURCE_DATA_DIR;
@@ -20,19 +24,6 @@ const std::string kHf = std::string(ZEROMEM_TEST_DATA_DIR) + "/hf_configs/";
 uint64_t preset_total(const std::string& name) { return count_params(load_model_preset(name, kData)).total; }
 uint64_t hf_total(const std::string& file) { return count_params(load_hf_config(kHf + file)).total; }
 
-// Runs `f`, expects InputError, returns its message.
-template <class F>
-std::string error_of(F f) {
-    try {
-        f();
-    } catch (const InputError& e) {
-        return e.what();
-    }
-    ADD_FAILURE() << "no InputError thrown";
-    return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 

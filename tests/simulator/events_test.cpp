@@ -9,6 +9,7 @@
 //              down_proj 256x64 = 16384                      -> 65664 per layer
 //   final norm 64, lm_head 128x64 = 8192
 //   total 8192 + 2 x 65664 + 64 + 8192 = 147776; per rank 147776 / 2 = 73888.
+#include "tiny_model.h"
 #include "zeromem/simulator.h"
 #include "zeromem/types.h"
 
@@ -21,23 +22,10 @@
 
 using namespace zeromem;
 using namespace zeromem::sim;
+using zeromem::sim::testing::tiny_arch;
 
 namespace {
 
-ModelArch tiny_arch() {
-    ModelArch a;
-    a.name = "tiny";
-    a.family = "llama";
-    a.hidden_size = 64;
-    a.num_layers = 2;
-    a.num_heads = 4;
-    a.num_kv_heads = 4;
-    a.head_dim = 16;
-    a.ffn_size = 256;
-    a.vocab_size = 128;
-    a.gated_mlp = true;
-    return a;
-}
 
 EstimateInput tiny(int stage) {
     EstimateInput in;

@@ -1,6 +1,7 @@
 // Writers: JSON and CSV fields, the Chrome trace (Perfetto's required
 // fields, simulator_runtime_gui.md C) and the snapshot pickle (read back by
 // a small protocol-2 reader below; blocks must tile each segment, A.11).
+#include "tiny_model.h"
 #include "zeromem/request.h"
 #include "zeromem/sim_writers.h"
 #include "zeromem/types.h"
@@ -21,18 +22,7 @@ namespace {
 
 EstimateInput tiny(int stage) {
     EstimateInput in;
-    ModelArch a;
-    a.name = "tiny";
-    a.family = "llama";
-    a.hidden_size = 64;
-    a.num_layers = 2;
-    a.num_heads = 4;
-    a.num_kv_heads = 4;
-    a.head_dim = 16;
-    a.ffn_size = 256;
-    a.vocab_size = 128;
-    a.gated_mlp = true;
-    in.model.arch = a;
+    in.model.arch = zeromem::sim::testing::tiny_arch();
     in.model.params = 147776;
     in.cluster.gpus = 2;
     in.train.seq_len = 16;
