@@ -9,13 +9,8 @@ namespace zeromem::runtime {
 
 void FlatPartitioned::init() {
     const auto& ps = c_.model->params();
-    offs_.resize(ps.size());
-    int64_t n = 0;
-    for (size_t i = 0; i < ps.size(); ++i) {
-        offs_[i] = n;
-        n += ps[i].numel();
-        largest_ = std::max(largest_, ps[i].numel());
-    }
+    const int64_t n = flat_offsets(offs_);
+    for (const auto& p : ps) largest_ = std::max(largest_, p.numel());
     total_ = n;
     const int64_t align = 2 * be_.world();  // nccl_start_alignment_factor * N_d
     padded_ = (n + align - 1) / align * align;

@@ -24,12 +24,7 @@ public:
 
     void init() override {
         const auto& ps = c_.model->params();
-        offs_.resize(ps.size());
-        int64_t n = 0;
-        for (size_t i = 0; i < ps.size(); ++i) {
-            offs_[i] = n;
-            n += ps[i].numel();
-        }
+        const int64_t n = flat_offsets(offs_);
         total_ = n;
         flat_ = be_.alloc(n, c_.model_dtype, Category::parameters);
         be_.fill_random(flat_, 1234, 0.02f);

@@ -9,6 +9,7 @@
 #include "zeromem/types.h"
 
 #include <memory>
+#include <vector>
 
 namespace zeromem::runtime {
 
@@ -44,6 +45,21 @@ public:
     virtual int64_t partition_numel() const = 0;
 
 protected:
+    /// Fills `offs` with each parameter's element offset in one flat,
+    /// unpadded buffer of the model's parameters in model order (as DeepSpeed
+    /// flattens a parameter group, utils.py flatten) and returns the total
+    /// element count.
+    int64_t flat_offsets(std::vector<int64_t>& offs) const {
+        const auto& ps = c_.model->params();
+        offs.resize(ps.size());
+        int64_t n = 0;
+        for (size_t i = 0; i < ps.size(); ++i) {
+            offs[i] = n;
+            n += ps[i].numel();
+        }
+        return n;
+    }
+
     StageContext c_;
     Backend& be_;
 };
