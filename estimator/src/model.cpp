@@ -325,6 +325,8 @@ ParamCount count_params(const ModelArch& a) {
 
     c.total = c.embedding + blocks_total + tail + c.lm_head + c.vision;
     c.active = c.total - n_moe * u(a.num_experts - a.num_experts_per_tok) * p.one_expert;
+    c.one_expert = n_moe > 0 ? p.one_expert : 0;
+    c.routed_experts = n_moe * u(a.num_experts) * c.one_expert;
     c.largest_module = largest;
     c.largest_module_name = largest_name;
     return c;
@@ -686,6 +688,25 @@ int64_t list_length(const ConfigReader& r, const char* key, std::vector<int64_t>
     return static_cast<int64_t>(v->size());
 }
 
+// Refuses expert counts a MoE model cannot have, naming the config key:
+// no experts or a negative count (a DeepSeek n_routed_experts of null is a
+// dense model and stays allowed), top-k not in 1..experts.
+void check_moe_values(const ModelArch& a, const ConfigReader& r, const std::string& kind) {
+    const char* key = kind == "deepseek" ? "n_routed_experts"
+                      : (kind == "qwen2_moe" || kind == "qwen3_moe") ? "num_experts" : "num_local_experts";
+    const bool null_experts = kind == "deepseek" && r.config().contains("n_routed_experts") &&
+                              r.config()["n_routed_experts"].is_null();
+    if (!null_experts && a.num_experts <= 0 && r.find({key}))
+        throw InputError(r.source() + ": key '" + key + "' must be a positive number of experts, got " +
+                         std::to_string(a.num_experts));
+    if (a.num_experts > 0 && a.num_experts_per_tok <= 0)
+        throw InputError(r.source() + ": key 'num_experts_per_tok' must be positive, got " +
+                         std::to_string(a.num_experts_per_tok));
+    if (a.num_experts > 0 && a.num_experts_per_tok > a.num_experts)
+        throw InputError(r.source() + ": 'num_experts_per_tok' " + std::to_string(a.num_experts_per_tok) +
+                         " is more than the " + std::to_string(a.num_experts) + " experts");
+}
+
 // MoE layouts (which blocks are MoE, expert and shared widths), per family:
 // modeling_mixtral.py MixtralSparseMoeBlock; modeling_qwen2_moe.py /
 // modeling_qwen3_moe.py decoder layer (mlp_only_layers, decoder_sparse_step);
@@ -747,9 +768,7 @@ void read_moe(ModelArch& a, const ConfigReader& r, const json& fam, const std::s
             a.num_moe_layers = a.num_experts > 0 ? L / step : 0;
         }
     }
-    if (a.num_experts > 0 && a.num_experts_per_tok > a.num_experts)
-        throw InputError(r.source() + ": 'num_experts_per_tok' " + std::to_string(a.num_experts_per_tok) +
-                         " is more than the " + std::to_string(a.num_experts) + " experts");
+    check_moe_values(a, r, kind);
 }
 
 // Multi-head latent attention (modeling_deepseek_v3.py DeepseekV3Attention).
@@ -777,7 +796,12 @@ void read_decoder(ModelArch& a, const ConfigReader& r, const json& fam) {
     if (a.num_heads <= 0)
         throw InputError(r.source() + ": key 'num_attention_heads' must be positive, got " + std::to_string(a.num_heads));
     a.num_kv_heads = r.fam_integer(fam, "num_key_value_heads", a.num_heads);
+    if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0)
+        throw InputError(r.source() + ": key 'num_key_value_heads' (" + std::to_string(a.num_kv_heads) +
+                         ") must be positive and divide num_attention_heads (" + std::to_string(a.num_heads) + ")");
     a.head_dim = r.fam_integer(fam, "head_dim", 0);
+    if (const json* hd = r.find({"head_dim"}); hd && hd->is_number() && a.head_dim <= 0)
+        throw InputError(r.source() + ": key 'head_dim' must be positive, got " + std::to_string(a.head_dim));
     if (a.head_dim == 0) a.head_dim = default_head_dim(a, r);
     const bool ffn_4h = layout_flag(r, fam, "ffn_default_4h");
     a.ffn_size = r.fam_integer(fam, "intermediate_size", ffn_4h ? std::optional<int64_t>(4 * a.hidden_size) : std::nullopt);

@@ -127,7 +127,12 @@ const KnownDifference* known(const Case& c) {
 
 std::vector<Case> matrix() {
     std::vector<Case> out;
-    for (const std::string& m : list_model_presets(ZEROMEM_SOURCE_DATA_DIR))
+    for (const std::string& m : list_model_presets(ZEROMEM_SOURCE_DATA_DIR)) {
+        // MoE presets (issue 13) are left out: the simulator's module tree has
+        // one dense MLP per block and no router or expert dispatch, so it does
+        // not replay them; the estimator's MoE terms are tested in
+        // tests/moe_test.cpp.
+        if (load_model_preset(m, ZEROMEM_SOURCE_DATA_DIR).num_experts > 0) continue;
         for (int stage = 0; stage <= 3; ++stage)
             for (const char* ck : {"none", "full", "selective"}) {
                 std::vector<std::pair<std::string, std::string>> offloads = {{"none", "none"}};
@@ -135,6 +140,7 @@ std::vector<Case> matrix() {
                 if (stage == 3) offloads.push_back({"cpu", "cpu"});
                 for (const auto& [o, p] : offloads) out.push_back({m, stage, o, p, ck, 2});
             }
+    }
     return out;
 }
 

@@ -113,6 +113,13 @@ struct ParamCount {
     /// total for dense models. Includes embeddings, LM head and vision tower.
     uint64_t active = 0;
     uint64_t vision = 0;         ///< vision tower + projector (0 for text models)
+    /// Parameters of one routed expert (its MLP; 0 for dense models).
+    uint64_t one_expert = 0;
+    /// All routed experts of all MoE blocks: num_moe_layers x num_experts x
+    /// one_expert. These are what DeepSpeed-MoE expert parallelism splits
+    /// over ep_size ranks (deepspeed/moe/layer.py MoE: num_local_experts =
+    /// num_experts / ep_size); the router and shared experts are not.
+    uint64_t routed_experts = 0;
     std::string largest_module_name;   ///< which module largest_module is
     std::vector<BlockCount> blocks;    ///< every part of the model; sum of count*params == total
 };
