@@ -96,6 +96,11 @@ void add_request_options(CLI::App* sub, zeromem::Request& req) {
     opt_int("--tp", req.tp, "Tensor-parallel size (default 1); N_d = gpus / (tp x pp)", gC)->type_name("T");
     opt_int("--pp", req.pp, "Pipeline-parallel size (default 1; ZeRO stage 0 or 1 only)", gC)->type_name("P");
     opt_str("--gpu", req.gpu, "GPU preset in data/gpus (see `zeromem gpus`)", gC)->type_name("NAME");
+    opt_int("--ep-size", req.ep_size, "DeepSpeed-MoE expert-parallel size (deepspeed.moe.layer.MoE ep_size); "
+            "unset: the Hugging Face experts, ordinary parameters of every rank", gC)->type_name("E");
+    sub->add_option_function<double>("--moe-capacity-factor", [&req](const double& v) { req.moe_capacity_factor = v; },
+                                     "DeepSpeed-MoE capacity_factor (default 1.0; with --ep-size)")
+        ->group(gT)->type_name("F");
     opt_str("--gpu-memory", req.gpu_memory, "Memory per GPU, e.g. 80GiB (overrides --gpu)", gC)->type_name("SIZE");
     opt_str("--host-memory", req.host_memory, "Host RAM per node, e.g. 1TB", gC)->type_name("SIZE");
     opt_str("--dtype", req.dtype, "Model dtype: bf16 (default), fp16, fp32", gT)->type_name("DTYPE");

@@ -189,6 +189,7 @@ nlohmann::json candidate_json(const zeromem::Candidate& c, const zeromem::Estima
                           {"step_time_s", c.time.total},
                           {"compute_s", c.time.compute},
                           {"exposed_comm_s", c.time.exposed_comm},
+                          {"moe_all_to_all_s", c.time.moe_all_to_all},
                           {"optimizer_s", c.time.optimizer},
                           {"offload_s", c.time.offload},
                           {"per_param_s", c.time.per_param},
@@ -390,7 +391,7 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
         throw InputError("fit: give --gpus (largest model per option) or a model (fewest GPUs per option)");
     const int64_t max_gpus = has_model && req.gpus ? *req.gpus : 65536;
     if (has_model) {  // the GPU count is searched below
-        req.gpus = req.tp.value_or(1) * req.pp.value_or(1);  // placeholder (tp x pp); searched below
+        req.gpus = req.tp.value_or(1) * req.pp.value_or(1) * req.ep_size.value_or(1);  // placeholder (tp x pp x ep); searched below
         req.nodes.reset();
     } else {
         req.params = "1e9";  // placeholder; the parameter count is searched below

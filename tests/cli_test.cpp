@@ -432,3 +432,26 @@ TEST(Cli, PinMemoryDefaultFollowsDeepSpeedVersion) {
                 data("ds_configs/ds_zero2_config.json"));
     EXPECT_GT(j.at("per_node").at("host_pinned").get<uint64_t>(), 0u);
 }
+
+// Issue 13, mixture-of-experts: --ep-size reaches estimate (with its
+// --explain terms and sources), compare (the all-to-all time) and fit; bad
+// sizes are refused naming the flag. Values are checked in moe_test.cpp.
+TEST(CliMoe, EpSizeEstimateCompareFit) {
+    const Outcome r = zeromem("estimate --model mixtral-8x7b --gpus 8 --stage 2 --ep-size 8 --seq-len 4096 --explain");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const char* s : {"parameters: routed experts held (expert parallelism)", "MoE router (fp32 gate)",
+                          "MoE dispatched tokens (capacity)", "MoE capacity padding in the experts",
+                          "MoE all-to-all buffers", "deepspeed/moe/sharded_moe.py", "deepspeed/moe/layer.py"})
+        EXPECT_NE(r.out.find(s), std::string::npos) << s;
+    const Outcome hf = zeromem("estimate --model mixtral-8x7b --gpus 8 --stage 2 --explain");
+    ASSERT_EQ(hf.exit_code, 0) << hf.err;
+    EXPECT_NE(hf.out.find("MoE routed token copies (dropless)"), std::string::npos);
+    expect_error("estimate --model mixtral-8x7b --gpus 6 --ep-size 3", "--ep-size");
+    expect_error("estimate --model llama-2-7b --gpus 8 --ep-size 2", "--ep-size");
+    const auto rows = json_of("compare --model mixtral-8x7b --gpus 8 --gpu H100-80GB --global-batch 8 --ep-size 8", -1);
+    const auto& list = rows.is_array() ? rows : rows.at("options");
+    ASSERT_FALSE(list.empty());
+    for (const auto& row : list) EXPECT_GT(row.at("moe_all_to_all_s").get<double>(), 0.0) << row.dump();
+    const Outcome fit = zeromem("fit --model mixtral-8x7b --gpu H100-80GB --gpus 64 --ep-size 8");
+    EXPECT_TRUE(fit.exit_code == 0 || fit.exit_code == 1) << fit.err;
+}

@@ -446,7 +446,7 @@ void set_host_sizes(FullContext& c) {
     s.lazy_cpu_adam_states = f.ds_0_13_2;
     s.optimizer_state_bytes = c.osb;
     s.sub_group_size = static_cast<uint64_t>(std::max<int64_t>(1, z.sub_group_size));
-    s.Pn = ceil_div(c.Pr, c.N);
+    s.Pn = in.moe.ep() > 1 ? expert_split(in).partition : ceil_div(c.Pr, c.N);
     s.frozen_bytes_rank = to_bytes(c.frozen_bytes / double(c.N));
     s.offload_optimizer_buffer_count = z.offload_optimizer_buffer_count;
     s.offload_param_buffer_count = z.offload_param_buffer_count;
@@ -477,6 +477,17 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
     c.tp = static_cast<uint64_t>(in.cluster.tp);
     c.pp = static_cast<uint64_t>(in.cluster.pp);
     c.L = in.model.largest_layer_params;
+    if (in.moe.ep() > 1 && in.model.arch && in.model.arch->fused_experts) {
+        // Fused experts (gpt-oss, Llama 4) are one module per block; under
+        // expert parallelism a rank's module holds only its num_experts / E_p
+        // experts, so the largest module is that or the embedding / LM head.
+        const ModelArch& a = *in.model.arch;
+        const ParamCount pc = count_params(a);
+        const uint64_t block = static_cast<uint64_t>(a.num_experts) * pc.one_expert;
+        if (c.L == block)
+            c.L = std::max({block / static_cast<uint64_t>(in.moe.ep()),
+                            static_cast<uint64_t>(a.vocab_size) * static_cast<uint64_t>(a.hidden_size), pc.lm_head});
+    }
     c.bm = static_cast<uint64_t>(dtype_bytes(t.dtype));
     c.ba = static_cast<uint64_t>(dtype_bytes(t.grad_accum_dtype.value_or(t.dtype)));
     c.bc = static_cast<uint64_t>(dtype_bytes(t.communication_dtype.value_or(t.dtype)));
@@ -493,6 +504,10 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
     if (c.T > c.P) throw InputError("--trainable-params: more than the model's " + std::to_string(c.P) + " parameters");
     c.F = c.P - c.T;
     c.Pr = rank_params(in, c.P);
+    // Expert parallelism (zeromem/moe.h): a rank holds num_experts / E_p of
+    // every MoE block's routed experts (deepspeed/moe/layer.py MoE.__init__).
+    const ExpertSplit es = expert_split(in);
+    if (in.moe.ep() > 1) c.Pr = es.held;
     c.Tr = c.P == 0 ? 0 : static_cast<uint64_t>(std::llround(double(c.T) * double(c.Pr) / double(c.P)));
     c.Fr = c.Pr - std::min(c.Pr, c.Tr);
     out.trainable_params = c.T;
@@ -508,12 +523,26 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
         c.frozen_bytes = double(qn) * qb + double(c.Fr - qn) * double(c.bm);
     }
     c.Tn = ceil_div(c.Tr, c.N);
+    if (in.moe.ep() > 1) {
+        // ZeRO partitions the expert parameters over the expert-data-parallel
+        // group (N_d / E_p ranks), the rest over N_d (stage_1_and_2.py
+        // real_dp_process_group of the MoE groups; stage 3: AutoEP,
+        // engine.py _resolve_zero3_param_placement).
+        const uint64_t te = c.Tr == c.Pr ? es.expert_rank
+                                         : static_cast<uint64_t>(std::llround(double(c.Tr) * double(es.expert_rank) /
+                                                                              double(es.held)));
+        c.Tn = ceil_div(c.Tr - te, c.N) + ceil_div(te, es.expert_dp);
+    }
 
     terms::Sizes& s = c.sz;
     s.stage = z.stage;
     s.N = c.N;
     s.L = c.L;
     s.layer = in.model.arch ? ceil_div(count_params(*in.model.arch).per_layer, c.tp) : 0;
+    if (in.model.arch && in.moe.ep() > 1) {  // a MoE block gathers only its local experts
+        const auto& a = *in.model.arch;
+        s.layer -= static_cast<uint64_t>(a.num_experts - a.num_experts / in.moe.ep()) * count_params(a).one_expert;
+    }
     s.bm = c.bm;
     s.ba = c.ba;
     s.bc = c.bc;
@@ -608,6 +637,18 @@ GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
                 "b_m=" + n2s(c.bm) + ", Ψ_t=" + n2s(c.Tr) + ", frozen=" + n2s(c.Fr) + " params", st.parameters,
                 "DeepSpeed v0.19.6 engine.py _configure_distributed_model; stage_1_and_2.py __init__ (bit16_groups_flat)");
     }
+    if (ex.on && in.moe.ep() > 1) {
+        const ExpertSplit es = expert_split(in);
+        ex.term("parameters: routed experts held (expert parallelism)",
+                "b_m · routed experts / E_p (num_experts / E_p experts per MoE block); ZeRO partition per rank "
+                "ceil(non-expert / N_d) + ceil(experts held / (N_d / E_p)) elements",
+                "b_m=" + n2s(c.bm) + ", routed experts held=" + n2s(es.expert_rank) + ", non-expert=" +
+                    n2s(es.non_expert) + ", E_p=" + n2s(uint64_t(in.moe.ep())) + ", N_d=" + n2s(c.N) +
+                    ", expert-data-parallel group=" + n2s(es.expert_dp) + ", partition=" + n2s(es.partition),
+                c.bm * es.expert_rank,
+                "DeepSpeed v0.19.6 deepspeed/moe/layer.py MoE.__init__ (num_local_experts), utils/groups.py "
+                "_create_expert_and_data_parallel, runtime/zero/stage_1_and_2.py (real_dp_process_group)");
+    }
     if (s == 0) {
         st.gradients = c.bm * c.Tr;
         if (ex.on) ex.term("gradients", "b_m · Ψ_t (autograd param.grad, full)", "b_m=" + n2s(c.bm) + ", Ψ_t=" + n2s(c.Tr),
@@ -650,6 +691,37 @@ struct Activations {
     uint64_t host = 0;      // per rank, cpu_checkpointing
 };
 
+// MoE blocks (zeromem/moe.h): the router and routed-token terms, per GPU.
+// Stored for every MoE block of the rank unless full checkpointing
+// recomputes them with one layer; the all-to-all buffers are live while one
+// block runs (forward and backward). Dense models: no change.
+void add_moe_activations(const FullContext& c, const Explainer& ex, uint64_t layers, uint64_t in_flight, double scale,
+                         double stored, double recompute, double io, Activations& r) {
+    const auto& in = c.in;
+    const auto& a = *in.model.arch;
+    const auto& t = in.train;
+    const std::vector<MoeTerm> list = moe_activation_terms(a, in.moe, t.micro_batch, t.seq_len, c.bm);
+    if (list.empty()) return;
+    const bool full = t.checkpointing == Checkpointing::full;
+    // MoE blocks on this pipeline stage, at most the stage's layers.
+    const uint64_t moe_layers = std::min(layers, ceil_div(static_cast<uint64_t>(a.num_moe_layers), c.pp));
+    uint64_t per_block = 0, transient = 0;
+    for (const MoeTerm& m : list) (m.transient ? transient : per_block) += m.bytes;
+    const uint64_t moe_stored = full ? 0 : moe_layers * in_flight * per_block;
+    const uint64_t moe_recompute = full ? per_block : 0;
+    r.forward = to_bytes(scale * (stored + io)) + moe_stored + transient;
+    r.backward = to_bytes(scale * stored) + moe_stored +
+                 std::max(to_bytes(scale * recompute) + moe_recompute + transient, to_bytes(scale * io));
+    if (!ex.on) return;
+    for (const MoeTerm& m : list) {
+        const uint64_t blocks = m.transient ? 1 : (full ? 1 : moe_layers * in_flight);
+        const std::string where = m.transient ? " (one block at a time)"
+                                  : full      ? " (one block, recomputed under full checkpointing)"
+                                              : " x " + std::to_string(blocks) + " MoE blocks";
+        ex.term(("activations: " + m.name).c_str(), m.formula + where, m.substituted, m.bytes * blocks, m.source.c_str());
+    }
+}
+
 Activations activations(const FullContext& c, const Explainer& ex) {
     const auto& in = c.in;
     const auto& t = in.train;
@@ -691,6 +763,7 @@ Activations activations(const FullContext& c, const Explainer& ex) {
         // torch/utils/checkpoint.py recomputes inside the layer's backward).
         // So the peak is stored + the larger of io and one recomputed layer.
         r.backward = to_bytes(scale * (double(stored) + std::max(double(recompute), io)));
+        add_moe_activations(c, ex, layers, in_flight, scale, double(stored), double(recompute), io, r);
         if (ex.on) ex.term("activations",
                 "forward: layers · in-flight micro batches · per_layer + io; backward: the same stored part + max(io, one "
                 "recomputed layer); io = sbh + 4sbh + sbV(b_m + 8)/t; per_layer by "
@@ -1192,8 +1265,12 @@ Estimate estimate(const EstimateInput& in_given, bool explain) {
     bool swapped = false;
     const EstimateInput in = with_accelerate_cpu_adam(in_given, swapped);
     validate(in);
+    validate_moe(in);
     Estimate out;
     out.convention = in.convention;
+    if (in.moe.ep() > 1 && in.convention != Convention::full)
+        out.notes.push_back("--ep-size: expert parallelism is modelled by the full convention only; the " +
+                            std::string(to_string(in.convention)) + " convention counts every expert on every rank");
     if (swapped)
         out.notes.push_back("optimizer offload with the client's optimizer (no \"optimizer\" block): accelerate, which "
                             "the HF Trainer uses, replaces it with DeepSpeedCPUAdam (accelerator.py _prepare_deepspeed), "

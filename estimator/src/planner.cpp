@@ -571,7 +571,8 @@ std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node
         FitRow row;
         row.option = o;
         int64_t found = 0;
-        for (int64_t n = mp; n <= std::min(gpus_per_node, max_gpus) && !found; n += mp)
+        const int64_t step = mp * base.moe.ep();  // --ep-size must divide N_d (zeromem/moe.h)
+        for (int64_t n = step; n <= std::min(gpus_per_node, max_gpus) && !found; n += step)
             if (fits_at(n)) found = n;
         if (!found) {  // whole nodes, binary search (memory per GPU falls with more GPUs)
             int64_t lo = 1, hi = max_gpus / gpus_per_node;

@@ -292,6 +292,18 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     if (in.cluster.gpus % (in.cluster.tp * in.cluster.pp) != 0)
         throw InputError("--tp/--pp: tp x pp = " + std::to_string(in.cluster.tp * in.cluster.pp) +
                          " does not divide --gpus " + std::to_string(in.cluster.gpus));
+    // Mixture-of-experts (zeromem/moe.h); validated with the cluster in validate_moe.
+    if (req.ep_size) {
+        in.moe.ep_size = *req.ep_size;
+        prov["moe.ep_size"] = "--ep-size (DeepSpeed-MoE, deepspeed.moe.layer.MoE ep_size)";
+    }
+    if (req.moe_capacity_factor) {
+        in.moe.capacity_factor = *req.moe_capacity_factor;
+        prov["moe.capacity_factor"] = "--moe-capacity-factor";
+        if (!req.ep_size)
+            r.warnings.push_back("--moe-capacity-factor applies to DeepSpeed-MoE (--ep-size); the Hugging Face "
+                                 "experts route dropless, so it changes nothing here");
+    }
     if (req.gpu) {
         r.gpu = load_gpu_preset(*req.gpu, data_dir);
         in.cluster.gpu_name = r.gpu->name;
@@ -530,6 +542,11 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         complete_batch_settings(in.train, in.cluster.data_parallel(), prov);  // DeepSpeed fills a missing one of the three
     else
         check_batch_arithmetic(in.train, in.cluster.data_parallel());
+    validate_moe(in);
+    if (in.moe.ep() > 1 && in.zero.stage == 3)
+        r.warnings.push_back("--ep-size with ZeRO stage 3: DeepSpeed v0.19.6 refuses its native MoE layer there "
+                             "(engine.py _configure_zero_optimizer) and partitions experts over the "
+                             "expert-data-parallel group only through AutoEP (expert_parallel.autoep_size)");
     return r;
 }
 

@@ -379,6 +379,28 @@ double comm_terms(const EstimateInput& in, const SpeedHardware& hw, const SpeedC
     return s3_comm;
 }
 
+/// DeepSpeed-MoE all-to-all (--ep-size E_p > 1): per MoE block two in
+/// forward (dispatch, combine) and two in backward, each moving the
+/// dispatched tokens E x C x h x b_m of which (E_p-1)/E_p leave the rank
+/// (deepspeed/moe/sharded_moe.py MOELayer.forward, _AllToAll). The group is
+/// E_p consecutive ranks (utils/groups.py _create_expert_and_data_parallel),
+/// costed with the all-gather link (same (n-1)/n bus factor in nccl-tests).
+/// On the critical path: added to comm_total and exposed_comm.
+void moe_all_to_all_term(const EstimateInput& in, const SpeedHardware& hw, const StepCtx& c, StepTime& r) {
+    const int64_t ep = in.moe.ep();
+    if (ep <= 1 || !in.model.arch || in.model.arch->num_experts <= 0 || in.model.arch->num_moe_layers <= 0) return;
+    const ModelArch& a = *in.model.arch;
+    const double cap = double(moe_capacity(in.train.micro_batch * in.train.seq_len, a.num_experts,
+                                           a.num_experts_per_tok, in.moe.capacity_factor, in.moe.min_capacity));
+    const double bytes = double(a.num_experts) * cap * double(a.hidden_size) * double(dtype_bytes(in.train.dtype));
+    const int64_t g = std::min<int64_t>(c.g, ep);
+    const int64_t nodes = (ep + c.g - 1) / c.g;
+    const Link l = link_for(Coll::all_gather, hw, ep, g, nodes);
+    r.moe_all_to_all = c.gas * 4.0 * double(a.num_moe_layers) * coll_time(Coll::all_gather, bytes, 1.0, l, ep);
+    r.comm_total += r.moe_all_to_all;
+    r.exposed_comm += r.moe_all_to_all;
+}
+
 /// Optimizer step and optimizer-offload copies (speed_model.md 3.1): the
 /// CPU optimizer on the node's partitions at the host's rate (torch AdamW
 /// when the client optimizer runs there), fp32 gradients down (each
@@ -460,6 +482,7 @@ StepTime step_time(const EstimateInput& in, const SpeedHardware& hw, const Speed
 
     compute_term(in, hw, k, c, r);
     const double s3_comm = comm_terms(in, hw, k, c, r);
+    moe_all_to_all_term(in, hw, c, r);
     optimizer_terms(in, hw, k, c, r);
     param_offload_term(in, hw, k, c, s3_comm, r);
     r.total = r.compute + r.exposed_comm + r.optimizer + r.offload + r.per_param + r.overhead;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "zeromem/model.h"
+#include "zeromem/moe.h"
 #include "zeromem/types.h"
 
 #include <cstdint>
@@ -59,6 +60,8 @@ struct EstimateInput {
     /// DeepSpeed / torch / transformers versions whose behaviour is followed
     /// (optimizer implementation, HF Trainer defaults).
     SoftwareStack stack;
+    /// Mixture-of-experts: expert parallelism and token dispatch (zeromem/moe.h).
+    MoeSettings moe;
 };
 
 /// Per-GPU bytes. parameters + gradients + optimizer_states are the model

@@ -54,6 +54,8 @@ struct Request {
     std::optional<std::string> stack;                 ///< --stack deepspeed=V,torch=V,transformers=V
     bool ds_checkpointing = false;               ///< --ds-checkpointing
     std::optional<bool> gather_on_save;          ///< --gather-on-save / --no-gather-on-save (stage 3)
+    std::optional<int64_t> ep_size;              ///< --ep-size: DeepSpeed-MoE expert-parallel size
+    std::optional<double> moe_capacity_factor;   ///< --moe-capacity-factor (DeepSpeed-MoE)
 };
 
 /// The resolved input plus what --explain needs.

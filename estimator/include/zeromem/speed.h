@@ -253,6 +253,10 @@ struct StepTime {
     double compute = 0;        ///< forward+backward (+recompute) over all micro-steps
     double comm_total = 0;     ///< all collectives issued, before overlap
     double exposed_comm = 0;   ///< the part of comm_total not hidden behind compute
+    /// DeepSpeed-MoE all-to-all of all micro-steps (--ep-size > 1): 4 per MoE
+    /// block (2 forward, 2 backward), E x C x h x b_m each with (E_p-1)/E_p
+    /// leaving the rank; part of comm_total and exposed_comm.
+    double moe_all_to_all = 0;
     double optimizer = 0;      ///< GPU Adam, or CPU Adam under optimizer offload, incl. NVMe swapping
     double offload = 0;        ///< exposed PCIe (and NVMe parameter) transfers
     double per_param = 0;      ///< per-parameter-tensor / per-module costs: hooks, bucket bookkeeping, launches
