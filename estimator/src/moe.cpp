@@ -128,7 +128,7 @@ std::vector<MoeTerm> deepspeed_terms(const ModelArch& a, const MoeSettings& m, u
                  "rows=" + n2s(rows) + ", f_e=" + n2s(fe) + ", b_m=" + n2s(bm),
                  std::string(src) + " MOELayer.forward (experts run on E x C slots)", rows * per_row, false});
     if (m.ep() > 1)
-        t.push_back({"MoE all-to-all buffers", "2 · E · C · h · b_m, one MoE block at a time (send and receive)",
+        t.push_back({"MoE all-to-all buffers", "2 · E · C · h · b_m (send and receive buffers of one all-to-all)",
                      "E=" + n2s(E) + ", C=" + n2s(C) + ", h=" + n2s(h) + ", b_m=" + n2s(bm),
                      std::string(src) + " _AllToAll.forward (dist.all_to_all_single into a new tensor)",
                      2 * E * C * h * bm, true});
