@@ -309,3 +309,30 @@ TEST(MoeSpeed, ActiveFlopsAndAllToAll) {
     EXPECT_NEAR(t.moe_all_to_all, 4 * 32 * one, 1e-12);
     EXPECT_GE(t.exposed_comm, t.moe_all_to_all);
 }
+
+// ---------------------------------------------------------------------------
+// 7. Impossible MoE / attention values in a config.json are refused by key.
+TEST(MoeConfigValues, RefusedNamingTheKey) {
+    nlohmann::json cfg = {{"model_type", "mixtral"}, {"hidden_size", 4096}, {"intermediate_size", 14336},
+                          {"num_attention_heads", 32}, {"num_hidden_layers", 32}, {"num_key_value_heads", 8},
+                          {"num_local_experts", 8}, {"num_experts_per_tok", 2}, {"vocab_size", 32000}};
+    EXPECT_EQ(count_params(arch_from_hf_config(cfg, "ok.json")).total, 46702792704ull);  // KerasHub, as above
+    auto refused = [&](const char* key, const nlohmann::json& value, const std::string& expected) {
+        nlohmann::json bad = cfg;
+        bad[key] = value;
+        const std::string msg = error_of([&] { arch_from_hf_config(bad, "bad.json"); });
+        EXPECT_TRUE(contains(msg, expected)) << key << ": " << msg;
+    };
+    refused("num_local_experts", 0, "key 'num_local_experts' must be a positive number of experts");
+    refused("num_local_experts", -8, "key 'num_local_experts'");
+    refused("num_experts_per_tok", 0, "key 'num_experts_per_tok' must be positive");
+    refused("num_experts_per_tok", 9, "'num_experts_per_tok' 9 is more than the 8 experts");
+    refused("num_key_value_heads", 5, "key 'num_key_value_heads' (5) must be positive and divide");
+    refused("head_dim", 0, "key 'head_dim' must be positive");
+    nlohmann::json q3 = {{"model_type", "qwen3_moe"}, {"hidden_size", 2048}, {"intermediate_size", 6144},
+                         {"moe_intermediate_size", 768}, {"num_hidden_layers", 48}, {"num_attention_heads", 32},
+                         {"num_key_value_heads", 4}, {"head_dim", 128}, {"num_experts", 0},
+                         {"num_experts_per_tok", 8}, {"vocab_size", 151936}};
+    const std::string msg = error_of([&] { arch_from_hf_config(q3, "q3.json"); });
+    EXPECT_TRUE(contains(msg, "key 'num_experts'")) << msg;
+}
