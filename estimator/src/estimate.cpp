@@ -601,7 +601,11 @@ std::string sizes_text(const FullContext& c) {
            ", sub=" + num(double(s.sub)) + ", reduce_bucket_size=" + num(double(s.bucket)) + ", L=" +
            num(double(s.L)) + ", layer=" + num(double(s.layer)) + ", b_m=" + num(double(s.bm)) + ", b_a=" +
            num(double(s.ba)) + ", b_c=" + num(double(s.bc)) + ", T=" +
-           num(double(terms::step_temporary_bytes_per_element(s.kernel))) + " B/element";
+           num(double(terms::step_temporary_bytes_per_element(s.kernel))) + " B/element" +
+           (s.hpz > 1 || s.qwz || s.qgz || s.mics > 0
+                ? ", g=" + num(double(s.g)) + ", prefetch=" + num(double(s.prefetch)) + ", hpz=" + num(double(s.hpz)) +
+                      ", mics_shard_size=" + num(double(s.mics)) + ", qgZ groups=" + num(double(s.qgz_groups))
+                : std::string());
 }
 
 // A term's source as --explain prints it: DeepSpeed files carry the version.

@@ -120,6 +120,10 @@ void validate_zeropp(const EstimateInput& in) {
     }
 }
 
+bool zeropp_allows(const ZeroSettings& z, int stage, OffloadDevice offload_param) {
+    return !(stage == 3 && z.zero_hpz_partition_size > 1 && offload_param == OffloadDevice::nvme);
+}
+
 std::vector<std::string> zeropp_notes(const EstimateInput& in) {
     std::vector<std::string> notes;
     const auto& z = in.zero;

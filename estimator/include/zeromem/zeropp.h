@@ -24,6 +24,13 @@ namespace zeromem {
 /// create_mics_comm_groups). Throws InputError.
 void validate_zeropp(const EstimateInput& in);
 
+/// Whether a ZeRO option (stage, parameter offload device) can carry the
+/// ZeRO++ settings of `z`: not hpZ with offload_param nvme (DeepSpeed
+/// allocates the secondary partition on the remote device, which nvme is
+/// not: partition_parameters.py _partition_param_sec). The planner skips
+/// the options it cannot.
+bool zeropp_allows(const ZeroSettings& z, int stage, OffloadDevice offload_param);
+
 /// One line per ZeRO++ / MiCS fact the estimate assumes (ignored below
 /// stage 3, qgZ on one node, qgZ fallback, MiCS replication).
 std::vector<std::string> zeropp_notes(const EstimateInput& in);
