@@ -195,6 +195,23 @@ TEST(ZeroPP, CheckReportsThemModelled) {
         EXPECT_EQ(ds_schema_entry(k)->at("memory"), "modelled") << k;
 }
 
+// `zeromem check` with the GPU count refuses what DeepSpeed asserts, at the key.
+TEST(ZeroPP, CheckRefusesIndivisibleSizesAtTheKey) {
+    CheckOptions o;
+    o.gpus_known = true;
+    o.autos.world_size = 16;
+    const auto fs = check_ds_config(nlohmann::json::parse(R"({"train_micro_batch_size_per_gpu": 1,
+        "zero_optimization": {"stage": 3, "mics_shard_size": 6}})"), o);
+    bool found = false;
+    for (const auto& f : fs)
+        found = found || (f.severity == Severity::error && f.pointer == "/zero_optimization/mics_shard_size" &&
+                          f.message.find("6 does not divide") != std::string::npos);
+    EXPECT_TRUE(found);
+    const auto ok = check_ds_config(nlohmann::json::parse(R"({"train_micro_batch_size_per_gpu": 1,
+        "zero_optimization": {"stage": 3, "mics_shard_size": 8, "zero_hpz_partition_size": 1}})"), o);
+    EXPECT_EQ(count_findings(ok, Severity::error), 0u);
+}
+
 // ZeRO++ paper (Wang et al. 2023) Sec. 3-4: ZeRO-3 moves M forward, M
 // backward and M of gradients across nodes (3M); qwZ halves the forward
 // all-gather (int8 + one fp32 scale per <= 8000 elements), hpZ keeps the
