@@ -170,6 +170,11 @@ TEST(ZeroPP, InvalidSettingsNameTheKey) {
     in.zero.zero_hpz_partition_size = 1;
     in.zero.mics_hierarchical_params_gather = true;
     EXPECT_NE(error_of(in).find("zero_optimization.mics_hierarchical_params_gather"), std::string::npos);
+    // mics.py allreduce_mics_shard_grads: "Local sharding has no support for CPU offloading".
+    in.zero.mics_hierarchical_params_gather = false;
+    in.zero.offload_optimizer = OffloadDevice::cpu;
+    EXPECT_NE(error_of(in).find("zero_optimization.mics_shard_size: MiCS with replicas"), std::string::npos);
+    in.zero.offload_optimizer = OffloadDevice::none;
     // Below stage 3 DeepSpeed ignores MiCS: a note, not an error.
     in.zero.mics_hierarchical_params_gather = false;
     in.zero.stage = 2;
@@ -268,4 +273,8 @@ TEST(ZeroPP, MicsSpeedGroups) {
     // Each rank updates Ψ/8 instead of Ψ/32: the GPU Adam step (linear in
     // the parameters updated, speed_model.md 2.1) takes 4x as long.
     EXPECT_NEAR(m.optimizer / base.optimizer, 4.0, 1e-9);
+    // 4 accumulation steps: 4 reduce-scatters, one replica all-reduce at the
+    // boundary (allreduce_mics_shard_grads returns early otherwise).
+    in.train.grad_accum = 4;
+    EXPECT_DOUBLE_EQ(step_time(in, hw).comm_bytes_gradients, 4 * M + M / 8);
 }

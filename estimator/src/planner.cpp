@@ -144,7 +144,9 @@ std::vector<Candidate> compare_options(const EstimateInput& base, const SpeedHar
     EstimateInput in = base;
     std::vector<Candidate> rows;
     for (ZeroOption o : stage_offload_options()) {
-        if (!zeropp_allows(base.zero, o.stage, o.offload_param)) continue;  // hpZ + NVMe parameters
+        // Skip what DeepSpeed refuses with the ZeRO++ / MiCS settings given.
+        if (!zeropp_allows(base.zero, o.stage, o.offload_optimizer, o.offload_param, base.cluster.data_parallel()))
+            continue;
         for (Checkpointing ck : {Checkpointing::none, Checkpointing::full}) {
             o.checkpointing = ck;
             Candidate c = base_candidate(base, o);
@@ -337,9 +339,10 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
     };
     std::optional<Candidate> fit;
     for (const Rung& rung : ladder) {
-        if (!zeropp_allows(base.zero, rung.opt.stage, rung.opt.offload_param)) {
-            r.steps.push_back({rung.step, rung.action, "not with zero_hpz_partition_size (hpZ needs the parameters "
-                               "on the GPU or the CPU); skipped", {}});
+        if (!zeropp_allows(base.zero, rung.opt.stage, rung.opt.offload_optimizer, rung.opt.offload_param,
+                           base.cluster.data_parallel())) {
+            r.steps.push_back({rung.step, rung.action, "not with the ZeRO++ / MiCS settings given (DeepSpeed refuses the "
+                               "combination, zeromem/zeropp.h zeropp_allows); skipped", {}});
             continue;
         }
         Candidate c = base_candidate(base, rung.opt);
@@ -388,7 +391,9 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
     Candidate best = *r.first_fit;
     const int64_t bucket0 = model_bucket(base);
     for (ZeroOption o : stage_offload_options()) {
-        if (!zeropp_allows(base.zero, o.stage, o.offload_param)) continue;  // hpZ + NVMe parameters
+        // Skip what DeepSpeed refuses with the ZeRO++ / MiCS settings given.
+        if (!zeropp_allows(base.zero, o.stage, o.offload_optimizer, o.offload_param, base.cluster.data_parallel()))
+            continue;
         for (C ck : space.checkpointing) {
             o.checkpointing = ck;
             for (bool ov : space.overlap_comm) {
@@ -505,7 +510,9 @@ std::vector<FitRow> largest_model(const EstimateInput& base) {
     in.model.arch.reset();
     in.model.largest_layer_params = 0;
     for (const ZeroOption& o : stage_offload_options()) {
-        if (!zeropp_allows(base.zero, o.stage, o.offload_param)) continue;  // hpZ + NVMe parameters
+        // Skip what DeepSpeed refuses with the ZeRO++ / MiCS settings given.
+        if (!zeropp_allows(base.zero, o.stage, o.offload_optimizer, o.offload_param, base.cluster.data_parallel()))
+            continue;
         apply_option_at_base_batch(base, o, in);
         auto fits_at = [&](uint64_t p) {
             in.model.params = p;
@@ -577,7 +584,9 @@ std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node
     std::vector<FitRow> out;
     EstimateInput in = base;
     for (const ZeroOption& o : stage_offload_options()) {
-        if (!zeropp_allows(base.zero, o.stage, o.offload_param)) continue;  // hpZ + NVMe parameters
+        // Skip what DeepSpeed refuses with the ZeRO++ / MiCS settings given.
+        if (!zeropp_allows(base.zero, o.stage, o.offload_optimizer, o.offload_param, base.cluster.data_parallel()))
+            continue;
         apply_option_at_base_batch(base, o, in);
         auto fits_at = [&](int64_t n) {
             in.cluster.gpus = n;

@@ -326,7 +326,8 @@ void compute_term(const EstimateInput& in, const SpeedHardware& hw, const SpeedC
 
 /// Times of one ZeRO-3 micro-step's collectives.
 struct Zero3Times {
-    double forward = 0, backward = 0, gradients = 0;
+    double forward = 0, backward = 0, gradients = 0;  ///< per micro-step
+    double replica = 0;  ///< MiCS replica all-reduce, once per step (at the accumulation boundary)
 };
 
 /// Link of a collective inside a group of `ranks` contiguous ranks: the
@@ -365,15 +366,15 @@ Zero3Times zero3_collectives(const EstimateInput& in, const SpeedHardware& hw, c
         t.gradients = coll_time(Coll::reduce_scatter, v.gradient_reduce, reduce_launches,
                                 group_link(Coll::reduce_scatter, hw, v.gather_group, c.g), v.gather_group);
     }
-    if (v.replicas > 1) {
+    if (v.replicas > 1) {  // allreduce_mics_shard_grads runs at the accumulation boundary only
         const int64_t spanned = std::min<int64_t>(v.replicas, c.nodes);
-        t.gradients += coll_time(Coll::all_reduce, v.replica_allreduce, reduce_launches,
+        t.replica = coll_time(Coll::all_reduce, v.replica_allreduce, reduce_launches,
                                  link_for(Coll::all_reduce, hw, v.replicas, c.g, spanned), v.replicas);
     }
     r.comm_bytes_forward = c.gas * v.forward_gather;
     r.comm_bytes_backward = c.gas * v.backward_gather;
-    r.comm_bytes_gradients = c.gas * (v.gradient_reduce + v.replica_allreduce);
-    r.comm_bytes_cross_node = c.gas * v.cross_node;
+    r.comm_bytes_gradients = c.gas * v.gradient_reduce + v.replica_allreduce;
+    r.comm_bytes_cross_node = c.gas * (v.cross_node - v.replica_cross_node) + v.replica_cross_node;
     return t;
 }
 
@@ -425,8 +426,9 @@ double comm_terms(const EstimateInput& in, const SpeedHardware& hw, const SpeedC
         const double t_rs = z3.gradients;
         const double first = z3.forward / fetched;
         s3_comm = fetch + t_rs;
-        r.comm_total = c.gas * s3_comm;
-        r.exposed_comm = c.gas * (first + std::max(0.0, s3_comm - first - k.stage3_overlap * c.t_fb));
+        // MiCS's replica all-reduce, once per step, counted as exposed.
+        r.comm_total = c.gas * s3_comm + z3.replica;
+        r.exposed_comm = c.gas * (first + std::max(0.0, s3_comm - first - k.stage3_overlap * c.t_fb)) + z3.replica;
         r.per_param += c.gas * (fetched * k.stage3_launches_per_tensor * k.stage3_launch_cost +
                                 tensors * k.zero12_per_tensor_cost);
         r.overhead += c.gas * k.stage2_overhead_fraction * c.t_fb;  // c2: gradients partitioned too

@@ -106,6 +106,10 @@ void validate_zeropp(const EstimateInput& in) {
             throw InputError("zero_optimization.mics_shard_size: " + n2s(z.mics_shard_size) +
                              " does not divide the data-parallel size N_d = " + n2s(nd) +
                              " (DeepSpeed zero/mics_utils.py _generate_mics_config)");
+        if (z.offload_optimizer != OffloadDevice::none && nd / z.mics_shard_size > 1)
+            throw InputError("zero_optimization.mics_shard_size: MiCS with replicas (N_d / mics_shard_size = " +
+                             n2s(nd / z.mics_shard_size) + ") and offload_optimizer: DeepSpeed raises \"Local sharding "
+                             "has no support for CPU offloading\" (mics.py allreduce_mics_shard_grads)");
         if (in.cluster.tp * in.cluster.pp != 1)
             throw InputError("zero_optimization.mics_shard_size: MiCS with tensor or pipeline parallelism is not "
                              "modelled by zeromem (mics_utils.py builds shard groups over the whole world)");
@@ -120,8 +124,12 @@ void validate_zeropp(const EstimateInput& in) {
     }
 }
 
-bool zeropp_allows(const ZeroSettings& z, int stage, OffloadDevice offload_param) {
-    return !(stage == 3 && z.zero_hpz_partition_size > 1 && offload_param == OffloadDevice::nvme);
+bool zeropp_allows(const ZeroSettings& z, int stage, OffloadDevice offload_optimizer, OffloadDevice offload_param,
+                   int64_t data_parallel) {
+    if (stage != 3) return true;
+    if (z.zero_hpz_partition_size > 1 && offload_param == OffloadDevice::nvme) return false;
+    const bool replicas = z.mics_shard_size > 0 && data_parallel / z.mics_shard_size > 1;
+    return !(replicas && offload_optimizer != OffloadDevice::none);
 }
 
 std::vector<std::string> zeropp_notes(const EstimateInput& in) {
@@ -180,7 +188,8 @@ Zero3CommVolume zero3_comm_volume(const EstimateInput& in, double trainable) {
     if (multi && spans(v.gather_group)) v.cross_node += v.forward_gather;
     if (multi && spans(v.backward_group)) v.cross_node += v.backward_gather;
     if (multi && (v.qgz || spans(v.gather_group))) v.cross_node += v.gradient_reduce;
-    if (multi && v.replicas > 1) v.cross_node += v.replica_allreduce;  // replicas sit on other nodes
+    if (multi && v.replicas > 1) v.replica_cross_node = v.replica_allreduce;  // replicas sit on other nodes
+    v.cross_node += v.replica_cross_node;
     return v;
 }
 

@@ -19,17 +19,20 @@ namespace zeromem {
 /// parameter offload or with MiCS (not modelled), zero_quantized_gradients
 /// without reduce_scatter (stage3.py asserts), mics_shard_size (stage 3;
 /// DeepSpeed ignores it below, said in zeropp_notes) not dividing N_d (zero/mics_utils.py _generate_mics_config) or with
-/// tp/pp > 1 (not modelled), mics_hierarchical_params_gather with a shard
+/// tp/pp > 1 (not modelled) or with replicas and optimizer offload (mics.py
+/// allreduce_mics_shard_grads raises), mics_hierarchical_params_gather with a shard
 /// group inside one node or not a multiple of it (mics_utils.py
 /// create_mics_comm_groups). Throws InputError.
 void validate_zeropp(const EstimateInput& in);
 
-/// Whether a ZeRO option (stage, parameter offload device) can carry the
-/// ZeRO++ settings of `z`: not hpZ with offload_param nvme (DeepSpeed
-/// allocates the secondary partition on the remote device, which nvme is
-/// not: partition_parameters.py _partition_param_sec). The planner skips
-/// the options it cannot.
-bool zeropp_allows(const ZeroSettings& z, int stage, OffloadDevice offload_param);
+/// Whether a ZeRO option (stage, offload devices) on `data_parallel` ranks
+/// can carry the ZeRO++ / MiCS settings of `z`: not hpZ with offload_param
+/// nvme (DeepSpeed allocates the secondary partition on the remote device,
+/// which nvme is not: partition_parameters.py _partition_param_sec), not
+/// MiCS with replicas and optimizer offload (mics.py
+/// allreduce_mics_shard_grads raises). The planner skips the options it cannot.
+bool zeropp_allows(const ZeroSettings& z, int stage, OffloadDevice offload_optimizer, OffloadDevice offload_param,
+                   int64_t data_parallel);
 
 /// One line per ZeRO++ / MiCS fact the estimate assumes (ignored below
 /// stage 3, qgZ on one node, qgZ fallback, MiCS replication).
@@ -43,7 +46,8 @@ std::vector<std::string> zeropp_notes(const EstimateInput& in);
 /// bytes when it fits in a node); qgZ reduces gradients as int4 + scales
 /// (about M/4) in two all-to-alls, intra- then inter-node; MiCS gathers and
 /// reduce-scatters inside the shard group and all-reduces the gradient
-/// partitions (M/m) across the replicas. Bytes per micro-step.
+/// partitions (M/m) across the replicas once per step. Bytes per micro-step,
+/// except replica_allreduce (per step).
 struct Zero3CommVolume {
     double forward_gather = 0;      ///< bytes of the forward all-gathers
     double backward_gather = 0;     ///< bytes of the backward all-gathers
@@ -57,6 +61,10 @@ struct Zero3CommVolume {
     /// cross-node volume): 3M for ZeRO-3 on several nodes, 0.75M with
     /// qwZ + hpZ (within a node) + qgZ.
     double cross_node = 0;
+    /// Of cross_node, the MiCS replica all-reduce (once per step, at the
+    /// accumulation boundary: mics.py allreduce_mics_shard_grads); the rest
+    /// is per micro-step.
+    double replica_cross_node = 0;
 };
 
 /// The volumes above for `in` (stage 3; other stages give zeros), with
