@@ -121,15 +121,21 @@ TEST(ZeroPP, MicsShardEqualsStage3OnTheShard) {
 // 131,072,000 int8 bytes + fp32 scales 4 · 16 · ceil(8,192,000/8000) = 65,536
 // + local fp16 copy and int8 partition 3 · 8,192,000 = 24,576,000.
 // Backward with hpZ 8 gathers in the group of 8: local 16,384,000 -> scales
-// 4 · 8 · 2048 = 65,536 and 3 · 16,384,000 = 49,152,000.
+// 4 · 8 · 2048 = 65,536 and 3 · 16,384,000 = 49,152,000. bf16 adds the fp16
+// conversions (CUDAQuantizer.quantize .to(torch.half): 2 · local; wait's fp16
+// torch.cat of the embedding before .to(bf16): 2 · L = 262,144,000).
 TEST(ZeroPP, QwzQuantizedGatherBuffers) {
     EstimateInput in = llama_stage3(16, 2);
+    in.train.dtype = Dtype::fp16;
     in.zero.zero_quantized_weights = true;
     const Estimate e = estimate(in, true);
     EXPECT_EQ(term_bytes(e, "(forward): qwZ"), 131072000ull + 65536ull + 24576000ull);
     in.zero.zero_hpz_partition_size = 8;
     const Estimate h = estimate(in, true);
     EXPECT_EQ(term_bytes(h, "(backward): qwZ"), 131072000ull + 65536ull + 49152000ull);
+    in.train.dtype = Dtype::bf16;
+    const Estimate b = estimate(in, true);
+    EXPECT_EQ(term_bytes(b, "(forward): qwZ"), 131072000ull + 65536ull + 24576000ull + 2 * 8192000ull + 262144000ull);
 }
 
 // qgZ on 2 nodes of 8 (coalesced_collectives.py all_to_all_quant_reduce)

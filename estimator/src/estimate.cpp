@@ -499,6 +499,7 @@ void set_zeropp_sizes(FullContext& c) {
         s.hpz_numel_train = c.Pr - std::min(c.Pr, persist);
     }
     s.qwz = z.stage == 3 && z.zero_quantized_weights;
+    s.bf16 = in.train.dtype == Dtype::bf16;
     s.qgz = z.stage == 3 && z.zero_quantized_gradients && in.cluster.nodes > 1;
     if (s.qgz) {
         uint64_t rows_cols = 0;

@@ -42,10 +42,11 @@ Term qwz_quantized_gather(const Sizes& s, bool backward) {
     const uint64_t all = s.Pn * s.N;
     const uint64_t n = std::min(std::max(s.L, s.prefetch), all > 0 ? all : s.L);
     const uint64_t local = cdiv(n, group);
-    const uint64_t bytes = n + 4 * group * cdiv(local, kQwzGroup) + 3 * local;
+    const uint64_t bf16 = s.bf16 ? 2 * local + 2 * s.L : 0;
+    const uint64_t bytes = n + 4 * group * cdiv(local, kQwzGroup) + 3 * local + bf16;
     return make("qwZ int8 all-gather buffer + fp32 scales",
-                "n + 4 · G · ceil(ceil(n/G)/8000) + 3 · ceil(n/G), n = min(max(L, prefetch), Ψ) elements, "
-                "G = gather group",
+                "n + 4 · G · ceil(ceil(n/G)/8000) + 3 · ceil(n/G) (+ 2 · ceil(n/G) + 2L for bf16), "
+                "n = min(max(L, prefetch), Ψ) elements, G = gather group",
                 "runtime/zero/partition_parameters.py all_gather_coalesced (_all_gather_coalesced quantize "
                 "branch: int8 flat_tensor, quant_scale_buffer), CUDAQuantizer.quantize",
                 s.qwz && group > 1 ? bytes : 0);

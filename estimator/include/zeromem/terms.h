@@ -126,6 +126,7 @@ struct Sizes {
     uint64_t hpz_numel_load = 0;  ///< elements with a secondary partition at load: all of this rank's parameters
     uint64_t hpz_numel_train = 0; ///< ... while training: the non-persistent ones (persistent ones are never re-partitioned)
     bool qwz = false;             ///< zero_quantized_weights (stage 3)
+    bool bf16 = false;            ///< bf16 model: CUDAQuantizer works in fp16, so qwZ converts both ways
     bool qgz = false;             ///< zero_quantized_gradients, stage 3 and nodes > 1 (stage3.py __avg_scatter_grads)
     uint64_t qgz_groups = 0;      ///< qgZ quantization groups of the largest gradient: max(rows, cols, N)
     uint64_t mics = 0;            ///< mics_shard_size when MiCS is on (stage 3, > 0), else 0
@@ -256,12 +257,15 @@ Term hpz_secondary_partition(const Sizes& s, bool load);
 
 /// qwZ gather of one fetch: the int8 all-gather output (1 B per gathered
 /// element), the fp32 scales of every rank (CUDAQuantizer groups of at most
-/// 8000 elements: 4 · G · ceil(ceil(n/G)/8000)) and this rank's fp16 input
+/// 8000 elements: 4 · G · ceil(ceil(n/G)/8000)) and this rank's 16-bit input
 /// copy and int8 partition (3 · ceil(n/G)), with n = min(max(L,
 /// prefetch), every parameter) elements and G the gather group: N_d, or the
 /// hpZ group in backward (partition_parameters.py `_all_gather_coalesced`
-/// quantize branch, `CUDAQuantizer.quantize`). The dequantized output is
-/// the gathered parameter counted by zero3_gathered_params. 0 without qwZ.
+/// quantize branch, `CUDAQuantizer.quantize`). A bf16 model also pays the
+/// fp16 conversions: the input's `.to(torch.half)` (2 · ceil(n/G)) and, in
+/// `AllGatherCoalescedHandle.wait`, the fp16 `torch.cat` of the largest
+/// parameter before `.to(bf16)` (2 · L). The dequantized output is the
+/// gathered parameter counted by zero3_gathered_params. 0 without qwZ.
 Term qwz_quantized_gather(const Sizes& s, bool backward);
 
 /// qgZ buffers of the largest gradient n = L (runtime/comm/
