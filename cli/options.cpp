@@ -132,6 +132,19 @@ void add_request_options(CLI::App* sub, zeromem::Request& req) {
                            [&req](std::int64_t count) { req.gather_on_save = count > 0; },
                            "stage3_gather_16bit_weights_on_model_save: rank 0 gathers the 16-bit weights on the host "
                            "at save (default: the DeepSpeed config's, else off)")->group(gZ);
+    opt_int("--hpz-partition-size", req.hpz_partition_size,
+            "ZeRO++ hpZ (stage 3): secondary 16-bit parameter partition over groups of H GPUs (zero_hpz_partition_size; usually GPUs per node)", gZ)->type_name("H");
+    sub->add_flag_function("--quantized-weights,!--no-quantized-weights",
+                           [&req](std::int64_t count) { req.quantized_weights = count > 0; },
+                           "ZeRO++ qwZ (stage 3): int8 weight all-gathers (zero_quantized_weights)")->group(gZ);
+    sub->add_flag_function("--quantized-gradients,!--no-quantized-gradients",
+                           [&req](std::int64_t count) { req.quantized_gradients = count > 0; },
+                           "ZeRO++ qgZ (stage 3, several nodes): int4 all-to-all gradient reduction (zero_quantized_gradients)")->group(gZ);
+    opt_int("--mics-shard-size", req.mics_shard_size,
+            "MiCS (stage 3): partition model states over groups of M GPUs, replicated across groups (mics_shard_size; -1 = off)", gZ)->type_name("M");
+    sub->add_flag_function("--mics-hierarchical-gather,!--no-mics-hierarchical-gather",
+                           [&req](std::int64_t count) { req.mics_hierarchical_gather = count > 0; },
+                           "MiCS: gather across nodes, then inside the node (mics_hierarchical_params_gather)")->group(gZ);
     opt_str("--ds-config", req.ds_config, "DeepSpeed config JSON; \"auto\" values resolved the HF Trainer way; flags override it", gZ)->type_name("PATH");
     opt_str("--convention", req.convention, "full (default: what DeepSpeed allocates), deepspeed (its estimator), paper (ZeRO Table 1)", gO)->type_name("NAME");
     sub->add_flag("--legacy-zero2", req.legacy_zero2_formula,

@@ -195,6 +195,11 @@ nlohmann::json candidate_json(const zeromem::Candidate& c, const zeromem::Estima
                           {"per_param_s", c.time.per_param},
                           {"overhead_s", c.time.overhead},
                           {"parameter_tensors", c.time.parameter_tensors},
+                          // ZeRO-3 collectives per step, bytes (ZeRO++ paper accounting, zeromem/zeropp.h)
+                          {"comm_bytes", {{"forward_gather", c.time.comm_bytes_forward},
+                                          {"backward_gather", c.time.comm_bytes_backward},
+                                          {"gradients", c.time.comm_bytes_gradients},
+                                          {"cross_node", c.time.comm_bytes_cross_node}}},
                           {"cpu_optimizer", c.option.offload_optimizer == OffloadDevice::none ? "none"
                                             : c.time.torch_cpu_optimizer ? "torch AdamW" : "DeepSpeedCPUAdam"},
                           {"calibrated_terms", cal},

@@ -135,3 +135,17 @@ TEST(CliMalformed, EveryCorpusEntryNamesItsFieldAndFails) {
     }
     EXPECT_GE(cases, 40);
 }
+
+// ZeRO++ / MiCS flags (issue 13): they reach the estimate, --explain names each
+// term and its DeepSpeed source, and a bad value names the key.
+TEST(CliZeroPP, FlagsReachTheEstimateAndExplain) {
+    const cli::Outcome r = zeromem("estimate --model llama-2-7b --gpus 16 --nodes 2 --stage 3 "
+                                        "--hpz-partition-size 8 --quantized-weights --quantized-gradients --explain");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const char* s : {"hpZ secondary partition", "_partition_param_sec", "qwZ int8 all-gather buffer",
+                          "CUDAQuantizer", "qgZ int4 all-to-all", "all_to_all_quant_reduce"})
+        EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+    const cli::Outcome bad = zeromem("estimate --model llama-2-7b --gpus 16 --stage 3 --mics-shard-size 5");
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.err.find("zero_optimization.mics_shard_size: 5"), std::string::npos) << bad.err;
+}

@@ -92,6 +92,7 @@ Outcome run_config(const json& cfg, const json& flags) {
     req.model = "llama-2-7b";
     req.gpus = flags.value("gpus", 8);
     if (flags.contains("tp")) req.tp = flags.at("tp").get<int64_t>();
+    if (flags.contains("nodes")) req.nodes = flags.at("nodes").get<int64_t>();
     if (flags.contains("pp")) req.pp = flags.at("pp").get<int64_t>();
     if (flags.value("ds_checkpointing", false)) {
         req.ds_checkpointing = true;
@@ -251,17 +252,73 @@ TEST(DsSchema, NoSettingSilentlyIgnored) {
     EXPECT_GT(refused, 20);
 }
 
-TEST(DsSchema, RefusesMicsAndHpzByName) {
-    // The issue's two examples: plain ZeRO-3 figures would be wrong.
-    const Outcome mics = run_config(json::parse(R"({"train_micro_batch_size_per_gpu": 1,
-        "zero_optimization": {"stage": 3, "mics_shard_size": 8}})"), json::object());
-    EXPECT_HAS(mics.error, "/zero_optimization/mics_shard_size: 8: MiCS");
-    const Outcome hpz = run_config(json::parse(R"({"train_micro_batch_size_per_gpu": 1,
-        "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8}})"), json::object());
-    EXPECT_HAS(hpz.error, "/zero_optimization/zero_hpz_partition_size: 8: ZeRO++ hpZ");
-    // Their defaults are accepted.
-    EXPECT_FALSE(run_config(json::parse(R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3, "mics_shard_size": -1,
-        "zero_hpz_partition_size": 1}})"), json::object()).refused);
+TEST(DsSchema, ZeroPlusPlusAndMicsAreModelledNotRefused) {
+    // Once refused by name (issue 13): now read and modelled. llama-2-7b,
+    // 16 GPUs on 2 nodes.
+    const json two_nodes = {{"gpus", 16}, {"nodes", 2}};
+    const Outcome plain = run_config(json::parse(R"({"train_micro_batch_size_per_gpu": 1,
+        "zero_optimization": {"stage": 3}})"), two_nodes);
+    for (const char* cfg : {R"({"stage": 3, "zero_hpz_partition_size": 8})", R"({"stage": 3, "mics_shard_size": 8})",
+                            R"({"stage": 3, "zero_quantized_weights": true})",
+                            R"({"stage": 3, "zero_quantized_gradients": true})"}) {
+        SCOPED_TRACE(cfg);
+        const Outcome o = run_config(json{{"train_micro_batch_size_per_gpu", 1}, {"zero_optimization", json::parse(cfg)}},
+                                     two_nodes);
+        ASSERT_FALSE(o.refused) << o.error;
+        EXPECT_NE(o.sig, plain.sig);
+    }
+    // Their defaults change nothing.
+    EXPECT_EQ(run_config(json::parse(R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3,
+        "mics_shard_size": -1, "zero_hpz_partition_size": 1, "zero_quantized_weights": false,
+        "zero_quantized_gradients": false}})"), two_nodes).sig, plain.sig);
+}
+
+TEST(DsSchema, InvalidZeroPlusPlusAndMicsValuesNameTheKey) {
+    auto error_of = [](const char* zero, int64_t gpus, int64_t nodes) {
+        return run_config(json{{"train_micro_batch_size_per_gpu", 1}, {"zero_optimization", json::parse(zero)}},
+                          json{{"gpus", gpus}, {"nodes", nodes}}).error;
+    };
+    // mics_utils.py _generate_mics_config: the shard size divides the data-parallel size.
+    EXPECT_HAS(error_of(R"({"stage": 3, "mics_shard_size": 6})", 16, 2), "zero_optimization.mics_shard_size: 6 does not divide");
+    EXPECT_HAS(error_of(R"({"stage": 3, "mics_shard_size": 32})", 16, 2), "zero_optimization.mics_shard_size: 32 does not divide");
+    // utils/groups.py _create_zero_param_parallel_group: hpz divides the world size.
+    EXPECT_HAS(error_of(R"({"stage": 3, "zero_hpz_partition_size": 6})", 16, 2),
+               "zero_optimization.zero_hpz_partition_size: 6 does not divide the 16 GPUs");
+    // runtime/zero/config.py: zero_hpz_partition_size ge=0 (the schema's min).
+    EXPECT_HAS(error_of(R"({"stage": 3, "zero_hpz_partition_size": -2})", 16, 2), "zero_hpz_partition_size");
+    // stage3.py asserts reduce_scatter with the qgZ all-to-all group.
+    EXPECT_HAS(error_of(R"({"stage": 3, "zero_quantized_gradients": true, "reduce_scatter": false})", 16, 2),
+               "zero_optimization.zero_quantized_gradients: needs reduce_scatter true");
+    // mics_utils.py create_mics_comm_groups: hierarchical gather needs a shard group spanning nodes.
+    EXPECT_HAS(error_of(R"({"stage": 3, "mics_shard_size": 8, "mics_hierarchical_params_gather": true})", 16, 2),
+               "zero_optimization.mics_hierarchical_params_gather: the shard group of 8 GPUs fits in one node");
+    EXPECT_EQ(error_of(R"({"stage": 3, "mics_shard_size": 16, "mics_hierarchical_params_gather": true})", 32, 4), "");
+    // Wrong JSON types are refused by the schema, naming the key.
+    EXPECT_HAS(error_of(R"({"stage": 3, "zero_quantized_weights": 8})", 16, 2), "/zero_optimization/zero_quantized_weights");
+    EXPECT_HAS(error_of(R"({"stage": 3, "mics_shard_size": "eight"})", 16, 2), "/zero_optimization/mics_shard_size");
+}
+
+TEST(DsSchema, ZeroPlusPlusKeysRecordProvenance) {
+    Request req;
+    req.model = "llama-2-7b";
+    req.gpus = 16;
+    req.nodes = 2;
+    req.ds_config = write_temp("zeropp_prov.json", json::parse(R"({"train_micro_batch_size_per_gpu": 1,
+        "optimizer": {"type": "AdamW", "params": {"lr": 1e-5}},
+        "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8, "zero_quantized_weights": true,
+        "zero_quantized_gradients": true}})"));
+    const Resolved r = resolve_request(req, ZEROMEM_SOURCE_DATA_DIR);
+    EXPECT_EQ(r.input.zero.zero_hpz_partition_size, 8);
+    EXPECT_TRUE(r.input.zero.zero_quantized_weights);
+    EXPECT_TRUE(r.input.zero.zero_quantized_gradients);
+    EXPECT_HAS(r.provenance.at("zero_optimization.zero_hpz_partition_size"), "/zero_optimization/zero_hpz_partition_size");
+    EXPECT_HAS(r.provenance.at("zero_optimization.zero_quantized_weights"), "/zero_optimization/zero_quantized_weights");
+    // A flag overrides the config and says so.
+    req.hpz_partition_size = 4;
+    req.mics_shard_size = -1;
+    const Resolved f = resolve_request(req, ZEROMEM_SOURCE_DATA_DIR);
+    EXPECT_EQ(f.input.zero.zero_hpz_partition_size, 4);
+    EXPECT_EQ(f.provenance.at("zero_optimization.zero_hpz_partition_size"), "--hpz-partition-size");
 }
 
 // ---------------------------------------------------------------------------
@@ -342,9 +399,8 @@ TEST(Check, ZeroPlusPlusKeysUnknownBefore010C29) {
         "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8}})"), o);
     EXPECT_HAS(find(fs, "/zero_optimization/zero_hpz_partition_size", Severity::error)->message,
                "unknown to DeepSpeed 0.9.5");
-    // And zeromem says it cannot estimate hpZ at all (warning, not error).
-    EXPECT_HAS(find(fs, "/zero_optimization/zero_hpz_partition_size", Severity::warning)->message,
-               "zeromem cannot estimate");
+    // zeromem models hpZ now (issue 13): no "cannot estimate" warning.
+    EXPECT_EQ(find(fs, "/zero_optimization/zero_hpz_partition_size", Severity::warning), nullptr);
 }
 
 TEST(Check, BatchArithmeticC27) {

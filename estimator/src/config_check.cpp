@@ -1,6 +1,7 @@
 // `zeromem check`: schema, launcher, version and memory findings for a
 // DeepSpeed config. See config_check.h.
 #include "zeromem/config_check.h"
+#include "zeromem/zeropp.h"
 
 #include "zeromem/util.h"
 
@@ -339,6 +340,38 @@ void client_optimizer_findings(const json& config, const CheckOptions& o, Findin
                        ""});
 }
 
+/// The JSON pointer a library message names ("zero_optimization.mics_shard_size: ..."
+/// -> "/zero_optimization/mics_shard_size"), or "" when it names none.
+std::string pointer_named(const std::string& message) {
+    const std::string prefix = "zero_optimization.";
+    if (message.rfind(prefix, 0) != 0) return "";
+    const auto colon = message.find(':');
+    if (colon == std::string::npos) return "";
+    return "/zero_optimization/" + message.substr(prefix.size(), colon - prefix.size());
+}
+
+/// ZeRO++ / MiCS values DeepSpeed refuses for the GPU count (zeromem/zeropp.h
+/// validate_zeropp), when the GPUs are known. Nodes are not, so the
+/// hierarchical-gather rule is left to the memory findings.
+void zeropp_findings(const json& config, const CheckOptions& o, Findings& out) {
+    const json* z = at(config, "/zero_optimization");
+    if (!o.gpus_known || !z || !z->is_object()) return;
+    EstimateInput in;
+    in.cluster.gpus = std::max<int64_t>(1, o.autos.world_size);
+    auto num = [&](const char* k, int64_t d) { return z->contains(k) && z->at(k).is_number_integer() ? z->at(k).get<int64_t>() : d; };
+    auto flag = [&](const char* k, bool d) { return z->contains(k) && z->at(k).is_boolean() ? z->at(k).get<bool>() : d; };
+    in.zero.stage = static_cast<int>(num("stage", 0));
+    in.zero.zero_hpz_partition_size = num("zero_hpz_partition_size", 1);
+    in.zero.mics_shard_size = num("mics_shard_size", -1);
+    in.zero.zero_quantized_gradients = flag("zero_quantized_gradients", false);
+    in.zero.reduce_scatter = flag("reduce_scatter", true);
+    try {
+        validate_zeropp(in);
+    } catch (const InputError& e) {
+        out.push_back({Severity::error, pointer_named(e.what()), e.what(), "change the value named"});
+    }
+}
+
 void memory_findings(const CheckOptions& o, Findings& out) {
     const EstimateInput& in = *o.memory;
     const Estimate e = estimate(in);
@@ -416,13 +449,14 @@ std::vector<Finding> check_ds_config(const json& config, const CheckOptions& o) 
     refusal_findings(config, out);
     deprecation_findings(config, out);
     batch_findings(config, o, out);
+    if (schema_ok) zeropp_findings(config, o, out);
     if (schema_ok) version_findings(config, version, out);
     if (schema_ok) client_optimizer_findings(config, o, out);
     if (schema_ok && o.memory && count_findings(out, Severity::error) == 0) {
         try {
             memory_findings(o, out);
         } catch (const InputError& e) {  // what DeepSpeed itself refuses, as a finding
-            out.push_back({Severity::error, "", e.what(), ""});
+            out.push_back({Severity::error, pointer_named(e.what()), e.what(), ""});
         }
     }
     return out;

@@ -2,6 +2,7 @@
 
 #include "zeromem/terms.h"
 #include "zeromem/util.h"
+#include "zeromem/zeropp.h"
 
 #include <algorithm>
 #include <cmath>
@@ -70,6 +71,7 @@ void validate(const EstimateInput& in) {
     if (z.reduce_bucket_size <= 0) throw InputError("zero_optimization.reduce_bucket_size: must be positive");
     if (!(in.residual.fragmentation_fraction >= 0 && in.residual.fragmentation_fraction < 1))  // NaN too
         throw InputError("--fragmentation: must be a fraction in [0, 1)");
+    validate_zeropp(in);
 }
 
 // Collects --explain lines only when asked.
@@ -89,11 +91,14 @@ struct Explainer {
 // ---------------------------------------------------------------------------
 void estimate_paper(const EstimateInput& in, Estimate& out, const Explainer& ex) {
     const double P = static_cast<double>(in.model.params);
-    const double N = static_cast<double>(in.cluster.gpus);
+    // MiCS: stage-3 model states partitioned over mics_shard_size GPUs.
+    const double N = static_cast<double>(in.zero.partition_size(in.cluster.gpus));
     const double g = static_cast<double>(in.cluster.gpus_per_node());
     const double K = 4.0 + optimizer_state_bytes(in.train.optimizer);
     const int s = in.zero.stage;
-    const double params = s >= 3 ? 2 * P / N : 2 * P;
+    // hpZ: + a 16-bit secondary partition 2Ψ/hpz (ZeRO++ paper Sec. 3.2).
+    const double hpz = in.zero.hpz_active() ? 2 * P / double(in.zero.zero_hpz_partition_size) : 0;
+    const double params = (s >= 3 ? 2 * P / N : 2 * P) + hpz;
     const double grads = s >= 2 ? 2 * P / N : 2 * P;
     const double opt = s >= 1 ? K * P / N : K * P;
     auto& m = out.per_gpu;
@@ -123,6 +128,11 @@ void estimate_paper(const EstimateInput& in, Estimate& out, const Explainer& ex)
     if (ex.on) ex.term("model_states", forms[s],
             "Ψ=" + num(P) + ", K=" + num(K) + ", N_d=" + num(N) + (off_opt ? " (optimizer states on host)" : ""),
             m.total, kSrcPaper);
+    if (ex.on && hpz > 0) ex.term("parameters: hpZ secondary partition", "2Ψ/zero_hpz_partition_size",
+            "Ψ=" + num(P) + ", zero_hpz_partition_size=" + num(double(in.zero.zero_hpz_partition_size)), to_bytes(hpz),
+            "ZeRO++ paper (Wang et al. 2023, arXiv:2306.10209) Sec. 3.2; DeepSpeed partition_parameters.py _partition_param_sec");
+    if (in.zero.stage == 3 && in.zero.mics_shard_size > 0)
+        ex.note("MiCS: N_d in the stage-3 formula is mics_shard_size = " + num(N) + ".");
     ex.note("paper convention: model states only (ZeRO paper Sec. 3.1); residual states are not counted; "
             "K = 4 (fp32 master) + " + std::to_string(optimizer_state_bytes(in.train.optimizer)) +
             " (optimizer) bytes per parameter.");
@@ -217,6 +227,10 @@ void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer&
     out.per_node.host_memory = static_cast<uint64_t>(std::trunc(cpu));
     out.per_node.host_steady = out.per_node.host_memory;
     out.peak_phase = "model_states";
+    if (in.zero.hpz_active() || in.zero.mics_shard_size > 0 || in.zero.zero_quantized_weights ||
+        in.zero.zero_quantized_gradients)
+        ex.note("deepspeed convention: DeepSpeed's estimators ignore ZeRO++ (hpZ, qwZ, qgZ) and MiCS; use --convention "
+                "full or paper to count them.");
     ex.note("deepspeed convention: DeepSpeed's own estimator, model states only; no activations, buckets, "
             "prefetch, CUDA context or fragmentation. DeepSpeed prints these figures with the label GB but "
             "divides by 2^30 (GiB).");
@@ -468,11 +482,43 @@ void set_host_sizes(FullContext& c) {
     }
 }
 
+// The ZeRO++ / MiCS fields of the sizes (zeropp_terms.cpp terms).
+void set_zeropp_sizes(FullContext& c) {
+    const auto& in = c.in;
+    const auto& z = in.zero;
+    terms::Sizes& s = c.sz;
+    s.g = c.g;
+    s.nodes = static_cast<uint64_t>(in.cluster.nodes);
+    if (z.hpz_active()) {
+        s.hpz = static_cast<uint64_t>(std::min(z.zero_hpz_partition_size, in.cluster.gpus));
+        uint64_t persist = 0;
+        if (in.model.arch)
+            persist = ceil_div(persistent_numel(*in.model.arch, c.tp, z.stage3_param_persistence_threshold,
+                                                z.stage3_model_persistence_threshold), c.pp);
+        s.hpz_numel_load = c.Pr;
+        s.hpz_numel_train = c.Pr - std::min(c.Pr, persist);
+    }
+    s.qwz = z.stage == 3 && z.zero_quantized_weights;
+    s.bf16 = in.train.dtype == Dtype::bf16;
+    s.qgz = z.stage == 3 && z.zero_quantized_gradients && in.cluster.nodes > 1;
+    if (s.qgz) {
+        uint64_t rows_cols = 0;
+        if (in.model.arch)
+            rows_cols = static_cast<uint64_t>(std::max(in.model.arch->vocab_size, in.model.arch->hidden_size));
+        s.qgz_groups = std::max<uint64_t>(rows_cols, static_cast<uint64_t>(in.cluster.gpus));
+    }
+    if (z.stage == 3 && z.mics_shard_size > 0) {
+        s.mics = static_cast<uint64_t>(z.mics_shard_size);
+        s.mics_hierarchical = z.mics_hierarchical_params_gather;
+    }
+}
+
 FullContext make_context(const EstimateInput& in, Estimate& out) {
     FullContext c(in);
     const auto& z = in.zero;
     const auto& t = in.train;
-    c.N = static_cast<uint64_t>(in.cluster.data_parallel());
+    // MiCS partitions stage-3 states over mics_shard_size ranks (mics.py).
+    c.N = static_cast<uint64_t>(z.partition_size(in.cluster.data_parallel()));
     c.g = static_cast<uint64_t>(in.cluster.gpus_per_node());
     c.tp = static_cast<uint64_t>(in.cluster.tp);
     c.pp = static_cast<uint64_t>(in.cluster.pp);
@@ -574,6 +620,7 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
     // no offload selects BF16_Optimizer.
     s.bf16_optimizer = z.stage == 1 && t.dtype == Dtype::bf16 && c.ba == 4 && !s.offload_optimizer;
     set_host_sizes(c);
+    set_zeropp_sizes(c);
     return c;
 }
 
@@ -584,7 +631,11 @@ std::string sizes_text(const FullContext& c) {
            ", sub=" + num(double(s.sub)) + ", reduce_bucket_size=" + num(double(s.bucket)) + ", L=" +
            num(double(s.L)) + ", layer=" + num(double(s.layer)) + ", b_m=" + num(double(s.bm)) + ", b_a=" +
            num(double(s.ba)) + ", b_c=" + num(double(s.bc)) + ", T=" +
-           num(double(terms::step_temporary_bytes_per_element(s.kernel))) + " B/element";
+           num(double(terms::step_temporary_bytes_per_element(s.kernel))) + " B/element" +
+           (s.hpz > 1 || s.qwz || s.qgz || s.mics > 0
+                ? ", g=" + num(double(s.g)) + ", prefetch=" + num(double(s.prefetch)) + ", hpz=" + num(double(s.hpz)) +
+                      ", mics_shard_size=" + num(double(s.mics)) + ", qgZ groups=" + num(double(s.qgz_groups))
+                : std::string());
 }
 
 // A term's source as --explain prints it: DeepSpeed files carry the version.
@@ -631,6 +682,12 @@ GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
                     " elements (<= stage3_param_persistence_threshold), frozen=" + n2s(c.Fr),
                 st.parameters, "DeepSpeed v0.19.6 stage3.py _create_fp16_partitions_with_defragmentation, "
                                "parameter_offload.py mark_persistent_parameters");
+        const terms::Term sec = terms::hpz_secondary_partition(c.sz, false);
+        st.parameters += sec.bytes;
+        if (ex.on && sec.bytes > 0)
+            ex.term(("parameters: " + std::string(sec.name)).c_str(), sec.formula,
+                    "b_m=" + n2s(c.bm) + ", numel=" + n2s(c.sz.hpz_numel_train) + ", zero_hpz_partition_size=" +
+                        n2s(c.sz.hpz), sec.bytes, term_source(sec).c_str());
     } else {
         st.parameters = c.bm * c.Tr + to_bytes(c.frozen_bytes);
         if (ex.on) ex.term("parameters", "b_m · Ψ_t + frozen bytes (full copy on every data-parallel rank)",
@@ -793,7 +850,8 @@ Activations activations(const FullContext& c, const Explainer& ex) {
 std::vector<terms::Term> forward_temporaries(const terms::Sizes& s) {
     if (s.stage == 0) return {};
     if (s.stage <= 2) return {terms::temp_grad_buffer_for_gpu_offload(s)};
-    return {terms::zero3_ipg_bucket(s), terms::zero3_gathered_params(s, false), terms::zero3_allgather_cat_copy(s)};
+    return {terms::zero3_ipg_bucket(s), terms::zero3_gathered_params(s, false), terms::zero3_allgather_cat_copy(s),
+            terms::qwz_quantized_gather(s, false), terms::mics_hierarchical_gather_clone(s)};
 }
 
 std::vector<terms::Term> backward_temporaries(const terms::Sizes& s) {
@@ -804,7 +862,8 @@ std::vector<terms::Term> backward_temporaries(const terms::Sizes& s) {
                 terms::zero2_autograd_grad_before_bucket_copy(s), terms::zero2_accumulated_partition(s),
                 terms::temp_grad_buffer_for_gpu_offload(s), terms::zero12_offload_boundary_transient(s)};
     return {terms::zero3_ipg_bucket(s), terms::zero3_gathered_params(s, true), terms::zero3_allgather_cat_copy(s),
-            terms::zero3_module_grad(s), terms::zero3_reduce_scatter_cat(s)};
+            terms::zero3_module_grad(s), terms::zero3_reduce_scatter_cat(s), terms::qwz_quantized_gather(s, true),
+            terms::qgz_all_to_all_buffers(s), terms::mics_hierarchical_gather_clone(s)};
 }
 
 // Buffers live from init to the end of training: the ZeRO-3 IPG bucket and
@@ -909,7 +968,9 @@ GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& e
     ld.optimizer_states = ld.master_weights;
     GpuMemory whole;  // the module before partitioning / flattening
     if (s.stage == 3) {
-        ld.parameters = st.parameters;
+        // hpZ: zero.Init gives every parameter, persistent ones too, a secondary partition.
+        ld.parameters = st.parameters - terms::hpz_secondary_partition(s, false).bytes +
+                        terms::hpz_secondary_partition(s, true).bytes;
         if (!z.zero_init) whole.parameters = module_bytes(c);
         // initialize_optimizer_states frees its fp32 gradient_buffer before
         // the IPG bucket and grad_partitions_flat_buffer are allocated: the
@@ -1131,7 +1192,10 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     const GpuMemory step = optimizer_step_gpu(c, st, ex);
     const GpuMemory sbwd = with(st.gradients, true, act.backward, tmp_bwd);
     const uint64_t save_tmp = sum_bytes(persistent_temporaries(sz)) + (gather_save ? c.L * c.bm : 0);
-    const GpuMemory save = with(gradients_after_step(c, st), true, 0, save_tmp);
+    GpuMemory save = with(gradients_after_step(c, st), true, 0, save_tmp);
+    // hpZ secondary partitions are dropped after the step (stage3.py _post_step).
+    save.parameters -= terms::hpz_secondary_partition(sz, false).bytes;
+    finish_gpu(save, in);
 
     const uint64_t g = c.g;
     const uint64_t host_act = act.host * g;
@@ -1162,6 +1226,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         ex.note("zero_init is off: every rank on a node builds the whole model in host RAM before partitioning.");
     if (!in.model.arch && sz.stage == 3)
         ex.note("no architecture: ZeRO-3 persistent (small) parameters are not counted.");
+    for (const auto& n : zeropp_notes(in)) ex.note(n);
     if (sz.bf16_optimizer)
         ex.note("bf16 + ZeRO-1 + fp32 gradient accumulation: DeepSpeed builds BF16_Optimizer "
                 "(engine._do_optimizer_sanity_check), whose fp32 gradient buffer exists from load on.");

@@ -3,6 +3,7 @@
 #include "zeromem/planner.h"
 
 #include "zeromem/util.h"
+#include "zeromem/zeropp.h"
 
 #include <algorithm>
 #include <cmath>
@@ -143,6 +144,9 @@ std::vector<Candidate> compare_options(const EstimateInput& base, const SpeedHar
     EstimateInput in = base;
     std::vector<Candidate> rows;
     for (ZeroOption o : stage_offload_options()) {
+        // Skip what DeepSpeed refuses with the ZeRO++ / MiCS settings given.
+        if (!zeropp_allows(base.zero, o.stage, o.offload_optimizer, o.offload_param, base.cluster.data_parallel()))
+            continue;
         for (Checkpointing ck : {Checkpointing::none, Checkpointing::full}) {
             o.checkpointing = ck;
             Candidate c = base_candidate(base, o);
@@ -335,6 +339,12 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
     };
     std::optional<Candidate> fit;
     for (const Rung& rung : ladder) {
+        if (!zeropp_allows(base.zero, rung.opt.stage, rung.opt.offload_optimizer, rung.opt.offload_param,
+                           base.cluster.data_parallel())) {
+            r.steps.push_back({rung.step, rung.action, "not with the ZeRO++ / MiCS settings given (DeepSpeed refuses the "
+                               "combination, zeromem/zeropp.h zeropp_allows); skipped", {}});
+            continue;
+        }
         Candidate c = base_candidate(base, rung.opt);
         c.micro_batch = 1;
         c.grad_accum = per_gpu;
@@ -381,6 +391,9 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
     Candidate best = *r.first_fit;
     const int64_t bucket0 = model_bucket(base);
     for (ZeroOption o : stage_offload_options()) {
+        // Skip what DeepSpeed refuses with the ZeRO++ / MiCS settings given.
+        if (!zeropp_allows(base.zero, o.stage, o.offload_optimizer, o.offload_param, base.cluster.data_parallel()))
+            continue;
         for (C ck : space.checkpointing) {
             o.checkpointing = ck;
             for (bool ov : space.overlap_comm) {
@@ -457,6 +470,12 @@ nlohmann::json emit_ds_config(const Candidate& c, const EstimateInput& base, boo
         z["stage3_max_live_parameters"] = d.stage3_max_live_parameters;
         z["stage3_max_reuse_distance"] = d.stage3_max_reuse_distance;
         z["stage3_gather_16bit_weights_on_model_save"] = d.stage3_gather_16bit_weights_on_model_save;
+        // ZeRO++ and MiCS settings the plan was asked for (zeromem/zeropp.h).
+        if (d.zero_hpz_partition_size > 1) z["zero_hpz_partition_size"] = d.zero_hpz_partition_size;
+        if (d.zero_quantized_weights) z["zero_quantized_weights"] = true;
+        if (d.zero_quantized_gradients) z["zero_quantized_gradients"] = true;
+        if (d.mics_shard_size > 0) z["mics_shard_size"] = d.mics_shard_size;
+        if (d.mics_hierarchical_params_gather) z["mics_hierarchical_params_gather"] = true;
     }
     auto offload = [](OffloadDevice dev) {
         json o = {{"device", to_string(dev)}, {"pin_memory", true}};
@@ -491,6 +510,9 @@ std::vector<FitRow> largest_model(const EstimateInput& base) {
     in.model.arch.reset();
     in.model.largest_layer_params = 0;
     for (const ZeroOption& o : stage_offload_options()) {
+        // Skip what DeepSpeed refuses with the ZeRO++ / MiCS settings given.
+        if (!zeropp_allows(base.zero, o.stage, o.offload_optimizer, o.offload_param, base.cluster.data_parallel()))
+            continue;
         apply_option_at_base_batch(base, o, in);
         auto fits_at = [&](uint64_t p) {
             in.model.params = p;
@@ -562,6 +584,9 @@ std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node
     std::vector<FitRow> out;
     EstimateInput in = base;
     for (const ZeroOption& o : stage_offload_options()) {
+        // Skip what DeepSpeed refuses with the ZeRO++ / MiCS settings given.
+        if (!zeropp_allows(base.zero, o.stage, o.offload_optimizer, o.offload_param, base.cluster.data_parallel()))
+            continue;
         apply_option_at_base_batch(base, o, in);
         auto fits_at = [&](int64_t n) {
             in.cluster.gpus = n;

@@ -221,6 +221,32 @@ void apply_stack(const Request& req, SoftwareStack& stack, Provenance& prov) {
 }
 }  // namespace
 
+// ZeRO++ and MiCS flags override the DeepSpeed config's keys (validated
+// with the rest by estimate: zeropp.h validate_zeropp).
+static void apply_zeropp_flags(const Request& req, ZeroSettings& z, Provenance& prov) {
+    if (req.hpz_partition_size) {
+        z.zero_hpz_partition_size = *req.hpz_partition_size;
+        prov["zero_optimization.zero_hpz_partition_size"] = "--hpz-partition-size";
+    }
+    if (req.quantized_weights) {
+        z.zero_quantized_weights = *req.quantized_weights;
+        prov["zero_optimization.zero_quantized_weights"] = *req.quantized_weights ? "--quantized-weights" : "--no-quantized-weights";
+    }
+    if (req.quantized_gradients) {
+        z.zero_quantized_gradients = *req.quantized_gradients;
+        prov["zero_optimization.zero_quantized_gradients"] =
+            *req.quantized_gradients ? "--quantized-gradients" : "--no-quantized-gradients";
+    }
+    if (req.mics_shard_size) {
+        z.mics_shard_size = *req.mics_shard_size;
+        prov["zero_optimization.mics_shard_size"] = "--mics-shard-size";
+    }
+    if (req.mics_hierarchical_gather) {
+        z.mics_hierarchical_params_gather = *req.mics_hierarchical_gather;
+        prov["zero_optimization.mics_hierarchical_params_gather"] = "--mics-hierarchical-gather";
+    }
+}
+
 Resolved resolve_request(const Request& req, const std::string& data_dir) {
     Resolved r;
     EstimateInput& in = r.input;
@@ -537,6 +563,7 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         prov["zero_optimization.stage3_gather_16bit_weights_on_model_save"] =
             *req.gather_on_save ? "--gather-on-save" : "--no-gather-on-save";
     }
+    apply_zeropp_flags(req, in.zero, prov);
     add_plausibility_warnings(req, in, r.warnings);
     if (req.ds_config)
         complete_batch_settings(in.train, in.cluster.data_parallel(), prov);  // DeepSpeed fills a missing one of the three

@@ -5,6 +5,7 @@
 
 #include "zeromem/model.h"
 #include "zeromem/util.h"
+#include "zeromem/zeropp.h"
 
 #include <nlohmann/json.hpp>
 
@@ -323,16 +324,68 @@ void compute_term(const EstimateInput& in, const SpeedHardware& hw, const SpeedC
     r.model_flops_per_token = fpt;
 }
 
+/// Times of one ZeRO-3 micro-step's collectives.
+struct Zero3Times {
+    double forward = 0, backward = 0, gradients = 0;  ///< per micro-step
+    double replica = 0;  ///< MiCS replica all-reduce, once per step (at the accumulation boundary)
+};
+
+/// Link of a collective inside a group of `ranks` contiguous ranks: the
+/// intra-node figures when the group fits in one node, else the NICs of
+/// the nodes it spans.
+Link group_link(Coll coll, const SpeedHardware& hw, int64_t ranks, int64_t g) {
+    const int64_t spanned = ranks > g ? (ranks + g - 1) / g : 1;
+    return link_for(coll, hw, ranks, std::min(ranks, g), spanned);
+}
+
+/// The ZeRO-3 collectives of one micro-step (zeromem/zeropp.h
+/// zero3_comm_volume for the bytes; speed_model.md 1.3 for the cost):
+/// forward gather in the partition group (N_d, or MiCS shard), backward
+/// gather in the hpZ group when hpZ is on (partition_parameters.py
+/// all_gather_coalesced uses ds_secondary_tensor over
+/// zero_param_process_group), gradients by reduce-scatter or, with qgZ on
+/// several nodes, an intra-node then an inter-node int4 all-to-all
+/// (coalesced_collectives.py all_to_all_quant_reduce; an all-to-all moves
+/// (n-1)/n of its bytes like a reduce-scatter), plus MiCS's all-reduce of
+/// the gradient partitions across replicas (mics.py
+/// allreduce_mics_shard_grads). Records the per-step volumes in `r`.
+Zero3Times zero3_collectives(const EstimateInput& in, const SpeedHardware& hw, const StepCtx& c, double fetched,
+                             double reduce_launches, StepTime& r) {
+    const Zero3CommVolume v = zero3_comm_volume(in, c.trainable);
+    Zero3Times t;
+    t.forward = coll_time(Coll::all_gather, v.forward_gather, fetched,
+                          group_link(Coll::all_gather, hw, v.gather_group, c.g), v.gather_group);
+    t.backward = coll_time(Coll::all_gather, v.backward_gather, fetched,
+                           group_link(Coll::all_gather, hw, v.backward_group, c.g), v.backward_group);
+    if (v.qgz) {
+        t.gradients = coll_time(Coll::reduce_scatter, v.gradient_reduce, reduce_launches,
+                                group_link(Coll::reduce_scatter, hw, c.g, c.g), c.g) +
+                      coll_time(Coll::reduce_scatter, v.gradient_reduce / double(c.g), reduce_launches,
+                                link_for(Coll::reduce_scatter, hw, c.nodes, c.g, c.nodes), c.nodes);
+    } else {
+        t.gradients = coll_time(Coll::reduce_scatter, v.gradient_reduce, reduce_launches,
+                                group_link(Coll::reduce_scatter, hw, v.gather_group, c.g), v.gather_group);
+    }
+    if (v.replicas > 1) {  // allreduce_mics_shard_grads runs at the accumulation boundary only
+        const int64_t spanned = std::min<int64_t>(v.replicas, c.nodes);
+        t.replica = coll_time(Coll::all_reduce, v.replica_allreduce, reduce_launches,
+                                 link_for(Coll::all_reduce, hw, v.replicas, c.g, spanned), v.replicas);
+    }
+    r.comm_bytes_forward = c.gas * v.forward_gather;
+    r.comm_bytes_backward = c.gas * v.backward_gather;
+    r.comm_bytes_gradients = c.gas * v.gradient_reduce + v.replica_allreduce;
+    r.comm_bytes_cross_node = c.gas * (v.cross_node - v.replica_cross_node) + v.replica_cross_node;
+    return t;
+}
+
 /// Collectives (speed_model.md 1.2, 1.3) and the per-tensor / per-module
 /// costs of each stage. Returns the ZeRO-3 collectives of one micro-step
 /// (what the parameter-offload copies compete with for overlap).
 double comm_terms(const EstimateInput& in, const SpeedHardware& hw, const SpeedConstants& k, const StepCtx& c,
                   StepTime& r) {
-    const double S = c.psi * c.w;          // all parameters: what ZeRO-3 gathers
     const double G = c.trainable * c.w;    // gradients and updated parameters
     const Link ar = link_for(Coll::all_reduce, hw, c.n, c.g, c.nodes);
     const Link ag = link_for(Coll::all_gather, hw, c.n, c.g, c.nodes);
-    const Link rs = link_for(Coll::reduce_scatter, hw, c.n, c.g, c.nodes);
     const double reduce_launches = ceil_div(c.trainable, double(in.zero.reduce_bucket_size));
     const double gather_launches = ceil_div(c.trainable, double(in.zero.allgather_bucket_size));
     const double ov = in.zero.overlap_comm_effective() ? k.overlap_fraction : 0.0;
@@ -366,12 +419,16 @@ double comm_terms(const EstimateInput& in, const SpeedHardware& hw, const SpeedC
         // passes a hook.
         const double fetched = fetched_tensor_count(in.model, in.zero.stage3_param_persistence_threshold, k);
         r.fetched_modules = fetched;
-        const double fetch = 2.0 * coll_time(Coll::all_gather, S, fetched, ag, c.n);
-        const double t_rs = coll_time(Coll::reduce_scatter, G, reduce_launches, rs, c.n);
-        const double first = coll_time(Coll::all_gather, S / fetched, 1.0, ag, c.n);
+        // ZeRO++ (qwZ, hpZ, qgZ) and MiCS change the bytes and the groups
+        // (zero3_collectives); plain ZeRO-3 gathers S twice and reduces G.
+        const Zero3Times z3 = zero3_collectives(in, hw, c, fetched, reduce_launches, r);
+        const double fetch = z3.forward + z3.backward;
+        const double t_rs = z3.gradients;
+        const double first = z3.forward / fetched;
         s3_comm = fetch + t_rs;
-        r.comm_total = c.gas * s3_comm;
-        r.exposed_comm = c.gas * (first + std::max(0.0, s3_comm - first - k.stage3_overlap * c.t_fb));
+        // MiCS's replica all-reduce, once per step, counted as exposed.
+        r.comm_total = c.gas * s3_comm + z3.replica;
+        r.exposed_comm = c.gas * (first + std::max(0.0, s3_comm - first - k.stage3_overlap * c.t_fb)) + z3.replica;
         r.per_param += c.gas * (fetched * k.stage3_launches_per_tensor * k.stage3_launch_cost +
                                 tensors * k.zero12_per_tensor_cost);
         r.overhead += c.gas * k.stage2_overhead_fraction * c.t_fb;  // c2: gradients partitioned too
@@ -444,7 +501,7 @@ void optimizer_terms(const EstimateInput& in, const SpeedHardware& hw, const Spe
 void param_offload_term(const EstimateInput& in, const SpeedHardware& hw, const SpeedConstants& k,
                         const StepCtx& c, double s3_comm, StepTime& r) {
     if (c.stage != 3 || in.zero.offload_param == OffloadDevice::none) return;
-    const double partition = c.psi / double(c.n);  // every parameter, frozen or not, is fetched
+    const double partition = c.psi / double(in.zero.partition_size(c.n));  // every parameter, frozen or not, is fetched
     double t_in = 2.0 * partition * c.w / hw.pcie_bandwidth;
     if (in.zero.offload_param == OffloadDevice::nvme) {
         const double rd = nvme_effective_bandwidth(hw.nvme_read, in.zero.aio_queue_depth, in.zero.aio_block_size, k);
@@ -476,7 +533,8 @@ StepTime step_time(const EstimateInput& in, const SpeedHardware& hw, const Speed
     c.w = double(dtype_bytes(in.train.communication_dtype.value_or(in.train.dtype)));
     c.tok = double(in.train.micro_batch) * double(in.train.seq_len);
     c.trainable = std::min(c.psi, double(in.train.trainable_params.value_or(in.model.params)));
-    c.local = c.trainable / double(c.n);
+    // MiCS: each rank updates 1/mics_shard_size of the states (mics.py).
+    c.local = c.trainable / double(in.zero.partition_size(c.n));
     r.overhead = k.fixed_step_overhead;
     r.pcie_bandwidth = hw.pcie_bandwidth;
 

@@ -147,8 +147,8 @@ Term zero3_ipg_bucket(const Sizes& s) {
 }
 
 Term zero3_reduce_scatter_cat(const Sizes& s) {
-    const bool on = s.N > 1 && s.reduce_scatter;
-    return make("reduce_scatter_coalesced cat", "reduce_bucket_size · b_c (N_d > 1, reduce_scatter)",
+    const bool on = s.N > 1 && s.reduce_scatter && !s.qgz;  // qgZ: all_to_all_quant_reduce instead
+    return make("reduce_scatter_coalesced cat", "reduce_bucket_size · b_c (N_d > 1, reduce_scatter, no qgZ)",
                 "runtime/comm/coalesced_collectives.py reduce_scatter_coalesced (torch.cat); runtime/zero/stage3.py __avg_scatter_grads",
                 on ? s.bucket * s.bc : 0);
 }
@@ -361,6 +361,7 @@ std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, ui
                              "runtime/zero/partition_parameters.py _partition_param (pin_memory per parameter); "
                              "stage3.py _move_to_flat_buffer drops them; no host empty_cache",
                              s.zero_init_partition_blocks, true, HostLife::init));
+        zeropp_host_terms(s, v);
     } else if (s.offload_param_nvme) {
         v.push_back(host("parameter NVMe swap pool", "buffer_count · align(buffer_size) · b_m (exact, DeepNVMe)",
                          "runtime/swap_tensor/partitioned_param_swapper.py",

@@ -56,6 +56,11 @@ struct Request {
     std::optional<bool> gather_on_save;          ///< --gather-on-save / --no-gather-on-save (stage 3)
     std::optional<int64_t> ep_size;              ///< --ep-size: DeepSpeed-MoE expert-parallel size
     std::optional<double> moe_capacity_factor;   ///< --moe-capacity-factor (DeepSpeed-MoE)
+    std::optional<int64_t> hpz_partition_size;   ///< --hpz-partition-size: zero_hpz_partition_size (ZeRO++ hpZ)
+    std::optional<bool> quantized_weights;       ///< --quantized-weights / --no-quantized-weights (ZeRO++ qwZ)
+    std::optional<bool> quantized_gradients;     ///< --quantized-gradients / --no-quantized-gradients (ZeRO++ qgZ)
+    std::optional<int64_t> mics_shard_size;      ///< --mics-shard-size: mics_shard_size (MiCS)
+    std::optional<bool> mics_hierarchical_gather;  ///< --mics-hierarchical-gather: mics_hierarchical_params_gather
 };
 
 /// The resolved input plus what --explain needs.

@@ -274,6 +274,14 @@ struct StepTime {
     double tflops_per_gpu = 0;    ///< model FLOP/s per GPU / 1e12 (MFU numerator)
     double mfu = 0;               ///< tflops_per_gpu / peak, 0..1
     double compute_efficiency = 0;  ///< eta at this micro-batch's tokens
+    /// ZeRO-3 collectives of one optimizer step (all micro-steps), bytes,
+    /// counted as the ZeRO++ paper does (zeromem/zeropp.h Zero3CommVolume):
+    /// forward and backward all-gathers, gradient reduction (with the MiCS
+    /// replica all-reduce) and the part of all three that crosses nodes.
+    double comm_bytes_forward = 0;
+    double comm_bytes_backward = 0;
+    double comm_bytes_gradients = 0;
+    double comm_bytes_cross_node = 0;
 };
 
 /// Model FLOPs per token of forward+backward: 6 Psi_mm + 12 L h s

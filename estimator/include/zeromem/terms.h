@@ -117,6 +117,20 @@ struct Sizes {
     int64_t offload_param_buffer_count = 5;
     uint64_t offload_param_buffer_size = 100000000;  ///< elements
     uint64_t offload_param_max_in_cpu = 1000000000;  ///< elements
+
+    // --- ZeRO++ and MiCS (zeropp_terms.cpp); N above is already the MiCS
+    // shard size when MiCS is on (the partition group, mics.py) ---
+    uint64_t g = 1;               ///< GPUs per node
+    uint64_t nodes = 1;           ///< nodes
+    uint64_t hpz = 1;             ///< zero_hpz_partition_size when hpZ is on (stage 3, > 1), else 1
+    uint64_t hpz_numel_load = 0;  ///< elements with a secondary partition at load: all of this rank's parameters
+    uint64_t hpz_numel_train = 0; ///< ... while training: the non-persistent ones (persistent ones are never re-partitioned)
+    bool qwz = false;             ///< zero_quantized_weights (stage 3)
+    bool bf16 = false;            ///< bf16 model: CUDAQuantizer works in fp16, so qwZ converts both ways
+    bool qgz = false;             ///< zero_quantized_gradients, stage 3 and nodes > 1 (stage3.py __avg_scatter_grads)
+    uint64_t qgz_groups = 0;      ///< qgZ quantization groups of the largest gradient: max(rows, cols, N)
+    uint64_t mics = 0;            ///< mics_shard_size when MiCS is on (stage 3, > 0), else 0
+    bool mics_hierarchical = false;  ///< mics_hierarchical_params_gather with MiCS on
 };
 
 /// One term: what DeepSpeed allocates, the formula, the allocating code and
@@ -227,6 +241,47 @@ Term zero3_allgather_cat_copy(const Sizes& s);
 /// ZeRO-3 module gradient before `__add_grad_to_ipg_bucket` copies it: L · b_m.
 Term zero3_module_grad(const Sizes& s);
 
+// --- ZeRO++ (Wang et al. 2023, arXiv:2306.10209) and MiCS ------------------
+
+/// hpZ secondary partition: every parameter also keeps b_m ·
+/// aligned_numel / zero_hpz_partition_size elements on this rank
+/// (partition_parameters.py `_partition_param_sec`, `ds_secondary_tensor`,
+/// on the parameter's remote device: the GPU, or pinned host memory under
+/// offload_param cpu). Created for every parameter when zero.Init partitions
+/// it (`load`); after each step `invalidate_secondary_tensor` (stage3.py
+/// `_post_step`) drops the trainable ones and the forward release rebuilds
+/// them, except for persistent parameters, which are never re-partitioned:
+/// b_m · ceil(numel / hpz) with numel = hpz_numel_load or hpz_numel_train.
+/// 0 when hpZ is off.
+Term hpz_secondary_partition(const Sizes& s, bool load);
+
+/// qwZ gather of one fetch: the int8 all-gather output (1 B per gathered
+/// element), the fp32 scales of every rank (CUDAQuantizer groups of at most
+/// 8000 elements: 4 · G · ceil(ceil(n/G)/8000)) and this rank's 16-bit input
+/// copy and int8 partition (3 · ceil(n/G)), with n = min(max(L,
+/// prefetch), every parameter) elements and G the gather group: N_d, or the
+/// hpZ group in backward (partition_parameters.py `_all_gather_coalesced`
+/// quantize branch, `CUDAQuantizer.quantize`). A bf16 model also pays the
+/// fp16 conversions: the input's `.to(torch.half)` (2 · ceil(n/G)) and, in
+/// `AllGatherCoalescedHandle.wait`, the fp16 `torch.cat` of the largest
+/// parameter before `.to(bf16)` (2 · L). The dequantized output is the
+/// gathered parameter counted by zero3_gathered_params. 0 without qwZ.
+Term qwz_quantized_gather(const Sizes& s, bool backward);
+
+/// qgZ buffers of the largest gradient n = L (runtime/comm/
+/// coalesced_collectives.py `all_to_all_quant_reduce`): int4 send and
+/// receive buffers of the intra-node all-to-all (n/2 + n/2 B), int4
+/// send/receive of the inter-node all-to-all (2 · n/(2g) B), the fp16
+/// dequantized output (2n/g B) and this rank's averaged slice (2 · 2n/N B),
+/// plus fp32 scales (2 · 4 · groups + 2 · 4 · groups/g). 0 without qgZ or
+/// on one node (stage3.py `__avg_scatter_grads` uses the reduce-scatter).
+Term qgz_all_to_all_buffers(const Sizes& s);
+
+/// MiCS hierarchical gather: `_hierarchical_all_gather_params` (mics.py)
+/// clones the inter-node all-gather output of a module before the
+/// intra-node gather: b_m · ceil(L/m) · (m/g). 0 otherwise.
+Term mics_hierarchical_gather_clone(const Sizes& s);
+
 // --- GPU temporaries: optimizer step -----------------------------------------
 
 /// The step's moments. The GPU peak of the step is the largest moment, not
@@ -313,6 +368,13 @@ struct HostTerm {
 /// stage3_gather_16bit_weights_on_model_save.
 std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, uint64_t largest_gpu_optimizer_tensor,
                                  bool gather_16bit_on_save, uint64_t gathered_state_bytes);
+
+/// hpZ under offload_param cpu: the secondary partitions live in host
+/// memory, pinned per parameter when offload_param.pin_memory
+/// (partition_parameters.py _partition_param_sec: torch.empty on the remote
+/// device, .pin_memory()): b_m · ceil(numel/hpz), rounded like zero.Init's
+/// pinned partitions (per_param_rounding). Appends nothing without hpZ.
+void zeropp_host_terms(const Sizes& s, std::vector<HostTerm>& out);
 
 }  // namespace terms
 }  // namespace zeromem

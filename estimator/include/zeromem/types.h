@@ -123,6 +123,33 @@ struct ZeroSettings {
     /// Trainer sets it when the config has no "optimizer" block). Recorded.
     bool zero_allow_untested_optimizer = false;
 
+    // ZeRO++ (Wang et al. 2023, arXiv:2306.10209) and MiCS (Zhang et al.
+    // 2022, arXiv:2205.00119), stage 3 only; defaults = off, as DeepSpeed's
+    // runtime/zero/config.py.
+    /// hpZ: a secondary 16-bit parameter partition over groups of this many
+    /// ranks (partition_parameters.py _partition_param_sec); <= 1 = off.
+    int64_t zero_hpz_partition_size = 1;
+    /// qwZ: forward/backward all-gathers move int8 weights + fp32 scales
+    /// (partition_parameters.py CUDAQuantizer, all_gather_coalesced).
+    bool zero_quantized_weights = false;
+    /// qgZ: gradients reduced by a two-level int4 all-to-all
+    /// (runtime/comm/coalesced_collectives.py all_to_all_quant_reduce).
+    bool zero_quantized_gradients = false;
+    /// MiCS: model states partitioned over groups of this many ranks,
+    /// replicated across groups (runtime/zero/mics.py); <= 0 = off
+    /// (DeepSpeed default -1, engine.py tests mics_shard_size() > 0).
+    int64_t mics_shard_size = -1;
+    /// MiCS: gather across nodes first, then within the node (mics.py
+    /// _hierarchical_all_gather_params); same bytes per rank.
+    bool mics_hierarchical_params_gather = false;
+    /// The ZeRO-3 partition group size: mics_shard_size when MiCS is on,
+    /// else `data_parallel` (N_d).
+    int64_t partition_size(int64_t data_parallel) const {
+        return stage == 3 && mics_shard_size > 0 ? mics_shard_size : data_parallel;
+    }
+    /// hpZ is active: stage 3 and zero_hpz_partition_size > 1.
+    bool hpz_active() const { return stage == 3 && zero_hpz_partition_size > 1; }
+
     /// DeepSpeed's validator `overlap_comm_valid`: default true for stage 3
     /// only.
     bool overlap_comm_effective() const { return overlap_comm.value_or(stage == 3); }
