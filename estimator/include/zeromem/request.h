@@ -54,6 +54,12 @@ struct Request {
     std::optional<std::string> stack;                 ///< --stack deepspeed=V,torch=V,transformers=V
     bool ds_checkpointing = false;               ///< --ds-checkpointing
     std::optional<bool> gather_on_save;          ///< --gather-on-save / --no-gather-on-save (stage 3)
+    // Generation during training (issue 13): evaluation with model.generate.
+    bool eval_generate = false;                  ///< --eval-generate
+    std::optional<int64_t> num_beams;            ///< --num-beams (default 1)
+    std::optional<int64_t> max_new_tokens;       ///< --max-new-tokens (default 20)
+    std::optional<int64_t> eval_batch;           ///< --eval-batch: prompts per GPU (default 8)
+    std::optional<int64_t> prompt_len;           ///< --prompt-len (default --seq-len)
 };
 
 /// The resolved input plus what --explain needs.
