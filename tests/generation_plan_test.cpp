@@ -138,3 +138,19 @@ TEST(GenerationAdvice, SuggestsOneBeam) {
     EXPECT_EQ(adv[0].change, "--num-beams 1");
     EXPECT_TRUE(contains(adv[0].why, "recipe step 8"));
 }
+
+// fit's largest-model search drops the architecture, so it cannot size a KV
+// cache: it leaves generation out (the rows still have a size) and says so.
+TEST(GenerationFit, LargestModelLeavesGenerationOutAndSaysSo) {
+    EstimateInput in = testinputs::preset_input("llama-2-7b", 8, 0, Dtype::bf16);
+    in.cluster.gpu_memory = 80 * kGiB;
+    in.generation = GenerationSettings{};
+    const std::vector<FitRow> rows = largest_model(in);
+    ASSERT_FALSE(rows.empty());
+    for (const auto& r : rows) {
+        EXPECT_TRUE(r.value > 0 || r.unbounded) << r.option.label() << ": " << r.note;
+        if (!r.unbounded) {
+            EXPECT_TRUE(contains(r.note, "--eval-generate not counted")) << r.note;
+        }
+    }
+}

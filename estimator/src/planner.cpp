@@ -572,12 +572,13 @@ static void apply_option_at_base_batch(const EstimateInput& base, const ZeroOpti
 std::vector<FitRow> largest_model(const EstimateInput& base) {
     require_capacity(base, "fit");
     std::vector<FitRow> out;
-    EstimateInput in = base;
+    EstimateInput no_generation = base;  // no architecture, no KV cache: said in each row's note
+    no_generation.generation.reset();
+    EstimateInput in = no_generation;
     in.model.arch.reset();
     in.model.largest_layer_params = 0;
-    in.generation.reset();  // no architecture, no KV cache: said in each row's note
     for (const ZeroOption& o : stage_offload_options()) {
-        apply_option_at_base_batch(base, o, in);
+        apply_option_at_base_batch(no_generation, o, in);
         auto fits_at = [&](uint64_t p) {
             in.model.params = p;
             return fits_of(estimate(in));
