@@ -83,7 +83,8 @@ std::string compare_settings(const zeromem::Resolved& res) {
                                  : std::string("DeepSpeed's default per stage (on for stage 3, off for 0-2)")) +
            "; stage3_gather_16bit_weights_on_model_save " +
            (in.zero.stage3_gather_16bit_weights_on_model_save ? "on" : "off") + "; attention " +
-           (in.train.flash_attention ? "flash" : "eager");
+           (in.train.flash_attention ? "flash" : "eager") +
+           (in.generation ? "; " + describe_generation(*in.generation, in.train.seq_len) : std::string());
 }
 
 // A node's host RAM that a plan may take for granted when --host-memory is

@@ -48,7 +48,8 @@ TEST(CliGeneration, EstimateHasAGenerationPhaseAndExplainsIt) {
     EXPECT_TRUE(logits);
     const Outcome text = zeromem("estimate " + kArgs);
     EXPECT_EQ(text.exit_code, 0) << text.err;
-    EXPECT_TRUE(has(text.out, "generation")) << text.out;
+    EXPECT_TRUE(has(text.out, "generation during evaluation: 4 beams x 16 prompts per GPU, prompt 1024 + 256 new tokens"))
+        << text.out;
 }
 
 TEST(CliGeneration, CompareAndFitTakeTheFlags) {
