@@ -142,7 +142,8 @@ TEST(KvCache, BadInputThrows) {
 }
 
 // llama-2-7b (V = 32000), 2 beams x 4 prompts, bf16: step logits 8 x 32000 x
-// (2 + 4 + 4) B; the last step holds the full cache 8 x (256 + 64) x 512 KiB.
+// (2 + 4 + 4) B; the last step holds the full cache 8 x (256 + 64) x 512 KiB
+// and torch.cat's copy of one layer's keys: 8 x 320 x 128 x 32 x 2 B (8 KiB a token).
 TEST(GenerationMemory, LastStepPeakWithLogitsToKeep) {
     const ModelArch a = load_model_preset("llama-2-7b", kData);
     GenerationShape g;
@@ -155,8 +156,9 @@ TEST(GenerationMemory, LastStepPeakWithLogitsToKeep) {
     EXPECT_EQ(m.prefill_logits.bytes, 0u);
     EXPECT_EQ(m.kv_cache.bytes, 8ULL * 320 * 524288);
     EXPECT_EQ(m.kv_at_prefill, 8ULL * 256 * 524288);
+    EXPECT_EQ(m.cat_copy.bytes, 8ULL * 320 * 128 * 32 * 2);
     EXPECT_FALSE(m.prefill_is_peak);
-    EXPECT_EQ(m.peak, 8ULL * 320 * 524288 + 8ULL * 32000 * 10);
+    EXPECT_EQ(m.peak, 8ULL * 320 * 524288 + 8ULL * 320 * 8192 + 8ULL * 32000 * 10);
 }
 
 // transformers < 4.45: the prompt's logits for all 256 tokens, bf16 + fp32:
@@ -172,7 +174,8 @@ TEST(GenerationMemory, PrefillPeakWithoutLogitsToKeep) {
     const GenerationMemory m = generation_memory(a, g, 2, false);
     EXPECT_EQ(m.prefill_logits.bytes, 8ULL * 256 * 32000 * 6);
     EXPECT_TRUE(m.prefill_is_peak);
-    EXPECT_EQ(m.peak, 8ULL * 256 * 524288 + 8ULL * 256 * 32000 * 6 + 8ULL * 32000 * 10);
+    EXPECT_EQ(m.cat_copy_at_prefill, 8ULL * 256 * 8192);
+    EXPECT_EQ(m.peak, 8ULL * 256 * 524288 + 8ULL * 256 * 8192 + 8ULL * 256 * 32000 * 6 + 8ULL * 32000 * 10);
 }
 
 // Encoder-decoder models decode from one start token: no prefill logits even
@@ -189,6 +192,19 @@ TEST(GenerationMemory, EncoderDecoderHasNoPrefillLogits) {
     EXPECT_EQ(m.prefill_logits.bytes, 0u);
     EXPECT_EQ(m.kv_at_prefill, 8ULL * 100 * per_token);
     EXPECT_EQ(m.step_logits.bytes, 8ULL * 32128 * (4 + 8));
+    // torch.cat copies one decoder layer's self-attention keys: 8 x 10 x 8 x 64 x 4 B.
+    EXPECT_EQ(m.cat_copy.bytes, 8ULL * 10 * 8 * 64 * 4);
+}
+
+// MLA's torch.cat copy is the larger of K (128 + 64 = 192) and V (128) per
+// head: 16 x 192 x 2 B = 6144 B a token, for 2 x 128 tokens.
+TEST(GenerationMemory, MlaCatCopyIsTheKeys) {
+    GenerationShape g;
+    g.batch = 2;
+    g.prompt_len = 100;
+    g.max_new_tokens = 28;
+    const GenerationMemory m = generation_memory(deepseek_v2_lite_attention(), g, 2, true);
+    EXPECT_EQ(m.cat_copy.bytes, 2ULL * 128 * 16 * 192 * 2);
 }
 
 namespace {
@@ -213,9 +229,12 @@ EstimateInput llama_generating(int64_t gpus, int stage) {
     return in;
 }
 
-// KV: 8 sequences x (512 + 128) tokens x 512 KiB; logits 8 x 32000 x (2 + 8) B.
+// KV: 8 sequences x (512 + 128) tokens x 512 KiB; logits 8 x 32000 x (2 + 8)
+// B; torch.cat's copy of one layer's keys: 8 x 640 x 32 heads x 128 x 2 B.
 constexpr uint64_t kLlamaKv = 8ULL * 640 * 512 * kKiB;
 constexpr uint64_t kLlamaLogits = 8ULL * 32000 * 10;
+constexpr uint64_t kLlamaCat = 8ULL * 640 * 32 * 128 * 2;
+constexpr uint64_t kLlamaGen = kLlamaKv + kLlamaCat + kLlamaLogits;
 
 }  // namespace
 
@@ -230,9 +249,9 @@ TEST(GenerationPhase, Zero0TotalIsStatesPlusCacheAndLogits) {
     EXPECT_EQ(g.per_gpu.parameters, 2 * kPsi);
     EXPECT_EQ(g.per_gpu.gradients, 0u);
     EXPECT_EQ(g.per_gpu.optimizer_states, 12 * kPsi);
-    EXPECT_EQ(g.per_gpu.activations, kLlamaKv + kLlamaLogits);
+    EXPECT_EQ(g.per_gpu.activations, kLlamaGen);
     EXPECT_EQ(g.per_gpu.temporary_buffers, 0u);
-    EXPECT_EQ(g.per_gpu.total, 14 * kPsi + kLlamaKv + kLlamaLogits);
+    EXPECT_EQ(g.per_gpu.total, 14 * kPsi + kLlamaGen);
     // Generation comes after the training phases and before checkpoint_save.
     ASSERT_GE(e.phases.size(), 7u);
     EXPECT_EQ(e.phases[4].name, "steady_backward");
@@ -249,7 +268,7 @@ TEST(GenerationPhase, Zero2PartitionsOptimizerStatesOnly) {
     EXPECT_EQ(g.per_gpu.parameters, 2 * kPsi);
     EXPECT_EQ(g.per_gpu.gradients, 0u);
     EXPECT_EQ(g.per_gpu.optimizer_states, 12 * tn);
-    EXPECT_EQ(g.per_gpu.total, 2 * kPsi + 12 * tn + kLlamaKv + kLlamaLogits);
+    EXPECT_EQ(g.per_gpu.total, 2 * kPsi + 12 * tn + kLlamaGen);
 }
 
 // ZeRO-3: each decoding step is a forward, so the parameters gathered per
@@ -262,7 +281,7 @@ TEST(GenerationPhase, Zero3GathersAsTheForwardDoes) {
     EXPECT_GT(g.per_gpu.temporary_buffers, 0u);
     EXPECT_EQ(g.per_gpu.temporary_buffers, f.per_gpu.temporary_buffers);
     EXPECT_EQ(g.per_gpu.gradients, 2 * ((kPsi + 7) / 8));  // b_a = 2 (bf16) x ceil(Ψ/8)
-    EXPECT_EQ(g.per_gpu.activations, kLlamaKv + kLlamaLogits);
+    EXPECT_EQ(g.per_gpu.activations, kLlamaGen);
     bool kv_explained = false;
     for (const auto& t : e.terms)
         if (contains(t.component, "KV cache") && t.bytes == kLlamaKv && contains(t.source, "DynamicCache"))
@@ -278,7 +297,7 @@ TEST(GenerationPhase, CanBeThePeak) {
     in.generation->eval_batch = 8;
     const Estimate e = estimate(in);
     EXPECT_EQ(e.peak_phase, "generation");
-    EXPECT_EQ(e.per_gpu.activations, 64ULL * 640 * 512 * kKiB + 64ULL * 32000 * 10);
+    EXPECT_EQ(e.per_gpu.activations, 64ULL * 640 * 512 * kKiB + 64ULL * 640 * 8192 + 64ULL * 32000 * 10);
 }
 
 // transformers < 4.45 keeps every prompt token's logits: 8 x 512 x 32000 x
@@ -289,7 +308,8 @@ TEST(GenerationPhase, OldTransformersPrefillLogits) {
     in.stack.transformers = "4.44";
     const Estimate e = estimate(in);
     const PhaseMemory& g = testinputs::phase(e, "generation");
-    EXPECT_EQ(g.per_gpu.activations, 8ULL * 512 * 512 * kKiB + 8ULL * 512 * 32000 * 6 + kLlamaLogits);
+    EXPECT_EQ(g.per_gpu.activations,
+              8ULL * 512 * 512 * kKiB + 8ULL * 512 * 8192 + 8ULL * 512 * 32000 * 6 + kLlamaLogits);
 }
 
 TEST(GenerationPhase, NoPhaseWithoutEvalGenerate) {

@@ -923,6 +923,9 @@ void explain_generation(const FullContext& c, const GenerationShape& sh, const G
                 num(double(kv.elements_per_token_layer)) + " (" + kv.layout + ")" +
                 (gm.prefill_is_peak ? "; at the prefill only the prompt: " + num(double(gm.kv_at_prefill)) + " B" : ""),
             gm.prefill_is_peak ? gm.kv_at_prefill : gm.kv_cache.bytes, gm.kv_cache.source);
+    ex.term((moment + std::string(gm.cat_copy.name)).c_str(), gm.cat_copy.formula,
+            shape + ", layers=" + num(double(kv.cached_layers)),
+            gm.prefill_is_peak ? gm.cat_copy_at_prefill : gm.cat_copy.bytes, gm.cat_copy.source);
     ex.term((moment + std::string(gm.step_logits.name)).c_str(), gm.step_logits.formula,
             shape + ", V=" + num(double(a.vocab_size)), gm.step_logits.bytes, gm.step_logits.source);
     if (gm.prefill_logits.bytes > 0)

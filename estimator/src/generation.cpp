@@ -3,6 +3,7 @@
 
 #include "zeromem/types.h"
 
+#include <algorithm>
 #include <string>
 
 namespace zeromem {
@@ -59,6 +60,17 @@ void check_arch(const ModelArch& a, uint64_t dtype_bytes, int64_t tp) {
         require_positive(a.num_kv_heads, "num_kv_heads");
         require_positive(a.head_dim, "head_dim");
     }
+}
+
+/// The larger of one layer's K and V in `self_bytes` (a self-attention cache
+/// over every cached layer): what one torch.cat in DynamicLayer.update
+/// allocates beside the tensor it replaces.
+uint64_t one_layer_cat_copy(const ModelArch& a, uint64_t self_bytes) {
+    const uint64_t per_layer = self_bytes / static_cast<uint64_t>(cached_layers(a));
+    if (!is_mla(a)) return per_layer / 2;
+    const auto k = static_cast<uint64_t>(a.qk_nope_head_dim + a.qk_rope_head_dim);
+    const auto v = static_cast<uint64_t>(a.v_head_dim);
+    return per_layer / (k + v) * std::max(k, v);
 }
 
 std::string layout_line(const ModelArch& a, int64_t tp) {
@@ -154,8 +166,14 @@ GenerationMemory generation_memory(const ModelArch& arch, const GenerationShape&
                         "transformers < 4.45 LlamaForCausalLM.forward (logits = logits.float()); "
                         "num_logits_to_keep=1 from generate since 4.45",
                         prefill};
-    const uint64_t at_prefill_bytes = g.kv_at_prefill + g.prefill_logits.bytes + g.step_logits.bytes;
-    const uint64_t at_last_bytes = g.kv_cache.bytes + g.step_logits.bytes;
+    g.cat_copy = {"generation KV cache torch.cat copy (one layer)",
+                  "max(K, V) of one layer's self-attention cache: self KV bytes / layers · max(K, V) / (K + V)",
+                  "transformers cache_utils.py DynamicLayer.update (self.keys = torch.cat([self.keys, key_states]))",
+                  one_layer_cat_copy(arch, full.self_attention_bytes)};
+    g.cat_copy_at_prefill = one_layer_cat_copy(arch, kv_cache(arch, at_prefill, dtype_bytes).self_attention_bytes);
+    const uint64_t at_prefill_bytes =
+        g.kv_at_prefill + g.cat_copy_at_prefill + g.prefill_logits.bytes + g.step_logits.bytes;
+    const uint64_t at_last_bytes = g.kv_cache.bytes + g.cat_copy.bytes + g.step_logits.bytes;
     g.prefill_is_peak = at_prefill_bytes > at_last_bytes;
     g.peak = g.prefill_is_peak ? at_prefill_bytes : at_last_bytes;
     return g;

@@ -88,7 +88,12 @@ struct GenerationMemory {
     terms::Term kv_cache;        ///< at the last decoding step (kv_cache())
     terms::Term step_logits;     ///< one step's logits and scores
     terms::Term prefill_logits;  ///< the prompt's full logits (transformers < 4.45 only, else 0)
+    /// DynamicLayer.update's torch.cat: the new key (or value) tensor of one
+    /// layer is allocated while the old one is alive: + the larger of one
+    /// layer's K and V self-attention cache, at the last step's length.
+    terms::Term cat_copy;
     uint64_t kv_at_prefill = 0;  ///< KV cache right after the prefill (prompt tokens only), bytes
+    uint64_t cat_copy_at_prefill = 0;  ///< the same torch.cat copy at the prompt's length, bytes
     uint64_t peak = 0;           ///< max(prefill moment, last step moment), bytes
     bool prefill_is_peak = false;
 };
@@ -96,6 +101,9 @@ struct GenerationMemory {
 /// The generation terms of one generate call on one GPU (dtype_bytes: the
 /// model dtype b_m).
 ///  - kv_cache: kv_cache(arch, shape, dtype_bytes).
+///  - cat_copy: self_attention_bytes / layers x max(K, V) / (K + V) per
+///    token (half a layer for K = V): the tensor torch.cat allocates in
+///    DynamicLayer.update (cache_utils.py) beside the one it replaces.
 ///  - step_logits: beams x batch x V x (b_m + 4 + 4): the last token's logits
 ///    in the model dtype, its fp32 copy (`next_token_logits = outputs.logits
 ///    [:, -1, :].to(copy=True, dtype=torch.float32)`) and the fp32 scores the
