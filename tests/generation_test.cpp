@@ -43,6 +43,16 @@ ModelArch deepseek_v2_lite_attention() {
     return a;
 }
 
+// beams x batch prompts of `prompt` tokens, `fresh` new tokens.
+GenerationShape shape(int64_t beams, int64_t batch, int64_t prompt, int64_t fresh) {
+    GenerationShape g;
+    g.num_beams = beams;
+    g.batch = batch;
+    g.prompt_len = prompt;
+    g.max_new_tokens = fresh;
+    return g;
+}
+
 }  // namespace
 
 // llama-2-7b: 32 layers x 2 (K, V) x 32 KV heads x 128 x 2 B = 524288 B = 512 KiB per token.
@@ -55,11 +65,7 @@ TEST(KvCache, Llama2PerTokenIs512KiB) {
 // 4 beams x 8 prompts x (512 + 128) tokens x 512 KiB = 20480 x 512 KiB = 10 GiB.
 TEST(KvCache, Llama2BeamSearchIsTenGiB) {
     const ModelArch a = load_model_preset("llama-2-7b", kData);
-    GenerationShape g;
-    g.num_beams = 4;
-    g.batch = 8;
-    g.prompt_len = 512;
-    g.max_new_tokens = 128;
+    const GenerationShape g = shape(4, 8, 512, 128);
     const KvCache c = kv_cache(a, g, 2);
     EXPECT_EQ(c.bytes, 10ULL * 1024 * 1024 * 1024);
     EXPECT_EQ(c.self_attention_bytes, c.bytes);
@@ -107,11 +113,7 @@ TEST(KvCache, EncoderDecoderCountsDecoderSelfAndCrossAttention) {
     const ModelArch a = load_hf_config(kPublished + "t5-small.json");
     const uint64_t per_token = 6ULL * 2 * 8 * 64 * 4;
     EXPECT_EQ(kv_cache_bytes_per_token(a, 4), per_token);
-    GenerationShape g;
-    g.num_beams = 4;
-    g.batch = 3;
-    g.prompt_len = 200;
-    g.max_new_tokens = 50;
+    const GenerationShape g = shape(4, 3, 200, 50);
     const KvCache c = kv_cache(a, g, 4);
     EXPECT_EQ(c.self_attention_bytes, 12ULL * 50 * per_token);
     EXPECT_EQ(c.cross_attention_bytes, 12ULL * 200 * per_token);
@@ -146,11 +148,7 @@ TEST(KvCache, BadInputThrows) {
 // and torch.cat's copy of one layer's keys: 8 x 320 x 128 x 32 x 2 B (8 KiB a token).
 TEST(GenerationMemory, LastStepPeakWithLogitsToKeep) {
     const ModelArch a = load_model_preset("llama-2-7b", kData);
-    GenerationShape g;
-    g.num_beams = 2;
-    g.batch = 4;
-    g.prompt_len = 256;
-    g.max_new_tokens = 64;
+    const GenerationShape g = shape(2, 4, 256, 64);
     const GenerationMemory m = generation_memory(a, g, 2, true);
     EXPECT_EQ(m.step_logits.bytes, 8ULL * 32000 * 10);
     EXPECT_EQ(m.prefill_logits.bytes, 0u);
@@ -166,11 +164,7 @@ TEST(GenerationMemory, LastStepPeakWithLogitsToKeep) {
 // (8 x 64 x 512 KiB = 268,435,456 B), so the prefill is the peak.
 TEST(GenerationMemory, PrefillPeakWithoutLogitsToKeep) {
     const ModelArch a = load_model_preset("llama-2-7b", kData);
-    GenerationShape g;
-    g.num_beams = 2;
-    g.batch = 4;
-    g.prompt_len = 256;
-    g.max_new_tokens = 64;
+    const GenerationShape g = shape(2, 4, 256, 64);
     const GenerationMemory m = generation_memory(a, g, 2, false);
     EXPECT_EQ(m.prefill_logits.bytes, 8ULL * 256 * 32000 * 6);
     EXPECT_TRUE(m.prefill_is_peak);
@@ -182,11 +176,7 @@ TEST(GenerationMemory, PrefillPeakWithoutLogitsToKeep) {
 // before 4.45; the cross-attention cache is there from the first step.
 TEST(GenerationMemory, EncoderDecoderHasNoPrefillLogits) {
     const ModelArch a = load_hf_config(kPublished + "t5-small.json");
-    GenerationShape g;
-    g.num_beams = 4;
-    g.batch = 2;
-    g.prompt_len = 100;
-    g.max_new_tokens = 10;
+    const GenerationShape g = shape(4, 2, 100, 10);
     const GenerationMemory m = generation_memory(a, g, 4, false);
     const uint64_t per_token = 6ULL * 2 * 8 * 64 * 4;
     EXPECT_EQ(m.prefill_logits.bytes, 0u);
