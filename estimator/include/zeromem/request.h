@@ -61,6 +61,12 @@ struct Request {
     std::optional<bool> quantized_gradients;     ///< --quantized-gradients / --no-quantized-gradients (ZeRO++ qgZ)
     std::optional<int64_t> mics_shard_size;      ///< --mics-shard-size: mics_shard_size (MiCS)
     std::optional<bool> mics_hierarchical_gather;  ///< --mics-hierarchical-gather: mics_hierarchical_params_gather
+    // Generation during training (issue 13): evaluation with model.generate.
+    bool eval_generate = false;                  ///< --eval-generate
+    std::optional<int64_t> num_beams;            ///< --num-beams (default 1)
+    std::optional<int64_t> max_new_tokens;       ///< --max-new-tokens (default 20)
+    std::optional<int64_t> eval_batch;           ///< --eval-batch: prompts per GPU (default 8)
+    std::optional<int64_t> prompt_len;           ///< --prompt-len (default --seq-len)
 };
 
 /// The resolved input plus what --explain needs.
