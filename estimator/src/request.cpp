@@ -55,9 +55,9 @@ void add_plausibility_warnings(const Request& req, const EstimateInput& in, std:
         w.push_back("--gradient-checkpointing selective changes nothing under flash attention: selective "
                     "recomputation drops only the s^2 attention scores, which flash attention never stores "
                     "(Korthikanti et al. 2022, Table 2); use full, or --attention eager");
-    if (t.optimizer == Optimizer::sgd && req.optimizer)
-        w.push_back("--optimizer sgd: the optimizer-step temporary is still charged as torch Adam's multi-tensor "
-                    "temporary (4 B per trainable parameter per rank), an upper bound for SGD");
+    if (t.optimizer == Optimizer::sgd && req.optimizer && to_lower(*req.optimizer) == "sgd")
+        w.push_back("--optimizer sgd counts a momentum buffer (4 B/param); the HF Trainer's optim=sgd builds "
+                    "torch.optim.SGD with momentum 0 unless optim_args sets it: use --optimizer sgd_nomomentum then");
 }
 
 // The Hugging Face hub cache: $HF_HUB_CACHE, else $HF_HOME/hub, else
