@@ -137,6 +137,11 @@ void add_request_options(CLI::App* sub, zeromem::Request& req) {
                                       "Allocator fragmentation allowance, fraction of the peak (default 0.05)")
         ->group(gO)->type_name("FRACTION");
     opt_str("--load-dtype", req.load_dtype, "dtype of the host copy at load time (default fp32)", gO)->type_name("DTYPE");
+    opt_str("--load-path", req.load_path,
+            "how from_pretrained materialises the model without zero.Init: host-copy (default, also low-cpu-mem: one "
+            "host copy per rank), single-file (a non-sharded checkpoint beside the model, transformers < 4.50) or "
+            "device-map (straight to the GPU)",
+            gO)->type_name("PATH");
     opt_str("--host-overhead", req.host_overhead, "Host RAM of one training process before the model (default 1GiB)", gO)->type_name("SIZE");
 }
 

@@ -1030,6 +1030,26 @@ uint64_t nvme_bytes(const FullContext& c) {
     return per_rank * c.g;
 }
 
+// The load path in effect: the given one, else one host copy per rank
+// (from_pretrained without a device_map, under every launcher).
+LoadPath effective_load_path(const EstimateInput& in) { return in.residual.load_path.value_or(LoadPath::host_copy); }
+
+// Host bytes per rank of the model at load without zero.Init, by load path
+// (../shared/reference/host_memory.md L1-L2): the model in the load dtype
+// (plus frozen storage), with single_file also the 16-bit state dict (2 B
+// per parameter of a single non-sharded checkpoint), with
+// device_map only one module's parameters at a time (L · load bytes, an upper
+// bound for one parameter; safetensors shards are file-backed page cache).
+uint64_t host_model_per_rank(const FullContext& c, uint64_t lb, double frozen_load) {
+    const uint64_t model = to_bytes(double(c.Tr) * double(lb) + frozen_load);
+    switch (effective_load_path(c.in)) {
+        case LoadPath::single_file: return model + 2 * c.Pr;
+        case LoadPath::host_copy: return model;
+        case LoadPath::device_map: return c.L * lb;
+    }
+    return model;
+}
+
 HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
     const auto& in = c.in;
     const auto& z = in.zero;
@@ -1080,7 +1100,8 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
     // Frozen parameters are loaded in the load dtype like the rest and only
     // then frozen (quantized ones are loaded quantized).
     const double frozen_load = in.train.load_in_bits != 16 ? c.frozen_bytes : double(c.Fr) * double(lb);
-    const uint64_t host_model = overhead + g * (zero_init ? L * lb : to_bytes(double(c.Tr) * double(lb) + frozen_load));
+    const LoadPath lp = effective_load_path(in);
+    const uint64_t host_model = overhead + g * (zero_init ? L * lb : host_model_per_rank(c, lb, frozen_load));
     // The optimizer's host states and the pinned offload/swap pools are
     // allocated while deepspeed.initialize builds the engine, after the
     // materialised module has moved to the GPU (or, under zero.Init, after
@@ -1091,10 +1112,13 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
     h.load = std::max(host_model, host_init);
     if (ex.on) ex.term("host: model load (per node)",
             zero_init ? "g · (L · load bytes + process overhead) (zero.Init: one module at a time per rank)"
-                      : "g · (Ψ · load bytes + process overhead) (every rank materialises the whole model)",
-            "g=" + n2s(g) + ", " + (zero_init ? "L=" + n2s(L) : "Ψ=" + n2s(c.Pr)) + ", load dtype " +
-                to_string(in.residual.load_dtype),
-            host_model, "DeepSpeed estimate_zero3_model_states_mem_needs (4·g·Ψ without zero.Init)");
+            : lp == LoadPath::single_file ? "g · (Ψ · load bytes + 2 · Ψ state dict + process overhead) (single-file)"
+            : lp == LoadPath::device_map ? "g · (L · load bytes + process overhead) (device-map: straight to the GPU)"
+                                         : "g · (Ψ · load bytes + process overhead) (every rank materialises the whole model)",
+            "g=" + n2s(g) + ", " + (zero_init ? "L=" + n2s(L) : "Ψ=" + n2s(c.Pr) + ", L=" + n2s(L)) + ", load dtype " +
+                to_string(in.residual.load_dtype) + ", load path " + (zero_init ? "zero.Init" : to_string(lp)),
+            host_model, "transformers modeling_utils.py from_pretrained (low_cpu_mem_usage, device_map, "
+                        "is_deepspeed_zero3_enabled -> zero.Init); DeepSpeed estimate_zero3_model_states_mem_needs");
     if (ex.on && host_init > host_model)
         ex.term("host: load phase (per node)",
                 "max(model load, g · (buffers built by deepspeed.initialize + the largest load transient) + overhead)",
@@ -1144,10 +1168,53 @@ void summarize_phases(const EstimateInput& in, const GpuMemory& st, uint64_t act
     }
 }
 
+}  // namespace
+
+const char* to_string(LoadPath p) {
+    switch (p) {
+        case LoadPath::host_copy: return "host-copy";
+        case LoadPath::single_file: return "single-file";
+        case LoadPath::device_map: return "device-map";
+    }
+    return "?";
+}
+
+LoadPath parse_load_path(const std::string& text, const std::string& field) {
+    const std::string t = to_lower(text);
+    if (t == "host-copy" || t == "host_copy" || t == "low-cpu-mem" || t == "low_cpu_mem_usage")
+        return LoadPath::host_copy;
+    if (t == "single-file" || t == "single_file") return LoadPath::single_file;
+    if (t == "device-map" || t == "device_map") return LoadPath::device_map;
+    throw InputError(field + ": '" + text + "' is not a load path (use host-copy, low-cpu-mem, single-file or device-map)");
+}
+
+namespace {
+
+// A note on the load path: the default per launcher, and a device_map that
+// transformers refuses under ZeRO-3 (from_pretrained raises ValueError when
+// is_deepspeed_zero3_enabled), where the model is built under zero.Init.
+void load_path_note(const EstimateInput& in, Estimate& out) {
+    const bool zero_init = in.zero.stage == 3 && in.zero.zero_init;
+    if (zero_init && in.residual.load_path == LoadPath::device_map)
+        out.notes.push_back("--load-path device-map: transformers refuses a device_map under ZeRO-3 with the HF "
+                            "DeepSpeed integration (from_pretrained: \"DeepSpeed Zero-3 is not compatible with passing a "
+                            "`device_map`\"); the model is built under zero.Init instead, as counted");
+    else if (!zero_init && in.residual.load_path)
+        out.notes.push_back(std::string("load path ") + to_string(*in.residual.load_path) +
+                            ": " + (*in.residual.load_path == LoadPath::device_map
+                                        ? "each parameter is materialised on its GPU; the host holds one module at "
+                                          "a time"
+                                        : *in.residual.load_path == LoadPath::single_file
+                                              ? "every rank holds the model and the 16-bit state dict on the host"
+                                              : "every rank holds one host copy of the model (low_cpu_mem_usage "
+                                                "removes only the random-init double, not this copy)"));
+}
+
 // --- the full convention: one function per phase, assembled ------------------
 void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) {
     const FullContext c = make_context(in, out);
     optimizer_notes(c, out);
+    load_path_note(in, out);
     const terms::Sizes& sz = c.sz;
     const GpuMemory st = steady_model_states(c, ex);
     const Activations act = activations(c, ex);

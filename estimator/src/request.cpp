@@ -425,6 +425,10 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         in.residual.load_dtype = parse_dtype(*req.load_dtype, "--load-dtype");
         prov["load_dtype"] = "--load-dtype";
     }
+    if (req.load_path) {
+        in.residual.load_path = parse_load_path(*req.load_path, "--load-path");
+        prov["load_path"] = "--load-path";
+    }
     if (req.host_overhead) {
         in.residual.host_process_overhead = parse_bytes_or_zero(*req.host_overhead, "--host-overhead");
         prov["host_process_overhead"] = "--host-overhead " + *req.host_overhead;
