@@ -60,3 +60,27 @@ TEST(LoadPath, Parse) {
 }
 
 }  // namespace
+
+namespace {
+
+// device-map with an fp32 load dtype (transformers < 5 without torch_dtype)
+// and ZeRO-3 without zero.Init: the GPU holds 4 B · Ψ before DeepSpeed casts
+// the module to 16 bits, where the host path brings the cast 2 B · Ψ module
+// (engine.py _configure_distributed_model, module.to(device)).
+uint64_t load_parameters(LoadPath path) {
+    EstimateInput in = testinputs::preset_input("llama-2-7b", 8, 3, Dtype::bf16);
+    in.zero.zero_init = false;
+    in.residual.load_dtype = Dtype::fp32;
+    in.residual.load_path = path;
+    for (const auto& p : estimate(in).phases)
+        if (p.name == "load") return p.per_gpu.parameters;
+    ADD_FAILURE() << "no load phase";
+    return 0;
+}
+
+TEST(LoadPath, DeviceMapPutsTheLoadDtypeModelOnTheGpu) {
+    EXPECT_EQ(load_parameters(LoadPath::device_map), 4 * kPsi);
+    EXPECT_EQ(load_parameters(LoadPath::host_copy), 2 * kPsi);
+}
+
+}  // namespace

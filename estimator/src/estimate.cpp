@@ -939,6 +939,30 @@ bool zero12_flattens_on_gpu(const FullContext& c) {
     return *c.in.cluster.gpu_memory >= used && *c.in.cluster.gpu_memory - used >= c.bm * c.Tr;
 }
 
+// The load path in effect: the given one, else one host copy per rank
+// (from_pretrained without a device_map, under every launcher).
+LoadPath effective_load_path(const EstimateInput& in) { return in.residual.load_path.value_or(LoadPath::host_copy); }
+
+// device_map without zero.Init: from_pretrained materialises every
+// parameter on the GPU in the load dtype before deepspeed.initialize casts
+// the module (engine.py _configure_distributed_model, one parameter at a
+// time): load bytes · Ψ on the GPU, more than the 16-bit module when the
+// load dtype is fp32. Zero when the path does not apply.
+GpuMemory device_map_load_gpu(const FullContext& c, const Explainer& ex) {
+    GpuMemory m;
+    const bool zero_init = c.in.zero.stage == 3 && c.in.zero.zero_init;
+    if (zero_init || effective_load_path(c.in) != LoadPath::device_map) return m;
+    const uint64_t lb = static_cast<uint64_t>(dtype_bytes(c.in.residual.load_dtype));
+    m.parameters = lb * c.Pr;
+    finish_gpu(m, c.in);
+    if (ex.on)
+        ex.term("load: the model in the load dtype on the GPU (device-map, before DeepSpeed casts it)",
+                "load bytes · Ψ", "Ψ=" + num(double(c.Pr)) + ", load bytes=" + num(double(lb)), m.parameters,
+                "transformers modeling_utils.py from_pretrained (device_map); DeepSpeed engine.py "
+                "_configure_distributed_model");
+    return m;
+}
+
 // The load phase: deepspeed.initialize has built the engine and the ZeRO
 // optimizer; Adam's m and v do not exist yet. Its peak is the largest of its
 // moments: the module moved whole to the GPU (engine.py
@@ -985,9 +1009,10 @@ GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& e
                                  : "DeepSpeed v0.19.6 deepspeed/runtime/zero/stage_1_and_2.py __init__ (flatten on the accelerator, >= 0.18.7)");
         // On a tie the earlier moment (the module before it is flattened or
         // partitioned) is the one reported.
-        if (whole.total >= ld.total) return whole;
+        if (whole.total >= ld.total) ld = whole;
     }
-    return ld;
+    const GpuMemory direct = device_map_load_gpu(c, ex);
+    return direct.total > ld.total ? direct : ld;
 }
 
 // Gradient storage before the first backward: none in stages 0-2 (autograd
@@ -1030,9 +1055,6 @@ uint64_t nvme_bytes(const FullContext& c) {
     return per_rank * c.g;
 }
 
-// The load path in effect: the given one, else one host copy per rank
-// (from_pretrained without a device_map, under every launcher).
-LoadPath effective_load_path(const EstimateInput& in) { return in.residual.load_path.value_or(LoadPath::host_copy); }
 
 // Host bytes per rank of the model at load without zero.Init, by load path
 // (../shared/reference/host_memory.md L1-L2): the model in the load dtype
