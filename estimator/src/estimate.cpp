@@ -561,6 +561,7 @@ void optimizer_notes(const FullContext& c, Estimate& out) {
         n += ", of which " + num(double(c.opt_state.constants) / 1e9) + " GB fp32 absmax (one per 256 elements)";
     if (c.opt_state.fp32_small > 0)
         n += "; " + num(double(c.opt_state.fp32_small)) + " elements in tensors under 4096 elements keep fp32 states";
+    n += "; the speed model times its step as Adam's";
     out.notes.push_back(n);
     if (oi.paged && !offload)
         out.notes.push_back("paged optimizer: " + num(double(c.opt_state.paged) / 1e9) +
