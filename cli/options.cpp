@@ -1,6 +1,7 @@
 // Shared option registration for the zeromem subcommands (see options.h).
 #include "options.h"
 
+#include "zeromem/optimizer_state.h"
 #include "zeromem/util.h"
 
 namespace zeromem_cli {
@@ -108,7 +109,7 @@ void add_request_options(CLI::App* sub, zeromem::Request& req) {
     opt_int("--seq-len", req.seq_len, "Sequence length in tokens; default 2048", gT)->type_name("N");
     opt_int("--grad-accum", req.grad_accum, "Gradient accumulation steps; default 1", gT)->type_name("N");
     opt_str("--gradient-checkpointing", req.checkpointing, "none (default), full or selective", gT)->type_name("MODE");
-    opt_str("--optimizer", req.optimizer, "adamw (default), adam or sgd", gT)->type_name("NAME");
+    opt_str("--optimizer", req.optimizer, (std::string("optimizer whose states are counted: ") + optimizer_names_help()).c_str(), gT)->type_name("NAME");
     opt_str("--attention", req.attention, "flash (default: no s^2 scores kept) or eager", gT)->type_name("KIND");
     sub->add_flag("--sequence-parallel", req.sequence_parallel, "Megatron sequence parallelism (with --tp > 1)")->group(gT);
     opt_str("--trainable-params", req.trainable_params, "Parameters that are trained; the rest are frozen (no grads, no optimizer state)", gT)->type_name("COUNT");
@@ -162,6 +163,11 @@ void add_request_options(CLI::App* sub, zeromem::Request& req) {
                                       "Allocator fragmentation allowance, fraction of the peak (default 0.05)")
         ->group(gO)->type_name("FRACTION");
     opt_str("--load-dtype", req.load_dtype, "dtype of the host copy at load time (default fp32)", gO)->type_name("DTYPE");
+    opt_str("--load-path", req.load_path,
+            "how from_pretrained materialises the model without zero.Init: host-copy (default, also low-cpu-mem: one "
+            "host copy per rank), single-file (a non-sharded checkpoint beside the model, transformers < 4.50) or "
+            "device-map (straight to the GPU)",
+            gO)->type_name("PATH");
     opt_str("--host-overhead", req.host_overhead, "Host RAM of one training process before the model (default 1GiB)", gO)->type_name("SIZE");
 }
 

@@ -2,6 +2,7 @@
 // DeepSpeed config. See config_check.h.
 #include "zeromem/config_check.h"
 #include "zeromem/zeropp.h"
+#include "zeromem/optimizer_state.h"
 
 #include "zeromem/util.h"
 
@@ -372,6 +373,31 @@ void zeropp_findings(const json& config, const CheckOptions& o, Findings& out) {
     }
 }
 
+// "optimizer.type" names a class whose state zeromem counts
+// (optimizer_from_ds_type); 1-bit optimizers run only without ZeRO
+// (engine.py _configure_basic_optimizer asserts it).
+void optimizer_type_findings(const json& config, Findings& out) {
+    const json* type = at(config, "/optimizer/type");
+    if (type == nullptr || !type->is_string()) return;
+    const json* m = at(config, "/optimizer/params/momentum");
+    const bool momentum = m && m->is_number() && m->get<double>() != 0.0;
+    std::string why;
+    const std::string name = type->get<std::string>();
+    if (!optimizer_from_ds_type(name, momentum, why)) {
+        out.push_back({Severity::error, "/optimizer/type", why,
+                       "use a type DeepSpeed builds (Adam, AdamW, Lamb, Lion, Adagrad, ...) or a torch.optim class "
+                       "name spelled as torch does"});
+        return;
+    }
+    const std::string t = to_lower(name);
+    const json* stage = at(config, "/zero_optimization/stage");
+    if ((t == "onebitadam" || t == "zerooneadam" || t == "onebitlamb") && stage && stage->is_number_integer() &&
+        stage->get<int64_t>() > 0)
+        out.push_back({Severity::error, "/optimizer/type",
+                       "\"" + name + "\" is not compatible with ZeRO (engine.py _configure_basic_optimizer asserts it)",
+                       "set zero_optimization.stage to 0 or use Adam"});
+}
+
 void memory_findings(const CheckOptions& o, Findings& out) {
     const EstimateInput& in = *o.memory;
     const Estimate e = estimate(in);
@@ -452,6 +478,7 @@ std::vector<Finding> check_ds_config(const json& config, const CheckOptions& o) 
     if (schema_ok) zeropp_findings(config, o, out);
     if (schema_ok) version_findings(config, version, out);
     if (schema_ok) client_optimizer_findings(config, o, out);
+    optimizer_type_findings(config, out);
     if (schema_ok && o.memory && count_findings(out, Severity::error) == 0) {
         try {
             memory_findings(o, out);

@@ -14,6 +14,7 @@
 // misspelled key is reported before launch instead of silently ignored.
 #include "zeromem/ds_config.h"
 #include "zeromem/ds_schema.h"
+#include "zeromem/optimizer_state.h"
 
 #include "zeromem/util.h"
 
@@ -995,34 +996,31 @@ void apply_offload(Reading& r) {
 
 // --- Optimizer (runtime/engine.py _configure_optimizer / _configure_basic_optimizer).
 
-/// optimizer.type: which states the optimizer keeps.
+/// optimizer.type: which states the optimizer keeps
+/// (optimizer_from_ds_type, optimizer_state.h).
 void read_optimizer_type(Reading& r, const json& type) {
     const std::string name = type.get<std::string>();
     const std::string t = to_lower(name);
     const Path path = {"optimizer", "type"};
-    if (t == "adam" || t == "adamw") {
-        r.train.optimizer = t == "adam" ? Optimizer::adam : Optimizer::adamw;
-        r.record(path);
-    } else if (t == "sgd") {
-        r.train.optimizer = Optimizer::sgd;
-        const json* m = r.find({"optimizer", "params", "momentum"});
-        const bool momentum = m && m->is_number() && m->get<double>() != 0.0;
-        r.record(path, r.where(path) + (momentum ? std::string()
-            : std::string(" (no momentum given: torch SGD then keeps no state; zeromem still "
-                          "counts a 4 B/param momentum buffer)")));
-    } else if (t == "lamb" || t == "onebitadam" || t == "zerooneadam" || t == "onebitlamb" || t == "muadam" ||
-               t == "muadamw") {
-        // DeepSpeed's other built-in types (runtime/config.py *_OPTIMIZER)
-        // keep Adam's two fp32 moments.
-        r.train.optimizer = Optimizer::adam;
+    const json* m = r.find({"optimizer", "params", "momentum"});
+    const bool momentum = m && m->is_number() && m->get<double>() != 0.0;
+    std::string why;
+    const std::optional<Optimizer> o = optimizer_from_ds_type(name, momentum, why);
+    if (!o) fail(r.source, path, why);
+    r.train.optimizer = *o;
+    if (t == "onebitadam" || t == "zerooneadam" || t == "onebitlamb") {
+        // engine.py _configure_basic_optimizer asserts these run without ZeRO.
+        if (r.zero.stage > 0)
+            fail(r.source, path, "\"" + name + "\" is not compatible with ZeRO (DeepSpeed asserts it in "
+                                 "engine.py _configure_basic_optimizer); stage is " + std::to_string(r.zero.stage));
         r.record(path, r.where(path) + " = \"" + name +
-                           "\": counted like Adam (two fp32 states, 8 B/param); its real state may differ");
+                           "\": counted like Adam (two fp32 states, 8 B/param); its compression error buffers "
+                           "are not counted");
+    } else if (*o == Optimizer::sgd_plain || *o == Optimizer::sgd) {
+        r.record(path, r.where(path) + (momentum ? std::string(" (momentum: one fp32 momentum_buffer)")
+                                                 : std::string(" (no momentum: torch SGD keeps no state)")));
     } else {
-        // Never a silent guess: Lion and Adagrad keep one state, other names
-        // are torch classes DeepSpeed imports whose state zeromem does not know.
-        fail(r.source, path,
-             "\"" + name + "\" is not an optimizer zeromem counts (Adam, AdamW, SGD, Lamb, OneBitAdam, ZeroOneAdam, "
-             "OneBitLamb, MuAdam, MuAdamW); one-state optimizers such as Lion and Adagrad are not modelled yet");
+        r.record(path);
     }
 }
 

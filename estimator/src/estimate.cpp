@@ -1,5 +1,6 @@
 #include "zeromem/estimate.h"
 
+#include "zeromem/optimizer_state.h"
 #include "zeromem/terms.h"
 #include "zeromem/util.h"
 #include "zeromem/zeropp.h"
@@ -94,7 +95,10 @@ void estimate_paper(const EstimateInput& in, Estimate& out, const Explainer& ex)
     // MiCS: stage-3 model states partitioned over mics_shard_size GPUs.
     const double N = static_cast<double>(in.zero.partition_size(in.cluster.gpus));
     const double g = static_cast<double>(in.cluster.gpus_per_node());
-    const double K = 4.0 + optimizer_state_bytes(in.train.optimizer);
+    const double osb = optimizer_state_bytes_per_element(in.train.optimizer);
+    const double K = 4.0 + osb;
+    const OptimizerInfo& oi = optimizer_info(in.train.optimizer);
+    const double first_b = oi.factored ? 0.0 : (oi.states == 2 ? osb / 2 : osb);
     const int s = in.zero.stage;
     // hpZ: + a 16-bit secondary partition 2Ψ/hpz (ZeRO++ paper Sec. 3.2).
     const double hpz = in.zero.hpz_active() ? 2 * P / double(in.zero.zero_hpz_partition_size) : 0;
@@ -108,8 +112,8 @@ void estimate_paper(const EstimateInput& in, Estimate& out, const Explainer& ex)
     const bool off_par = in.zero.offload_param != OffloadDevice::none;
     const uint64_t opt_b = to_bytes(opt);
     m.master_weights = to_bytes(4 * P / (s >= 1 ? N : 1));
-    m.momentum = to_bytes(4 * P / (s >= 1 ? N : 1));
-    m.variance = in.train.optimizer == Optimizer::sgd ? 0 : to_bytes(4 * P / (s >= 1 ? N : 1));
+    m.momentum = to_bytes(first_b * P / (s >= 1 ? N : 1));
+    m.variance = to_bytes((osb - first_b) * P / (s >= 1 ? N : 1));
     m.optimizer_states = opt_b;
     uint64_t host_rank = 0;
     if (off_opt) {
@@ -134,7 +138,7 @@ void estimate_paper(const EstimateInput& in, Estimate& out, const Explainer& ex)
     if (in.zero.stage == 3 && in.zero.mics_shard_size > 0)
         ex.note("MiCS: N_d in the stage-3 formula is mics_shard_size = " + num(N) + ".");
     ex.note("paper convention: model states only (ZeRO paper Sec. 3.1); residual states are not counted; "
-            "K = 4 (fp32 master) + " + std::to_string(optimizer_state_bytes(in.train.optimizer)) +
+            "K = 4 (fp32 master) + " + num(osb) + " (" + to_string(in.train.optimizer) + ")" +
             " (optimizer) bytes per parameter.");
 }
 
@@ -310,6 +314,8 @@ struct FullContext {
     const char* src = "";             // the stage's DeepSpeed source
     StackFacts facts;                 // version-dependent behaviours
     std::string kernel_why;           // which optimizer implementation runs the step, and why
+    OptimizerStateBytes opt_state;    // optimizer states of this rank (GPU, or host under offload)
+    std::string opt_state_why;        // which tensors the optimizer is handed, for --explain
     explicit FullContext(const EstimateInput& i) : in(i) {}
 };
 
@@ -335,7 +341,18 @@ KernelChoice step_kernel(const EstimateInput& in, const StackFacts& facts) {
     const terms::StepKernel foreach = torch_2_0 ? terms::StepKernel::torch_foreach_2_0 : terms::StepKernel::torch_foreach;
     const std::string foreach_text = std::string("torch's foreach ") + to_string(t.optimizer) +
                                      (torch_2_0 ? " (torch < 2.1: two fp32 temporaries)" : " (one fp32 temporary)");
-    if (t.optimizer == Optimizer::sgd) return {terms::StepKernel::sgd, "torch SGD: no Adam temporary"};
+    if (t.optimizer == Optimizer::sgd || t.optimizer == Optimizer::sgd_plain)
+        return {terms::StepKernel::sgd, "torch SGD: no Adam temporary"};
+    const OptimizerInfo& oi = optimizer_info(t.optimizer);
+    const bool offload_opt = in.zero.offload_optimizer != OffloadDevice::none;
+    if (!offload_opt && (oi.bitsandbytes || t.optimizer == Optimizer::lion || t.optimizer == Optimizer::lamb))
+        return {terms::StepKernel::fused, std::string(oi.implementation) + ": updates in place, no fp32 temporary"};
+    if (t.optimizer == Optimizer::adagrad && offload_opt)
+        return {terms::StepKernel::fused, "DeepSpeedCPUAdagrad (optimizer offload): in place"};
+    if (!offload_opt &&
+        (t.optimizer == Optimizer::adagrad || t.optimizer == Optimizer::rmsprop || t.optimizer == Optimizer::adafactor))
+        return {foreach, std::string(oi.implementation) +
+                             ": one fp32 temporary the size of the tensors it steps (Adafactor: update = grad^2 + eps)"};
     if (t.torch_adam) return {foreach, "optimizer.params.torch_adam: DeepSpeed builds " + foreach_text};
     if (t.fused_optimizer)
         return {terms::StepKernel::fused, "DeepSpeed's optimizer (FusedAdam, DeepSpeedCPUAdam under offload): in place"};
@@ -513,6 +530,106 @@ void set_zeropp_sizes(FullContext& c) {
     }
 }
 
+// The tensors the optimizer is handed on this rank. Stage 0: the model's own
+// tensors (DeepSpeed wraps a non-Fused optimizer in FP16_UnfusedOptimizer,
+// which keeps per-parameter fp32 copies: engine.py _configure_fp16_optimizer)
+// when their shapes are known; stages 1 and 2: the flat fp32 partition
+// (stage_1_and_2.py single_partition_of_fp32_groups, one per param group);
+// stage 3: the fp32 partition cut into sub_group_size sub-groups
+// (stage3.py _create_fp32_partitions).
+std::vector<StateTensor> optimizer_tensors(const FullContext& c, std::string& why) {
+    const auto& in = c.in;
+    const int s = in.zero.stage;
+    if (s == 0) {
+        if (in.model.arch && c.T == c.P && c.pp == 1) {
+            auto v = model_state_tensors(*in.model.arch, c.tp);
+            if (!v.empty()) {
+                why = "the model's own tensors (stage 0; matrices and vectors by shape)";
+                return v;
+            }
+        }
+        why = "one flat tensor of Ψ_t elements: the tensor shapes are not known (" +
+              std::string(in.model.arch ? "this architecture, LoRA or a trainable subset" : "--params alone") +
+              "); Adafactor is then counted unfactored (4 B/param, an upper bound), 8-bit optimizers as if "
+              "no tensor were under min_8bit_size = 4096 (a lower bound)";
+        return flat_tensors(c.Tr, c.Tr);
+    }
+    if (s == 3) {
+        why = "the rank's flat fp32 partition in sub_group_size sub-groups (1-D: Adafactor unfactored)";
+        return flat_tensors(c.Tn, static_cast<uint64_t>(std::max<int64_t>(1, in.zero.sub_group_size)));
+    }
+    why = "the rank's flat fp32 partition, one 1-D tensor per param group (Adafactor unfactored)";
+    return flat_tensors(c.Tn, c.Tn);
+}
+
+// Who builds the optimizer under ZeRO optimizer offload: DeepSpeed from the
+// config's "optimizer" block, or the client. Unset: DeepSpeed for the types
+// it builds a CPU optimizer for (Adam(W), Adagrad, Lion), else the client
+// (bitsandbytes, Adafactor, torch SGD are always client optimizers).
+bool built_by_deepspeed(const EstimateInput& in) {
+    const Optimizer o = in.train.optimizer;
+    if (in.train.optimizer_builder) return *in.train.optimizer_builder == OptimizerBuilder::deepspeed;
+    return o == Optimizer::adam || o == Optimizer::adamw || o == Optimizer::adagrad || o == Optimizer::lion;
+}
+
+// The optimizer whose states are held. Under ZeRO optimizer offload:
+// DeepSpeed builds DeepSpeedCPUAdam, DeepSpeedCPUAdagrad or DeepSpeedCPULion,
+// the last allocating exp_avg and exp_avg_sq (ops/lion/cpu_lion.py step), so
+// two fp32 states; a client optimizer is replaced by DeepSpeedCPUAdam by
+// accelerate (the HF Trainer's path, accelerator.py _prepare_deepspeed) while
+// zero_force_ds_cpu_optimizer is true, and kept (on host tensors) when false.
+Optimizer state_holder(const EstimateInput& in) {
+    const Optimizer o = in.train.optimizer;
+    if (in.zero.offload_optimizer == OffloadDevice::none) return o;
+    if (built_by_deepspeed(in)) return o == Optimizer::lion ? Optimizer::adam : o;
+    return in.zero.zero_force_ds_cpu_optimizer ? Optimizer::adamw : o;
+}
+
+void set_optimizer_state(FullContext& c) {
+    const auto tensors = optimizer_tensors(c, c.opt_state_why);
+    c.opt_state = count_optimizer_state(state_holder(c.in), tensors);
+    c.osb = static_cast<uint64_t>(optimizer_state_bytes(state_holder(c.in)));
+    c.sz.optimizer_state_partition = c.opt_state.total();
+}
+
+// Notes on what the optimizer choice implies: paging, DeepSpeed's refusal of
+// client optimizers under ZeRO-Offload (engine.py _configure_optimizer).
+void optimizer_notes(const FullContext& c, Estimate& out) {
+    const auto& in = c.in;
+    const Optimizer o = in.train.optimizer;
+    const OptimizerInfo& oi = optimizer_info(o);
+    const bool offload = in.zero.offload_optimizer != OffloadDevice::none;
+    if (o == Optimizer::adamw || o == Optimizer::adam) return;
+    std::string n = std::string("optimizer ") + oi.name + " (" + oi.implementation + "): states counted on " +
+                    c.opt_state_why + ": " + num(double(c.opt_state.total()) / 1e9) + " GB per rank";
+    if (c.opt_state.constants > 0)
+        n += ", of which " + num(double(c.opt_state.constants) / 1e9) + " GB fp32 absmax (one per 256 elements)";
+    if (c.opt_state.fp32_small > 0)
+        n += "; " + num(double(c.opt_state.fp32_small)) + " elements in tensors under 4096 elements keep fp32 states";
+    n += "; the speed model times its step as Adam's";
+    out.notes.push_back(n);
+    if (oi.paged && !offload)
+        out.notes.push_back("paged optimizer: " + num(double(c.opt_state.paged) / 1e9) +
+                            " GB per rank of states live in CUDA unified memory and can page to host memory under "
+                            "GPU memory pressure; counted on the GPU (upper bound), the same bytes are the most "
+                            "they take on the host (bitsandbytes get_state_buffer)");
+    if (!offload) return;
+    if (built_by_deepspeed(in) && o == Optimizer::lion)
+        out.notes.push_back("optimizer offload with Lion: DeepSpeedCPULion allocates exp_avg and exp_avg_sq "
+                            "(ops/lion/cpu_lion.py step), 8 B/param on the host");
+    else if (!built_by_deepspeed(in))
+        out.notes.push_back(std::string("optimizer offload with the client optimizer ") + oi.name +
+                            ": DeepSpeed raises ZeRORuntimeException for a client optimizer other than "
+                            "DeepSpeedCPUAdam/DeepSpeedCPULion under ZeRO-Offload unless zero_force_ds_cpu_optimizer "
+                            "is false (engine.py _configure_optimizer); accelerate (the HF Trainer) then replaces it "
+                            "with DeepSpeedCPUAdam (accelerator.py _prepare_deepspeed). " +
+                            (in.zero.zero_force_ds_cpu_optimizer
+                                 ? "Counted as DeepSpeedCPUAdam: 8 B/param on the host"
+                                 : std::string("zero_force_ds_cpu_optimizer is false: the client optimizer's states "
+                                               "are counted on the host") +
+                                       (oi.paged ? " (bitsandbytes does not page CPU tensors)" : "")));
+}
+
 FullContext make_context(const EstimateInput& in, Estimate& out) {
     FullContext c(in);
     const auto& z = in.zero;
@@ -616,6 +733,7 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
     const KernelChoice kc = step_kernel(in, c.facts);
     s.kernel = kc.kernel;
     c.kernel_why = kc.why;
+    set_optimizer_state(c);
     // engine._do_optimizer_sanity_check: bf16 + ZeRO-1 + fp32 accumulation +
     // no offload selects BF16_Optimizer.
     s.bf16_optimizer = z.stage == 1 && t.dtype == Dtype::bf16 && c.ba == 4 && !s.offload_optimizer;
@@ -728,15 +846,15 @@ GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
     const uint64_t opt_numel = s == 0 ? c.Tr : c.Tn;
     if (!off_opt) {
         st.master_weights = (s == 0 && !c.sz.half) ? 0 : 4 * opt_numel;
-        st.momentum = 4 * opt_numel;
-        st.variance = in.train.optimizer == Optimizer::sgd ? 0 : 4 * opt_numel;
+        st.momentum = c.opt_state.first;
+        st.variance = c.opt_state.second;
     }
     st.optimizer_states = st.master_weights + st.momentum + st.variance;
     if (ex.on) ex.term("optimizer_states",
             off_opt ? "0 (fp32 master and optimizer states offloaded)"
                     : (s == 0 ? "4Ψ_t master + optimizer bytes · Ψ_t" : "(4 + optimizer bytes) · ceil(Ψ_t/N_d)"),
-            "Ψ_t=" + n2s(c.Tr) + ", N_d=" + n2s(c.N) + ", " + to_string(in.train.optimizer) + " = " + n2s(c.osb) +
-                " B/param; Adam m and v are allocated at the first step",
+            "Ψ_t=" + n2s(c.Tr) + ", N_d=" + n2s(c.N) + ", " + to_string(in.train.optimizer) + " states " +
+                n2s(c.opt_state.total()) + " B on " + c.opt_state_why + "; allocated at the first step",
             st.optimizer_states, c.src);
     return st;
 }
@@ -954,6 +1072,30 @@ bool zero12_flattens_on_gpu(const FullContext& c) {
     return *c.in.cluster.gpu_memory >= used && *c.in.cluster.gpu_memory - used >= c.bm * c.Tr;
 }
 
+// The load path in effect: the given one, else one host copy per rank
+// (from_pretrained without a device_map, under every launcher).
+LoadPath effective_load_path(const EstimateInput& in) { return in.residual.load_path.value_or(LoadPath::host_copy); }
+
+// device_map without zero.Init: from_pretrained materialises every
+// parameter on the GPU in the load dtype before deepspeed.initialize casts
+// the module (engine.py _configure_distributed_model, one parameter at a
+// time): load bytes · Ψ on the GPU, more than the 16-bit module when the
+// load dtype is fp32. Zero when the path does not apply.
+GpuMemory device_map_load_gpu(const FullContext& c, const Explainer& ex) {
+    GpuMemory m;
+    const bool zero_init = c.in.zero.stage == 3 && c.in.zero.zero_init;
+    if (zero_init || effective_load_path(c.in) != LoadPath::device_map) return m;
+    const uint64_t lb = static_cast<uint64_t>(dtype_bytes(c.in.residual.load_dtype));
+    m.parameters = lb * c.Pr;
+    finish_gpu(m, c.in);
+    if (ex.on)
+        ex.term("load: the model in the load dtype on the GPU (device-map, before DeepSpeed casts it)",
+                "load bytes · Ψ", "Ψ=" + num(double(c.Pr)) + ", load bytes=" + num(double(lb)), m.parameters,
+                "transformers modeling_utils.py from_pretrained (device_map); DeepSpeed engine.py "
+                "_configure_distributed_model");
+    return m;
+}
+
 // The load phase: deepspeed.initialize has built the engine and the ZeRO
 // optimizer; Adam's m and v do not exist yet. Its peak is the largest of its
 // moments: the module moved whole to the GPU (engine.py
@@ -1002,9 +1144,10 @@ GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& e
                                  : "DeepSpeed v0.19.6 deepspeed/runtime/zero/stage_1_and_2.py __init__ (flatten on the accelerator, >= 0.18.7)");
         // On a tie the earlier moment (the module before it is flattened or
         // partitioned) is the one reported.
-        if (whole.total >= ld.total) return whole;
+        if (whole.total >= ld.total) ld = whole;
     }
-    return ld;
+    const GpuMemory direct = device_map_load_gpu(c, ex);
+    return direct.total > ld.total ? direct : ld;
 }
 
 // Gradient storage before the first backward: none in stages 0-2 (autograd
@@ -1103,9 +1246,26 @@ struct HostFigures {
 uint64_t nvme_bytes(const FullContext& c) {
     const auto& z = c.in.zero;
     uint64_t per_rank = 0;
-    if (z.offload_optimizer == OffloadDevice::nvme) per_rank += (4 + c.osb + 4) * c.Tn;
+    if (z.offload_optimizer == OffloadDevice::nvme) per_rank += (4 + 4) * c.Tn + c.opt_state.total();
     if (z.offload_param == OffloadDevice::nvme) per_rank += c.bm * ceil_div(c.Pr, c.N);
     return per_rank * c.g;
+}
+
+
+// Host bytes per rank of the model at load without zero.Init, by load path
+// (../shared/reference/host_memory.md L1-L2): the model in the load dtype
+// (plus frozen storage), with single_file also the 16-bit state dict (2 B
+// per parameter of a single non-sharded checkpoint), with
+// device_map only one module's parameters at a time (L · load bytes, an upper
+// bound for one parameter; safetensors shards are file-backed page cache).
+uint64_t host_model_per_rank(const FullContext& c, uint64_t lb, double frozen_load) {
+    const uint64_t model = to_bytes(double(c.Tr) * double(lb) + frozen_load);
+    switch (effective_load_path(c.in)) {
+        case LoadPath::single_file: return model + 2 * c.Pr;
+        case LoadPath::host_copy: return model;
+        case LoadPath::device_map: return c.L * lb;
+    }
+    return model;
 }
 
 HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
@@ -1158,7 +1318,8 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
     // Frozen parameters are loaded in the load dtype like the rest and only
     // then frozen (quantized ones are loaded quantized).
     const double frozen_load = in.train.load_in_bits != 16 ? c.frozen_bytes : double(c.Fr) * double(lb);
-    const uint64_t host_model = overhead + g * (zero_init ? L * lb : to_bytes(double(c.Tr) * double(lb) + frozen_load));
+    const LoadPath lp = effective_load_path(in);
+    const uint64_t host_model = overhead + g * (zero_init ? L * lb : host_model_per_rank(c, lb, frozen_load));
     // The optimizer's host states and the pinned offload/swap pools are
     // allocated while deepspeed.initialize builds the engine, after the
     // materialised module has moved to the GPU (or, under zero.Init, after
@@ -1169,10 +1330,13 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
     h.load = std::max(host_model, host_init);
     if (ex.on) ex.term("host: model load (per node)",
             zero_init ? "g · (L · load bytes + process overhead) (zero.Init: one module at a time per rank)"
-                      : "g · (Ψ · load bytes + process overhead) (every rank materialises the whole model)",
-            "g=" + n2s(g) + ", " + (zero_init ? "L=" + n2s(L) : "Ψ=" + n2s(c.Pr)) + ", load dtype " +
-                to_string(in.residual.load_dtype),
-            host_model, "DeepSpeed estimate_zero3_model_states_mem_needs (4·g·Ψ without zero.Init)");
+            : lp == LoadPath::single_file ? "g · (Ψ · load bytes + 2 · Ψ state dict + process overhead) (single-file)"
+            : lp == LoadPath::device_map ? "g · (L · load bytes + process overhead) (device-map: straight to the GPU)"
+                                         : "g · (Ψ · load bytes + process overhead) (every rank materialises the whole model)",
+            "g=" + n2s(g) + ", " + (zero_init ? "L=" + n2s(L) : "Ψ=" + n2s(c.Pr) + ", L=" + n2s(L)) + ", load dtype " +
+                to_string(in.residual.load_dtype) + ", load path " + (zero_init ? "zero.Init" : to_string(lp)),
+            host_model, "transformers modeling_utils.py from_pretrained (low_cpu_mem_usage, device_map, "
+                        "is_deepspeed_zero3_enabled -> zero.Init); DeepSpeed estimate_zero3_model_states_mem_needs");
     if (ex.on && host_init > host_model)
         ex.term("host: load phase (per node)",
                 "max(model load, g · (buffers built by deepspeed.initialize + the largest load transient) + overhead)",
@@ -1223,9 +1387,53 @@ void summarize_phases(const EstimateInput& in, const GpuMemory& st, uint64_t act
     }
 }
 
+}  // namespace
+
+const char* to_string(LoadPath p) {
+    switch (p) {
+        case LoadPath::host_copy: return "host-copy";
+        case LoadPath::single_file: return "single-file";
+        case LoadPath::device_map: return "device-map";
+    }
+    return "?";
+}
+
+LoadPath parse_load_path(const std::string& text, const std::string& field) {
+    const std::string t = to_lower(text);
+    if (t == "host-copy" || t == "host_copy" || t == "low-cpu-mem" || t == "low_cpu_mem_usage")
+        return LoadPath::host_copy;
+    if (t == "single-file" || t == "single_file") return LoadPath::single_file;
+    if (t == "device-map" || t == "device_map") return LoadPath::device_map;
+    throw InputError(field + ": '" + text + "' is not a load path (use host-copy, low-cpu-mem, single-file or device-map)");
+}
+
+namespace {
+
+// A note on the load path: the default per launcher, and a device_map that
+// transformers refuses under ZeRO-3 (from_pretrained raises ValueError when
+// is_deepspeed_zero3_enabled), where the model is built under zero.Init.
+void load_path_note(const EstimateInput& in, Estimate& out) {
+    const bool zero_init = in.zero.stage == 3 && in.zero.zero_init;
+    if (zero_init && in.residual.load_path == LoadPath::device_map)
+        out.notes.push_back("--load-path device-map: transformers refuses a device_map under ZeRO-3 with the HF "
+                            "DeepSpeed integration (from_pretrained: \"DeepSpeed Zero-3 is not compatible with passing a "
+                            "`device_map`\"); the model is built under zero.Init instead, as counted");
+    else if (!zero_init && in.residual.load_path)
+        out.notes.push_back(std::string("load path ") + to_string(*in.residual.load_path) +
+                            ": " + (*in.residual.load_path == LoadPath::device_map
+                                        ? "each parameter is materialised on its GPU; the host holds one module at "
+                                          "a time"
+                                        : *in.residual.load_path == LoadPath::single_file
+                                              ? "every rank holds the model and the 16-bit state dict on the host"
+                                              : "every rank holds one host copy of the model (low_cpu_mem_usage "
+                                                "removes only the random-init double, not this copy)"));
+}
+
 // --- the full convention: one function per phase, assembled ------------------
 void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) {
     const FullContext c = make_context(in, out);
+    optimizer_notes(c, out);
+    load_path_note(in, out);
     const terms::Sizes& sz = c.sz;
     const GpuMemory st = steady_model_states(c, ex);
     const Activations act = activations(c, ex);
@@ -1385,6 +1593,8 @@ EstimateInput with_accelerate_cpu_adam(const EstimateInput& in, bool& swapped) {
         out.train.optimizer_builder = OptimizerBuilder::deepspeed;
         out.train.fused_optimizer = true;
         out.train.torch_adam = false;
+        // DeepSpeedCPUAdam whatever the client's optimizer was.
+        if (out.train.optimizer != Optimizer::adam) out.train.optimizer = Optimizer::adamw;
     }
     return out;
 }
@@ -1404,7 +1614,11 @@ Estimate estimate(const EstimateInput& in_given, bool explain) {
                             "the HF Trainer uses, replaces it with DeepSpeedCPUAdam (accelerator.py _prepare_deepspeed), "
                             "since DeepSpeed refuses a client optimizer under ZeRO-Offload while "
                             "zero_force_ds_cpu_optimizer is true (engine.py _configure_optimizer); a script calling "
-                            "deepspeed.initialize with a torch optimizer gets ZeRORuntimeException instead");
+                            "deepspeed.initialize with a torch optimizer gets ZeRORuntimeException instead" +
+                            (in_given.train.optimizer != in.train.optimizer
+                                 ? std::string("; the client's ") + to_string(in_given.train.optimizer) +
+                                       " is thus counted as DeepSpeedCPUAdam, m and v at 8 B/param on the host"
+                                 : std::string()));
     const Explainer ex{&out, explain};
     switch (in.convention) {
         case Convention::paper: estimate_paper(in, out, ex); break;

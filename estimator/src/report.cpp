@@ -1,4 +1,5 @@
 #include "zeromem/report.h"
+#include "zeromem/optimizer_state.h"
 
 #include "zeromem/advice.h"
 #include "zeromem/util.h"
@@ -21,6 +22,28 @@ struct Row {
     int indent;
 };
 
+// Labels of the two optimizer-state rows (optimizer_state.h).
+const char* first_state_label(Optimizer o) {
+    const OptimizerInfo& i = optimizer_info(o);
+    switch (o) {
+        case Optimizer::sgd: case Optimizer::sgd_plain: return "SGD momentum";
+        case Optimizer::adagrad: return "Adagrad sum of squares";
+        case Optimizer::rmsprop: return "RMSprop square_avg";
+        case Optimizer::adafactor: return "Adafactor m (only with beta1)";
+        case Optimizer::lion: case Optimizer::paged_lion_32bit: return "Lion momentum (exp_avg)";
+        case Optimizer::lion_8bit: case Optimizer::paged_lion_8bit: return "8-bit Lion momentum + absmax";
+        default: break;
+    }
+    if (i.bits == 8) return "8-bit Adam m + absmax";
+    return i.paged ? "paged Adam m (unified memory)" : "Adam first moment (m)";
+}
+const char* second_state_label(Optimizer o) {
+    const OptimizerInfo& i = optimizer_info(o);
+    if (o == Optimizer::adafactor) return "Adafactor v (factored r + c)";
+    if (i.bits == 8) return "8-bit Adam v + absmax";
+    return i.paged ? "paged Adam v (unified memory)" : "Adam second moment (v)";
+}
+
 std::vector<Row> gpu_rows(const PhaseMemory& p, Optimizer opt);
 std::vector<Row> gpu_rows(const GpuMemory& m, Optimizer opt) {
     std::vector<Row> rows{
@@ -28,9 +51,10 @@ std::vector<Row> gpu_rows(const GpuMemory& m, Optimizer opt) {
         {"gradients", "gradients", m.gradients, 1},
         {"optimizer_states", "optimizer states", m.optimizer_states, 1},
         {"master_weights", "fp32 master weights", m.master_weights, 2},
-        {"momentum", opt == Optimizer::sgd ? "SGD momentum" : "Adam first moment (m)", m.momentum, 2},
+        {"momentum", first_state_label(opt), m.momentum, 2},
     };
-    if (opt != Optimizer::sgd) rows.push_back({"variance", "Adam second moment (v)", m.variance, 2});
+    if (optimizer_info(opt).states == 2 || optimizer_info(opt).factored)
+        rows.push_back({"variance", second_state_label(opt), m.variance, 2});
     rows.push_back({"activations", "activations", m.activations, 1});
     rows.push_back({"temporary_buffers", "temporary buffers", m.temporary_buffers, 1});
     rows.push_back({"cuda_context", "CUDA context", m.cuda_context, 1});

@@ -56,9 +56,9 @@ void add_plausibility_warnings(const Request& req, const EstimateInput& in, std:
         w.push_back("--gradient-checkpointing selective changes nothing under flash attention: selective "
                     "recomputation drops only the s^2 attention scores, which flash attention never stores "
                     "(Korthikanti et al. 2022, Table 2); use full, or --attention eager");
-    if (t.optimizer == Optimizer::sgd && req.optimizer)
-        w.push_back("--optimizer sgd: the optimizer-step temporary is still charged as torch Adam's multi-tensor "
-                    "temporary (4 B per trainable parameter per rank), an upper bound for SGD");
+    if (t.optimizer == Optimizer::sgd && req.optimizer && to_lower(*req.optimizer) == "sgd")
+        w.push_back("--optimizer sgd counts a momentum buffer (4 B/param); the HF Trainer's optim=sgd builds "
+                    "torch.optim.SGD with momentum 0 unless optim_args sets it: use --optimizer sgd_nomomentum then");
 }
 
 // The Hugging Face hub cache: $HF_HUB_CACHE, else $HF_HOME/hub, else
@@ -508,6 +508,10 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     if (req.load_dtype) {
         in.residual.load_dtype = parse_dtype(*req.load_dtype, "--load-dtype");
         prov["load_dtype"] = "--load-dtype";
+    }
+    if (req.load_path) {
+        in.residual.load_path = parse_load_path(*req.load_path, "--load-path");
+        prov["load_path"] = "--load-path";
     }
     if (req.host_overhead) {
         in.residual.host_process_overhead = parse_bytes_or_zero(*req.host_overhead, "--host-overhead");

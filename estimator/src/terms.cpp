@@ -329,9 +329,10 @@ std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, ui
     if (s.offload_optimizer_cpu) {
         if (z12) zero12_offload_host(s, v);
         else zero3_offload_host(s, v);
-        v.push_back(host(s.optimizer_state_bytes == 8 ? "CPU Adam m and v" : "CPU optimizer momentum",
+        v.push_back(host(s.optimizer_state_bytes == 8 ? "CPU Adam m and v" : "CPU optimizer states",
                          "optimizer bytes · Tn (pageable)", "ops/adam/cpu_adam.py step (zeros_like, lazy)",
-                         s.optimizer_state_bytes * s.Tn, false,
+                         s.optimizer_state_partition > 0 ? s.optimizer_state_partition : s.optimizer_state_bytes * s.Tn,
+                         false,
                          s.lazy_cpu_adam_states ? HostLife::lazy : HostLife::init));
         if (s.cpu_adam_tile_buffer)
             v.push_back(host("DeepSpeedCPUAdam tile buffers", "2 · 128 Mi · 4 B (exact, cudaMallocHost)",

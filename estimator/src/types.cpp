@@ -59,22 +59,7 @@ Checkpointing parse_checkpointing(const std::string& text, const std::string& fi
     throw InputError(field + ": '" + text + "' is not a checkpointing mode (use none, full or selective)");
 }
 
-const char* to_string(Optimizer o) {
-    switch (o) {
-        case Optimizer::adamw: return "adamw";
-        case Optimizer::adam: return "adam";
-        case Optimizer::sgd: return "sgd";
-    }
-    return "?";
-}
-
-Optimizer parse_optimizer(const std::string& text, const std::string& field) {
-    const std::string t = to_lower(text);
-    if (t == "adamw") return Optimizer::adamw;
-    if (t == "adam") return Optimizer::adam;
-    if (t == "sgd") return Optimizer::sgd;
-    throw InputError(field + ": '" + text + "' is not a supported optimizer (use adamw, adam or sgd)");
-}
+// to_string(Optimizer), parse_optimizer: estimator/src/optimizer_state.cpp.
 
 const char* to_string(Convention c) {
     switch (c) {

@@ -3,6 +3,7 @@
 // allocation names ("terms") follow the estimator's terms and DeepSpeed's
 // own variable names. Facts: ../shared/reference/deepspeed_memory.md
 // (section 4) and simulator_runtime_gui.md (section B).
+#include "zeromem/optimizer_state.h"
 #include "zeromem/simulator.h"
 
 #include "zeromem/terms.h"
@@ -813,8 +814,17 @@ void Producer::zero2_keep_all_grad_tensors(bool boundary) {
 void Producer::adam_state_and_temporary(uint64_t numel, bool first, uint32_t m) {
     if (first) {
         // torch.optim / FusedAdam state, created at the first step.
-        if (in_.train.optimizer == Optimizer::sgd) {
+        const Optimizer o = in_.train.optimizer;
+        if (o == Optimizer::sgd) {
             moments_.push_back(alloc("momentum_buffer", 4 * numel, Stream::compute, m));
+        } else if (o != Optimizer::adam && o != Optimizer::adamw) {
+            // Other optimizers on the flat partition (estimator
+            // optimizer_state.h count_optimizer_state): state1 and state2
+            // with their 8-bit absmax. Stage 0's per-tensor shapes are not
+            // replayed: one flat tensor.
+            const OptimizerStateBytes st = count_optimizer_state(o, flat_tensors(numel, numel));
+            if (st.first > 0) moments_.push_back(alloc("state1", st.first, Stream::compute, m));
+            if (st.second > 0) moments_.push_back(alloc("state2", st.second, Stream::compute, m));
         } else {
             moments_.push_back(alloc("exp_avg", 4 * numel, Stream::compute, m));
             moments_.push_back(alloc("exp_avg_sq", 4 * numel, Stream::compute, m));

@@ -22,6 +22,27 @@ struct ModelInfo {
 };
 
 /// Named, overridable figures for the residual states that no formula gives.
+/// How the Hugging Face loader (transformers modeling_utils.py
+/// PreTrainedModel.from_pretrained) materialises a model that is not built
+/// under deepspeed.zero.Init:
+///  - host_copy (default): one host copy of the model per rank. Without a
+///    device_map both loaders give it: before transformers ~4.50 a randomly
+///    initialised model filled shard by shard (safetensors shards are
+///    file-backed page cache), from ~4.50 (#36033) and in 5 the meta device
+///    with parameters materialised one after another (low_cpu_mem_usage).
+///  - single_file: low_cpu_mem_usage=False before ~4.50 with a single
+///    non-sharded checkpoint: the whole 16-bit state dict is loaded beside the
+///    model (../shared/reference/host_memory.md L2).
+///  - device_map: device_map={"": local_rank} / "auto": each parameter is
+///    materialised straight on its GPU, the host holds at most one at a time.
+/// Under ZeRO-3 with the HF DeepSpeed integration (is_deepspeed_zero3_enabled)
+/// from_pretrained builds under zero.Init and refuses a device_map.
+enum class LoadPath { host_copy, single_file, device_map };
+const char* to_string(LoadPath p);
+/// Parses "host-copy|low-cpu-mem|single-file|device-map" (low-cpu-mem is
+/// host-copy); throws InputError naming `field`.
+LoadPath parse_load_path(const std::string& text, const std::string& field);
+
 struct ResidualSettings {
     /// CUDA context + cuBLAS/NCCL workspaces per process, bytes. 512 MiB:
     /// public reports put it at 0.4-0.6 GB per process (shared reference
@@ -36,6 +57,9 @@ struct ResidualSettings {
     /// (without zero.Init every rank holds a full copy). fp32 matches
     /// DeepSpeed's estimator (4 B x P per process, stage3.py).
     Dtype load_dtype = Dtype::fp32;
+    /// How the model is loaded without zero.Init. Unset: host_copy, what
+    /// from_pretrained does without a device_map under every launcher.
+    std::optional<LoadPath> load_path;
     /// Host RAM of one training process before any model state: the
     /// PyTorch and CUDA libraries and the host side of the CUDA context.
     /// 1 GiB per rank (a PyTorch + CUDA process's resident set before

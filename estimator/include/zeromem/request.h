@@ -39,6 +39,7 @@ struct Request {
     std::optional<std::string> cuda_context;     ///< --cuda-context: size
     std::optional<double> fragmentation;         ///< --fragmentation: fraction
     std::optional<std::string> load_dtype;       ///< --load-dtype
+    std::optional<std::string> load_path;        ///< --load-path
     std::optional<std::string> host_overhead;    ///< --host-overhead: size per process
     std::optional<int64_t> tp;                   ///< --tp
     std::optional<int64_t> pp;                   ///< --pp

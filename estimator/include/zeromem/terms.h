@@ -99,6 +99,9 @@ struct Sizes {
     /// before, initialize_optimizer_states stepped once at init).
     bool lazy_cpu_adam_states = true;
     uint64_t optimizer_state_bytes = 8;  ///< Adam m + v (8) or SGD momentum (4) per element
+    /// Exact optimizer-state bytes of this rank's partition (optimizer_state.h
+    /// count_optimizer_state); 0: optimizer_state_bytes · Tn.
+    uint64_t optimizer_state_partition = 0;
     uint64_t sub_group_size = 1000000000;  ///< elements
     uint64_t Pn = 0;              ///< every parameter's partition, ceil(Ψ/N_d) incl. frozen (param offload)
     uint64_t frozen_bytes_rank = 0;  ///< frozen storage in this rank's partition, bytes

@@ -67,14 +67,25 @@ struct SoftwareStack {
 /// positive. Throws InputError naming `field` when a part is not a number.
 int compare_versions(const std::string& a, const std::string& b, const std::string& field);
 
-/// Optimizer whose per-parameter state is counted (fp32 states).
-/// adam/adamw: m and v, 8 B/param; sgd (with momentum): 4 B/param.
+/// Optimizer whose per-parameter state is counted (estimator/include/
+/// zeromem/optimizer_state.h describes each: states, bits, paging).
+/// adam/adamw: m and v, 8 B/param; sgd (with momentum): 4 B/param;
+/// sgd_plain: torch SGD without momentum, no state; the bitsandbytes 8-bit
+/// and paged optimizers, Lion, Adagrad, RMSprop, Lamb and Adafactor.
 /// The fp32 master copy (4 B/param) is counted separately.
-enum class Optimizer { adamw, adam, sgd };
+enum class Optimizer {
+    adamw, adam, sgd, sgd_plain, adagrad, rmsprop, lion, lamb,
+    adamw_8bit, paged_adamw_8bit, paged_adamw_32bit, lion_8bit, paged_lion_8bit, paged_lion_32bit, adafactor
+};
 const char* to_string(Optimizer o);
+/// Parses zeromem's names and the HF Trainer's `optim` values
+/// (transformers training_args.py OptimizerNames); throws InputError naming
+/// `field` otherwise.
 Optimizer parse_optimizer(const std::string& text, const std::string& field);
-/// fp32 optimizer-state bytes per parameter besides the master weights.
-inline int optimizer_state_bytes(Optimizer o) { return o == Optimizer::sgd ? 4 : 8; }
+/// Whole optimizer-state bytes per element of a large tensor besides the
+/// master weights (8-bit: 2, rounded down from 2 + 8/256; Adafactor on a flat
+/// tensor: 4). Exact sums: count_optimizer_state (optimizer_state.h).
+int optimizer_state_bytes(Optimizer o);
 
 /// Which accounting to report.
 ///  - paper:     ZeRO paper Sec. 5 model states, K = 12 (mixed-precision Adam)
