@@ -526,6 +526,7 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
             *req.gather_on_save ? "--gather-on-save" : "--no-gather-on-save";
     }
     add_plausibility_warnings(req, in, r.warnings);
+    resolve_workload(req, r, data_dir);
     if (req.ds_config)
         complete_batch_settings(in.train, in.cluster.data_parallel(), prov);  // DeepSpeed fills a missing one of the three
     else
