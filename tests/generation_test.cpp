@@ -1,0 +1,189 @@
+// Tests of generation.h: the KV cache of model.generate, every expected value
+// by hand arithmetic from the published config.json shapes.
+#include "input_error.h"
+#include "zeromem/generation.h"
+#include "zeromem/model.h"
+#include "zeromem/types.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+using namespace zeromem;
+
+using zeromem::testing::contains;
+using zeromem::testing::error_of;
+
+namespace {
+
+const std::string kData = ZEROMEM_SOURCE_DATA_DIR;
+const std::string kPublished = std::string(ZEROMEM_TEST_DATA_DIR) + "/hf_configs/published/";
+
+// DeepSeek-V2-Lite's attention as in its published config.json
+// (huggingface.co/deepseek-ai/DeepSeek-V2-Lite): 27 layers, 16 heads,
+// kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128.
+ModelArch deepseek_v2_lite_attention() {
+    ModelArch a;
+    a.name = "deepseek-v2-lite (attention only)";
+    a.hidden_size = 2048;
+    a.num_layers = 27;
+    a.num_heads = 16;
+    a.num_kv_heads = 16;
+    a.head_dim = 128 + 64;
+    a.kv_lora_rank = 512;
+    a.qk_nope_head_dim = 128;
+    a.qk_rope_head_dim = 64;
+    a.v_head_dim = 128;
+    a.ffn_size = 10944;
+    a.vocab_size = 102400;
+    return a;
+}
+
+}  // namespace
+
+// llama-2-7b: 32 layers x 2 (K, V) x 32 KV heads x 128 x 2 B = 524288 B = 512 KiB per token.
+TEST(KvCache, Llama2PerTokenIs512KiB) {
+    const ModelArch a = load_model_preset("llama-2-7b", kData);
+    EXPECT_EQ(kv_cache_bytes_per_token(a, 2), 32ULL * 2 * 32 * 128 * 2);
+    EXPECT_EQ(kv_cache_bytes_per_token(a, 2), 512ULL * 1024);
+}
+
+// 4 beams x 8 prompts x (512 + 128) tokens x 512 KiB = 20480 x 512 KiB = 10 GiB.
+TEST(KvCache, Llama2BeamSearchIsTenGiB) {
+    const ModelArch a = load_model_preset("llama-2-7b", kData);
+    GenerationShape g;
+    g.num_beams = 4;
+    g.batch = 8;
+    g.prompt_len = 512;
+    g.max_new_tokens = 128;
+    const KvCache c = kv_cache(a, g, 2);
+    EXPECT_EQ(c.bytes, 10ULL * 1024 * 1024 * 1024);
+    EXPECT_EQ(c.self_attention_bytes, c.bytes);
+    EXPECT_EQ(c.cross_attention_bytes, 0u);
+    EXPECT_EQ(c.elements_per_token_layer, 2u * 32 * 128);
+    EXPECT_EQ(c.cached_layers, 32);
+}
+
+// Grouped-query attention caches the 8 KV heads, not the 32 query heads:
+// Mistral-7B: 32 x 2 x 8 x 128 x 2 B = 131072 B per token.
+TEST(KvCache, GroupedQueryCountsKvHeads) {
+    const ModelArch a = load_hf_config(kPublished + "mistral-7b-instruct-v0.2.json");
+    EXPECT_EQ(kv_cache_bytes_per_token(a, 2), 32ULL * 2 * 8 * 128 * 2);
+    // fp32 cache doubles it.
+    EXPECT_EQ(kv_cache_bytes_per_token(a, 4), 32ULL * 2 * 8 * 128 * 4);
+}
+
+// Tensor parallelism splits the heads: Llama-3.1-70B 80 x 2 x (8 / 4) x 128 x 2.
+TEST(KvCache, TensorParallelSplitsKvHeads) {
+    const ModelArch a = load_hf_config(kPublished + "llama-3.1-70b.json");
+    EXPECT_EQ(kv_cache_bytes_per_token(a, 2, 4), 80ULL * 2 * 2 * 128 * 2);
+    // 16 ranks cannot split 8 heads further: each keeps one.
+    EXPECT_EQ(kv_cache_bytes_per_token(a, 2, 16), 80ULL * 2 * 1 * 128 * 2);
+}
+
+// MLA: transformers caches the decompressed K (128 + 64) and V (128) of all
+// 16 heads: 27 x 16 x (128 + 64 + 128) x 2 B = 276480 B per token, not the
+// 27 x (512 + 64) x 2 B = 31104 B latent.
+TEST(KvCache, MlaCountsDecompressedPerHeadKeysAndValues) {
+    const ModelArch a = deepseek_v2_lite_attention();
+    EXPECT_EQ(kv_cache_bytes_per_token(a, 2), 27ULL * 16 * (128 + 64 + 128) * 2);
+    GenerationShape g;
+    g.batch = 2;
+    g.prompt_len = 100;
+    g.max_new_tokens = 28;
+    const KvCache c = kv_cache(a, g, 2);
+    EXPECT_EQ(c.bytes, 2ULL * 128 * 276480);
+    EXPECT_TRUE(contains(c.layout, "MLA"));
+}
+
+// t5-small: 6 decoder layers x 2 x 8 heads x d_kv 64 x 4 B (fp32) = 24576 B
+// per token; self-attention over 50 new tokens, cross-attention over the
+// 200-token prompt, for 4 beams x 3 prompts.
+TEST(KvCache, EncoderDecoderCountsDecoderSelfAndCrossAttention) {
+    const ModelArch a = load_hf_config(kPublished + "t5-small.json");
+    const uint64_t per_token = 6ULL * 2 * 8 * 64 * 4;
+    EXPECT_EQ(kv_cache_bytes_per_token(a, 4), per_token);
+    GenerationShape g;
+    g.num_beams = 4;
+    g.batch = 3;
+    g.prompt_len = 200;
+    g.max_new_tokens = 50;
+    const KvCache c = kv_cache(a, g, 4);
+    EXPECT_EQ(c.self_attention_bytes, 12ULL * 50 * per_token);
+    EXPECT_EQ(c.cross_attention_bytes, 12ULL * 200 * per_token);
+    EXPECT_EQ(c.bytes, 12ULL * 250 * per_token);
+    EXPECT_EQ(c.cached_layers, 6);
+}
+
+TEST(KvCache, BadInputThrows) {
+    const ModelArch a = load_model_preset("llama-2-7b", kData);
+    GenerationShape g;
+    g.prompt_len = 10;
+    g.num_beams = 0;
+    EXPECT_TRUE(contains(error_of([&] { (void)kv_cache(a, g, 2); }), "num_beams"));
+    g.num_beams = 1;
+    g.max_new_tokens = -1;
+    EXPECT_TRUE(contains(error_of([&] { (void)kv_cache(a, g, 2); }), "max_new_tokens"));
+    g.max_new_tokens = 1;
+    g.batch = 0;
+    EXPECT_TRUE(contains(error_of([&] { (void)kv_cache(a, g, 2); }), "batch"));
+    g.batch = 1;
+    EXPECT_TRUE(contains(error_of([&] { (void)kv_cache(a, g, 0); }), "dtype"));
+    ModelArch enc = a;
+    enc.encoder_only = true;
+    EXPECT_TRUE(contains(error_of([&] { (void)kv_cache(enc, g, 2); }), "encoder-only"));
+    g.batch = INT64_MAX;
+    g.num_beams = INT64_MAX;
+    EXPECT_TRUE(contains(error_of([&] { (void)kv_cache(a, g, 2); }), "overflows"));
+}
+
+// llama-2-7b (V = 32000), 2 beams x 4 prompts, bf16: step logits 8 x 32000 x
+// (2 + 4 + 4) B; the last step holds the full cache 8 x (256 + 64) x 512 KiB.
+TEST(GenerationMemory, LastStepPeakWithLogitsToKeep) {
+    const ModelArch a = load_model_preset("llama-2-7b", kData);
+    GenerationShape g;
+    g.num_beams = 2;
+    g.batch = 4;
+    g.prompt_len = 256;
+    g.max_new_tokens = 64;
+    const GenerationMemory m = generation_memory(a, g, 2, true);
+    EXPECT_EQ(m.step_logits.bytes, 8ULL * 32000 * 10);
+    EXPECT_EQ(m.prefill_logits.bytes, 0u);
+    EXPECT_EQ(m.kv_cache.bytes, 8ULL * 320 * 524288);
+    EXPECT_EQ(m.kv_at_prefill, 8ULL * 256 * 524288);
+    EXPECT_FALSE(m.prefill_is_peak);
+    EXPECT_EQ(m.peak, 8ULL * 320 * 524288 + 8ULL * 32000 * 10);
+}
+
+// transformers < 4.45: the prompt's logits for all 256 tokens, bf16 + fp32:
+// 8 x 256 x 32000 x 6 B = 393,216,000 B, more than the 64 new tokens' cache
+// (8 x 64 x 512 KiB = 268,435,456 B), so the prefill is the peak.
+TEST(GenerationMemory, PrefillPeakWithoutLogitsToKeep) {
+    const ModelArch a = load_model_preset("llama-2-7b", kData);
+    GenerationShape g;
+    g.num_beams = 2;
+    g.batch = 4;
+    g.prompt_len = 256;
+    g.max_new_tokens = 64;
+    const GenerationMemory m = generation_memory(a, g, 2, false);
+    EXPECT_EQ(m.prefill_logits.bytes, 8ULL * 256 * 32000 * 6);
+    EXPECT_TRUE(m.prefill_is_peak);
+    EXPECT_EQ(m.peak, 8ULL * 256 * 524288 + 8ULL * 256 * 32000 * 6 + 8ULL * 32000 * 10);
+}
+
+// Encoder-decoder models decode from one start token: no prefill logits even
+// before 4.45; the cross-attention cache is there from the first step.
+TEST(GenerationMemory, EncoderDecoderHasNoPrefillLogits) {
+    const ModelArch a = load_hf_config(kPublished + "t5-small.json");
+    GenerationShape g;
+    g.num_beams = 4;
+    g.batch = 2;
+    g.prompt_len = 100;
+    g.max_new_tokens = 10;
+    const GenerationMemory m = generation_memory(a, g, 4, false);
+    const uint64_t per_token = 6ULL * 2 * 8 * 64 * 4;
+    EXPECT_EQ(m.prefill_logits.bytes, 0u);
+    EXPECT_EQ(m.kv_at_prefill, 8ULL * 100 * per_token);
+    EXPECT_EQ(m.step_logits.bytes, 8ULL * 32128 * (4 + 8));
+}
