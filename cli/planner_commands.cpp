@@ -254,7 +254,6 @@ SpeedRun prepare_speed_run(const std::string& cmd, const zeromem::Request& req, 
     }
     SpeedRun run;
     run.res = resolve_request(req, dir);
-    require_single_model(run.res, cmd);
     const Resolved& res = run.res;
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     const EstimateInput& in = res.input;
@@ -398,7 +397,6 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
         req.params = "1e9";  // placeholder; the parameter count is searched below
     }
     const Resolved res = resolve_request(req, dir);
-    require_single_model(res, "fit");
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     const auto rows = largest ? largest_model(res.input) : fewest_gpus(res.input, f.gpus_per_node, max_gpus);
     auto reason = [&](const FitRow& r) {

@@ -3,6 +3,7 @@
 // (Meta's published count; the Hugging Face model card of
 // meta-llama/Llama-2-7b-hf), h = 4096, 32 layers, 32 heads (no GQA),
 // head_dim 128, f = 11008 (SwiGLU), V = 32000, untied LM head.
+#include "zeromem/planner.h"
 #include "zeromem/report.h"
 #include "zeromem/request.h"
 #include "zeromem/workload.h"
@@ -60,13 +61,6 @@ TEST(Workload, ParsesNamesAndRefusesOthers) {
     EXPECT_EQ(parse_workload("DPO", "--workload"), Workload::dpo);
     EXPECT_EQ(parse_workload("ppo", "--workload"), Workload::ppo);
     EXPECT_TRUE(contains(error_of([] { parse_workload("rlhf", "--workload"); }), "--workload"));
-}
-
-TEST(Workload, KvCacheIsBeamsBatchTokensLayersTwoKvHeadsHeadDimBytes) {
-    const Resolved r = resolve(llama_request("sft", 3));
-    // 2 beams x 4 x 512 tokens x 32 layers x 2 x 32 heads x 128 x 2 B = 2 GiB.
-    EXPECT_EQ(kv_cache_bytes(*r.input.model.arch, 2, 4, 512, 1, 2), 2ULL * 4 * 512 * 32 * 2 * 32 * 128 * 2);
-    EXPECT_EQ(kv_cache_bytes(*r.input.model.arch, 2, 4, 512, 1, 2), 2147483648ULL);
 }
 
 TEST(Workload, DpoStage3ReferenceIsPartitionedAndThePolicyRunsTwiceTheBatch) {
@@ -164,11 +158,17 @@ TEST(Workload, PpoSumsFourModelsAndGeneratesWithAKvCache) {
     EXPECT_EQ(share(gen, "reference")->gpu_bytes, 2 * ((kPsi + 7) / 8));
     EXPECT_EQ(share(gen, "reward")->gpu_bytes, 2 * ((value_params + 7) / 8));
     // Generation on top of the actor's resident states: the gathered 16-bit
-    // model 2Ψ, the KV cache 4 x 512 x 32 x 2 x 32 x 128 x 2 B = 1 GiB, the
-    // prefill working set of 4 x 256 tokens and the last position's logits
-    // 4 x V x (2 + 4) B.
+    // model 2Ψ, then the larger of the prefill moment (the prompt's cache
+    // 4 x 256 x 32 layers x 2 x 32 heads x 128 x 2 B = 0.5 GiB, the step
+    // logits 4 x V x (2 + 4 + 4) B and the prefill working set of 4 x 256
+    // tokens) and the last step (the whole cache over 512 tokens = 1 GiB,
+    // and the step logits).
     const uint64_t resident = share(phase(w, "critic_forward"), "actor")->gpu_bytes;
-    const uint64_t extra = 2 * kPsi + 1073741824ULL + llama_forward_set(256, 4, false) + 4ULL * 32000 * 6;
+    const uint64_t step_logits = 4ULL * 32000 * 10;
+    const uint64_t at_prefill = 536870912ULL + step_logits + llama_forward_set(256, 4, false);
+    const uint64_t at_last = 1073741824ULL + step_logits;
+    EXPECT_LT(at_prefill, at_last);
+    const uint64_t extra = 2 * kPsi + at_last;
     EXPECT_EQ(share(gen, "actor")->gpu_bytes, resident + extra);
     // A steady step's actor forward holds Adam's m and v, which the first
     // forward (the actor's own estimate) does not: 8 B x ceil(Ψ/N_d).
@@ -225,6 +225,11 @@ TEST(Workload, JsonCarriesEveryModelPerPhaseAndTheSums) {
     const WorkloadEstimate w = estimate_workload(r.input, r.workload, true);
     const auto j = nlohmann::json::parse(render_workload(w, r, Format::json, true));
     EXPECT_EQ(j["workload"], "dpo");
+    ASSERT_EQ(j["models"].size(), 2U);
+    EXPECT_EQ(j["models"][1]["role"], "reference");
+    EXPECT_EQ(j["models"][1]["stage"], 3);
+    EXPECT_EQ(j["models"][1]["trained"], false);
+    EXPECT_EQ(j["models"][1]["params"].get<uint64_t>(), kPsi);
     ASSERT_EQ(j["phases"].size(), w.phases.size());
     const auto& rf = j["phases"][1];
     EXPECT_EQ(rf["name"], "reference_forward");
@@ -243,6 +248,61 @@ TEST(Workload, JsonCarriesEveryModelPerPhaseAndTheSums) {
     EXPECT_TRUE(contains(table, "reference_forward"));
     EXPECT_TRUE(contains(table, "GiB"));
     EXPECT_TRUE(contains(error_of([&] { render_workload(w, r, Format::csv, true); }), "--explain"));
+}
+
+}  // namespace
+
+namespace {
+
+// The planner judges the sum: memory_estimate() carries the workload's peak.
+TEST(Workload, PlannerMemoryIsTheSumAndTheReferenceFollowsThePolicyStage) {
+    Request q = llama_request("dpo", 3);
+    q.gpu_memory = "80GiB";
+    const Resolved r = resolve(q);
+    ASSERT_TRUE(r.input.workload);
+    const WorkloadEstimate w = estimate_workload(r.input, r.workload);
+    const Estimate e = memory_estimate(r.input);
+    EXPECT_EQ(e.per_gpu.total, w.per_gpu);
+    EXPECT_EQ(e.fits_gpu, w.fits_gpu);
+    EXPECT_GT(e.per_gpu.total, estimate(r.input).per_gpu.total);
+    // The planner tries stage 2: the reference then runs at stage 0 (TRL),
+    // a full 16-bit copy of 2Ψ on every GPU.
+    EstimateInput s2 = r.input;
+    s2.zero.stage = 2;
+    const WorkloadEstimate w2 = estimate_workload(s2, r.workload);
+    EXPECT_EQ(w2.settings.reference.stage, 0);
+    EXPECT_EQ(share(phase(w2, "forward"), "reference")->gpu_bytes, 2 * kPsi);
+    // A stage given by flag is kept.
+    Request fixed = llama_request("dpo", 3);
+    fixed.ref_stage = 3;
+    const Resolved rf = resolve(fixed);
+    EstimateInput f2 = rf.input;
+    f2.zero.stage = 2;
+    EXPECT_EQ(estimate_workload(f2, rf.workload).settings.reference.stage, 3);
+    // No workload: memory_estimate is estimate.
+    const Resolved sft = resolve(llama_request("sft", 3));
+    EXPECT_FALSE(sft.input.workload);
+    EXPECT_EQ(memory_estimate(sft.input).per_gpu.total, estimate(sft.input).per_gpu.total);
+}
+
+// fit: a DPO run needs at least as many GPUs as SFT of the same model, per
+// option, and the count it finds fits.
+TEST(Workload, FewestGpusForDpoIsNoFewerThanForSft) {
+    Request q = llama_request("dpo", 3);
+    q.gpu_memory = "40GiB";
+    const Resolved dpo = resolve(q);
+    const Resolved sft = resolve([] { Request s = llama_request("sft", 3); s.gpu_memory = "40GiB"; return s; }());
+    const auto rows_dpo = fewest_gpus(dpo.input, 8, 64);
+    const auto rows_sft = fewest_gpus(sft.input, 8, 64);
+    ASSERT_EQ(rows_dpo.size(), rows_sft.size());
+    bool some = false;
+    for (std::size_t i = 0; i < rows_dpo.size(); ++i) {
+        if (rows_dpo[i].value == 0) continue;
+        some = true;
+        EXPECT_GE(rows_dpo[i].value, rows_sft[i].value) << rows_dpo[i].option.label();
+        EXPECT_LE(rows_dpo[i].per_gpu_total, 40ULL << 30) << rows_dpo[i].option.label();
+    }
+    EXPECT_TRUE(some);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // of each phase and their sums.
 #include "zeromem/workload.h"
 
+#include "zeromem/generation.h"
 #include "zeromem/util.h"
 
 #include <algorithm>
@@ -24,9 +25,6 @@ constexpr const char* kSrcDsChat =
 constexpr const char* kSrcGather =
     "TRL trl/models/utils.py unwrap_model_for_generation (ZeRO-3: deepspeed.zero.GatheredParameters over every "
     "parameter while generating); DeepSpeed-Chat hybrid engine gathers the actor for generation likewise";
-constexpr const char* kSrcKv =
-    "HF transformers cache_utils.py DynamicCache: one K and one V tensor [batch x beams, kv_heads, tokens, head_dim] "
-    "per layer";
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 uint64_t to_bytes(double v) { return v <= 0 ? 0 : static_cast<uint64_t>(std::llround(v)); }
@@ -282,22 +280,40 @@ WorkloadPhase ppo_generation(const EstimateInput& in, const WorkloadSettings& w,
     const ModelArch& a = *in.model.arch;
     const uint64_t bm = u(dtype_bytes(in.train.dtype));
     const uint64_t gathered = in.zero.stage == 3 ? bm * in.model.params : 0;
-    const uint64_t kv = kv_cache_bytes(a, 1, r.batch, r.prompt_len + r.new_tokens, in.cluster.tp, bm);
+    GenerationShape shape;
+    shape.batch = r.batch;
+    shape.prompt_len = r.prompt_len;
+    shape.max_new_tokens = r.new_tokens;
+    shape.tp = in.cluster.tp;
+    // transformers >= 4.45: generate keeps only the last position's logits.
+    const bool last_only = compare_versions(in.stack.transformers, "4.45", "--transformers-version") >= 0;
+    const GenerationMemory gm = generation_memory(a, shape, bm, last_only);
     const uint64_t prefill = inference_activation_bytes(a, r.prompt_len, r.batch, in.cluster.tp, bm, false);
-    const uint64_t last_logits = u(r.batch) * u(a.vocab_size) * (bm + 4);
+    // The prefill moment (prompt's cache, its forward's working set and
+    // logits) or the last decoding step (the whole cache), whichever is larger.
+    const uint64_t at_prefill = gm.kv_at_prefill + gm.prefill_logits.bytes + gm.step_logits.bytes + prefill;
+    const uint64_t at_last = gm.kv_cache.bytes + gm.step_logits.bytes;
+    const uint64_t generating = std::max(at_prefill, at_last);
     if (in.zero.stage == 3)
         ex.term("actor: parameters gathered for generation", "b_m · Ψ (the whole 16-bit model, beside its partition)",
                 "b_m=" + num(bm) + ", Ψ=" + num(in.model.params), gathered, kSrcGather);
-    ex.term("actor: KV cache", "batch · (prompt + new tokens) · layers · 2 · kv heads · head_dim · b_m",
+    ex.term(std::string("actor: ") + gm.kv_cache.name, gm.kv_cache.formula,
             "batch=" + num(u(r.batch)) + ", tokens=" + num(u(r.prompt_len + r.new_tokens)) + ", layers=" +
                 num(u(a.num_layers)) + ", kv heads=" + num(u(a.num_kv_heads)) + ", head_dim=" + num(u(a.head_dim)),
-            kv, kSrcKv);
-    ex.term("actor: prefill working set + last position's logits", "one layer's live tensors + batch · V · (b_m + 4)",
-            "prompt=" + num(u(r.prompt_len)) + ", V=" + num(u(a.vocab_size)), prefill + last_logits,
-            "HF transformers generation/utils.py _sample (logits of the last position, cast to fp32)");
+            gm.kv_cache.bytes, gm.kv_cache.source);
+    ex.term(std::string("actor: ") + gm.step_logits.name, gm.step_logits.formula, "V=" + num(u(a.vocab_size)),
+            gm.step_logits.bytes, gm.step_logits.source);
+    if (gm.prefill_logits.bytes > 0)
+        ex.term(std::string("actor: ") + gm.prefill_logits.name, gm.prefill_logits.formula,
+                "prompt=" + num(u(r.prompt_len)), gm.prefill_logits.bytes, gm.prefill_logits.source);
+    ex.term("actor: prefill forward working set (no_grad)", "one layer's live tensors b_m·sb(2h + max(h + 2·kv·d, f or 2f))",
+            "s=" + num(u(r.prompt_len)) + ", b=" + num(u(r.batch)), prefill, kSrcTrlDpo);
+    ex.term("actor: generation moment", "max(prefill: prompt cache + prefill logits + step logits + working set, "
+            "last step: whole cache + step logits)", "prefill=" + num(at_prefill) + ", last step=" + num(at_last),
+            generating, "zeromem generation.h generation_memory");
     WorkloadPhase ph;
     ph.name = "generation";
-    const uint64_t actor = m.actor_resident + with_fragmentation(in, gathered + kv + prefill + last_logits);
+    const uint64_t actor = m.actor_resident + with_fragmentation(in, gathered + generating);
     ph.models.push_back({"actor", "generating rollouts (KV cache)", true, actor, m.actor_host});
     add_resident(ph, m, false, true, true, true);
     finish_phase(ph, in);
@@ -412,14 +428,6 @@ uint64_t inference_activation_bytes(const ModelArch& a, int64_t s, int64_t b, in
     return to_bytes(layer + head);
 }
 
-uint64_t kv_cache_bytes(const ModelArch& a, int64_t beams, int64_t batch, int64_t tokens, int64_t t, uint64_t bytes) {
-    if (beams <= 0 || batch <= 0 || tokens <= 0 || t <= 0)
-        throw InputError("KV cache: beams, batch, tokens and tp must be positive");
-    const uint64_t kv = u(a.num_kv_heads > 0 ? a.num_kv_heads : a.num_heads);
-    const uint64_t d = u(a.head_dim > 0 ? a.head_dim : (a.num_heads > 0 ? a.hidden_size / a.num_heads : 0));
-    return u(beams) * u(batch) * u(tokens) * u(a.num_layers) * 2 * ceil_div(kv, u(t)) * d * bytes;
-}
-
 namespace {
 WorkloadEstimate estimate_ppo(const EstimateInput& in, const WorkloadSettings& w, bool explain) {
     WorkloadEstimate out;
@@ -440,17 +448,57 @@ WorkloadEstimate estimate_ppo(const EstimateInput& in, const WorkloadSettings& w
 }
 }  // namespace
 
-WorkloadEstimate estimate_workload(const EstimateInput& in, const WorkloadSettings& w, bool explain) {
-    if (w.kind == Workload::sft)
+WorkloadSettings effective_workload(const EstimateInput& in, const WorkloadSettings& given) {
+    WorkloadSettings w = given;
+    const auto& z = in.zero;
+    w.reference.model = in.model;  // the reference is a copy of the initial policy (fit varies its size)
+    if (w.reference_follows) {
+        w.reference.stage = z.stage == 3 ? 3 : 0;
+        w.reference.offload_param = z.stage == 3 && z.offload_param == OffloadDevice::cpu ? OffloadDevice::cpu
+                                                                                            : OffloadDevice::none;
+    }
+    if (w.critic_follows) {
+        w.critic.stage = z.stage;
+        w.critic.offload_optimizer = z.offload_optimizer;
+        w.critic.offload_param = z.stage == 3 ? z.offload_param : OffloadDevice::none;
+    }
+    if (w.reward_follows) {
+        w.reward.stage = w.critic.stage == 3 ? 3 : 0;
+        if (w.reward.stage != 3) w.reward.offload_param = OffloadDevice::none;
+    }
+    return w;
+}
+
+WorkloadEstimate estimate_workload(const EstimateInput& in, const WorkloadSettings& given, bool explain) {
+    if (given.kind == Workload::sft)
         throw InputError("--workload sft: one model; use estimate() (the default estimate)");
-    check_cluster(in, w.kind);
-    if (w.kind == Workload::ppo) return estimate_ppo(in, w, explain);
+    check_cluster(in, given.kind);
+    const WorkloadSettings w = effective_workload(in, given);
     WorkloadEstimate out;
-    out.kind = w.kind;
-    const Explain ex{explain, &out};
-    estimate_pairs(in, w, out, ex);
-    summarize(out);
+    if (w.kind == Workload::ppo) {
+        out = estimate_ppo(in, w, explain);
+    } else {
+        out.kind = w.kind;
+        const Explain ex{explain, &out};
+        estimate_pairs(in, w, out, ex);
+        summarize(out);
+    }
+    out.settings = w;
     return out;
+}
+
+Estimate memory_estimate(const EstimateInput& in) {
+    if (!in.workload || in.workload->kind == Workload::sft) return estimate(in);
+    const WorkloadEstimate w = estimate_workload(in, *in.workload);
+    Estimate e = w.policy;
+    e.per_gpu.total = w.per_gpu;
+    e.per_node.host_memory = w.per_node_host;
+    e.fits_gpu = w.fits_gpu;
+    e.fits_host = w.fits_host;
+    e.peak_phase = w.peak_phase;
+    e.notes.push_back(std::string("--workload ") + to_string(w.kind) + ": the total is the sum of every model's share "
+                      "at the workload's peak phase (" + w.peak_phase + "); the components are the trained model's.");
+    return e;
 }
 
 }  // namespace zeromem

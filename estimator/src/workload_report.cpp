@@ -33,32 +33,38 @@ const ModelShare* share(const WorkloadPhase& p, const std::string& role) {
 
 std::string fits_text(const std::optional<bool>& f) { return !f ? "?" : (*f ? "yes" : "NO"); }
 
-// "reference: llama-2-7b, frozen, ZeRO-3 inference engine, offload_param cpu".
-std::vector<std::string> model_lines(const WorkloadEstimate& w, const Resolved& res) {
+// One model of the workload as the report describes it.
+struct ModelLine {
+    std::string role, name;
+    uint64_t params = 0;
+    bool trained = false;
+    int stage = 0;
+    OffloadDevice offload_optimizer = OffloadDevice::none, offload_param = OffloadDevice::none;
+    // "reference: llama-2-7b (6.74 B params), frozen, ZeRO-3 inference engine"
+    std::string text() const {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.2f B params", double(params) / 1e9);
+        std::string t = role + ": " + name + " (" + buf + "), " + (trained ? "trained" : "frozen") + ", ZeRO-" +
+                        std::to_string(stage);
+        if (offload_optimizer != OffloadDevice::none) t += std::string(", offload_optimizer ") + to_string(offload_optimizer);
+        if (offload_param != OffloadDevice::none) t += std::string(", offload_param ") + to_string(offload_param);
+        return trained ? t : t + " inference engine";
+    }
+};
+
+std::vector<ModelLine> model_lines(const WorkloadEstimate& w, const Resolved& res) {
     const auto& in = res.input;
-    const auto& s = res.workload;
-    auto stage = [](int st, OffloadDevice opt, OffloadDevice par) {
-        std::string t = "ZeRO-" + std::to_string(st);
-        if (opt != OffloadDevice::none) t += std::string(", offload_optimizer ") + to_string(opt);
-        if (par != OffloadDevice::none) t += std::string(", offload_param ") + to_string(par);
-        return t;
-    };
-    std::vector<std::string> out;
-    const char* trained = w.kind == Workload::ppo ? "actor" : "policy";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.2f B params", double(in.model.params) / 1e9);
-    out.push_back(std::string(trained) + ": " + in.model.name + " (" + buf + "), trained, " +
-                  stage(in.zero.stage, in.zero.offload_optimizer, in.zero.offload_param));
+    const auto& s = w.settings;
+    std::vector<ModelLine> out;
+    out.push_back({w.kind == Workload::ppo ? "actor" : "policy", in.model.name, in.model.params, true, in.zero.stage,
+                   in.zero.offload_optimizer, in.zero.offload_param});
     auto frozen = [&](const char* role, const FrozenModel& f) {
-        std::snprintf(buf, sizeof buf, "%.2f B params", double(f.model.params) / 1e9);
-        out.push_back(std::string(role) + ": " + f.model.name + " (" + buf + "), frozen, " +
-                      stage(f.stage, OffloadDevice::none, f.offload_param) + " inference engine");
+        out.push_back({role, f.model.name, f.model.params, false, f.stage, OffloadDevice::none, f.offload_param});
     };
     if ((w.kind == Workload::dpo && !s.precompute_ref_log_probs) || w.kind == Workload::ppo) frozen("reference", s.reference);
     if (w.kind == Workload::ppo) {
-        std::snprintf(buf, sizeof buf, "%.2f B params", double(s.critic.model.params) / 1e9);
-        out.push_back("critic: " + s.critic.model.name + " (" + buf + "), trained, " +
-                      stage(s.critic.stage, s.critic.offload_optimizer, s.critic.offload_param));
+        out.push_back({"critic", s.critic.model.name, s.critic.model.params, true, s.critic.stage,
+                       s.critic.offload_optimizer, s.critic.offload_param});
         frozen("reward", s.reward);
     }
     return out;
@@ -72,7 +78,7 @@ std::string render_text(const WorkloadEstimate& w, const Resolved& res, bool md,
     o << (md ? "## " : "") << "zeromem estimate, workload " << to_string(w.kind) << ": " << in.cluster.gpus
       << " GPU(s) on " << in.cluster.nodes << " node(s), micro batch " << in.train.micro_batch << ", seq "
       << in.train.seq_len << ", " << to_string(in.train.dtype) << "\n";
-    for (const auto& l : model_lines(w, res)) o << (md ? "- " : "  ") << l << "\n";
+    for (const auto& l : model_lines(w, res)) o << (md ? "- " : "  ") << l.text() << "\n";
     o << "\nMemory per phase, GiB (2^30 bytes); each model's share per GPU, the sum per GPU (one CUDA context), per node ("
       << g << " GPUs) and host RAM per node:\n";
     std::vector<std::string> head{"phase"};
@@ -143,7 +149,11 @@ ojson render_json(const WorkloadEstimate& w, const Resolved& res, bool explain) 
     const auto& in = res.input;
     ojson j;
     j["workload"] = to_string(w.kind);
-    j["models"] = model_lines(w, res);
+    j["models"] = ojson::array();
+    for (const auto& l : model_lines(w, res))
+        j["models"].push_back({{"role", l.role}, {"name", l.name}, {"params", l.params}, {"trained", l.trained},
+                               {"stage", l.stage}, {"offload_optimizer", to_string(l.offload_optimizer)},
+                               {"offload_param", to_string(l.offload_param)}});
     j["gpus"] = in.cluster.gpus;
     j["nodes"] = in.cluster.nodes;
     j["gpus_per_node"] = in.cluster.gpus_per_node();

@@ -3,6 +3,8 @@
 
 #include "zeromem/util.h"
 
+#include <memory>
+
 namespace zeromem {
 
 namespace {
@@ -112,6 +114,7 @@ void resolve_reference(const Request& req, Resolved& r) {
     f.prefetch_bucket = in.model.arch ? static_cast<int64_t>(0.9 * double(in.model.arch->hidden_size) *
                                                             double(in.model.arch->hidden_size))
                                       : in.zero.stage3_prefetch_bucket_size;
+    r.workload.reference_follows = !req.ref_stage && !req.ref_offload;
     r.provenance["reference"] = "stage " + std::to_string(f.stage) + ", offload_param " + to_string(f.offload_param) +
                                 (req.ref_stage ? " (--ref-stage)" : " (default: 3 when the policy is ZeRO-3, else 0, "
                                                                    "as TRL prepare_deepspeed and DeepSpeed-Chat do)");
@@ -139,6 +142,8 @@ void resolve_critic_reward(const Request& req, Resolved& r, const std::string& d
     if (w.reward.model.arch)
         w.reward.prefetch_bucket = static_cast<int64_t>(0.9 * double(w.reward.model.arch->hidden_size) *
                                                         double(w.reward.model.arch->hidden_size));
+    w.critic_follows = !req.critic_stage && !req.critic_offload;
+    w.reward_follows = !req.reward_stage && !req.reward_offload;
     r.provenance["critic"] = w.critic.model.name + ", stage " + std::to_string(w.critic.stage) + ", offload_optimizer " +
                              to_string(w.critic.offload_optimizer) +
                              (critic_arch ? "" : " (default: the actor's architecture with a value head)");
@@ -177,6 +182,7 @@ void resolve_workload(const Request& req, Resolved& r, const std::string& data_d
         resolve_rollout(req, r);
         resolve_critic_reward(req, r, data_dir);
     }
+    r.input.workload = std::make_shared<const WorkloadSettings>(r.workload);
 }
 
 void require_single_model(const Resolved& r, const std::string& subcommand) {

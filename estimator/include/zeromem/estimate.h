@@ -5,11 +5,14 @@
 #include "zeromem/types.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace zeromem {
+
+struct WorkloadSettings;  // workload.h
 
 /// The model as the estimator sees it.
 struct ModelInfo {
@@ -59,6 +62,10 @@ struct EstimateInput {
     /// DeepSpeed / torch / transformers versions whose behaviour is followed
     /// (optimizer implementation, HF Trainer defaults).
     SoftwareStack stack;
+    /// The other models sharing the GPUs (--workload dpo|orpo|ppo;
+    /// workload.h); null for sft. estimate() ignores it (it estimates this
+    /// one model); memory_estimate() and the planner sum them.
+    std::shared_ptr<const WorkloadSettings> workload;
 };
 
 /// Per-GPU bytes. parameters + gradients + optimizer_states are the model

@@ -61,6 +61,13 @@ struct WorkloadSettings {
     /// (precompute_ref_log_probs): no reference model during training.
     bool precompute_ref_log_probs = false;
     FrozenModel reference;   ///< dpo, ppo: a copy of the initial policy
+    /// Defaults that follow the trained model's ZeRO choice when the planner
+    /// varies it: the reference's stage and offload follow the policy's
+    /// (TRL prepare_deepspeed, DeepSpeed-Chat _init_ref), the critic's the
+    /// actor's, the reward's stage the critic's (_init_reward).
+    bool reference_follows = true;
+    bool critic_follows = true;
+    bool reward_follows = true;
     TrainedModel critic;     ///< ppo
     FrozenModel reward;      ///< ppo
     RolloutSettings rollout; ///< ppo
@@ -91,6 +98,7 @@ struct WorkloadPhase {
 /// The result: phases in time order, the peak and the verdict on the sum.
 struct WorkloadEstimate {
     Workload kind = Workload::sft;
+    WorkloadSettings settings;       ///< the settings in effect (defaults that follow the policy applied)
     std::vector<WorkloadPhase> phases;
     std::string peak_phase;          ///< phase with the largest per_gpu
     uint64_t per_gpu = 0;            ///< peak per-GPU bytes
@@ -115,13 +123,6 @@ struct WorkloadEstimate {
 /// the logits). Throws InputError for a non-positive size.
 uint64_t inference_activation_bytes(const ModelArch& a, int64_t s, int64_t b, int64_t t, uint64_t bm, bool logits);
 
-/// KV cache of generation: beams x batch x tokens x layers x 2 (K and V) x
-/// kv heads x head_dim x bytes (HF transformers DynamicCache, one K and one
-/// V tensor per layer of shape [batch·beams, kv_heads, tokens, head_dim]),
-/// divided over tensor-parallel t (heads are split). To be unified with the
-/// KV-cache term of the generation model (--eval-generate) once merged.
-uint64_t kv_cache_bytes(const ModelArch& a, int64_t beams, int64_t batch, int64_t tokens, int64_t t, uint64_t bytes);
-
 /// Estimates `w` on the policy input `policy` (its model, cluster, training
 /// and ZeRO settings are the policy's / actor's). Throws InputError for
 /// impossible inputs (a frozen stage outside 0..3, offload_param below stage
@@ -132,5 +133,19 @@ uint64_t kv_cache_bytes(const ModelArch& a, int64_t beams, int64_t batch, int64_
 /// applications/DeepSpeed-Chat/dschat/rlhf/rlhf_engine.py (_init_ref,
 /// _init_reward: stage 3 if the actor's / critic's is, else 0).
 WorkloadEstimate estimate_workload(const EstimateInput& policy, const WorkloadSettings& w, bool explain = false);
+
+/// `w` with the defaults that follow the trained model applied to
+/// `policy`'s ZeRO stage and offload: reference stage 3 if the policy's is 3,
+/// else 0, offload_param cpu when the policy offloads parameters to the CPU;
+/// critic at the actor's stage and offload; reward stage 3 if the critic's
+/// is 3, else 0. Settings given by flag are kept.
+WorkloadSettings effective_workload(const EstimateInput& policy, const WorkloadSettings& w);
+
+/// The memory the planner (compare, plan, fit) judges: estimate(in) when
+/// `in.workload` is null or sft; otherwise the policy's estimate with its
+/// per_gpu.total, per_node.host_memory, verdicts and peak phase replaced by
+/// the workload's sums (estimate_workload), and a note saying so. Throws as
+/// estimate() and estimate_workload() do.
+Estimate memory_estimate(const EstimateInput& in);
 
 }  // namespace zeromem
