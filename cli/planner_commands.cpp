@@ -83,7 +83,8 @@ std::string compare_settings(const zeromem::Resolved& res) {
                                  : std::string("DeepSpeed's default per stage (on for stage 3, off for 0-2)")) +
            "; stage3_gather_16bit_weights_on_model_save " +
            (in.zero.stage3_gather_16bit_weights_on_model_save ? "on" : "off") + "; attention " +
-           (in.train.flash_attention ? "flash" : "eager");
+           (in.train.flash_attention ? "flash" : "eager") +
+           (in.workload && in.workload->kind != Workload::sft ? "\n" + workload_summary(*in.workload) : std::string());
 }
 
 // A node's host RAM that a plan may take for granted when --host-memory is
@@ -419,6 +420,8 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
         std::cout << arr.dump(2) << "\n";
         return answered ? 0 : 1;
     }
+    if (res.input.workload && res.input.workload->kind != Workload::sft)
+        std::printf("%s\n", workload_summary(*res.input.workload).c_str());
     if (largest)
         std::printf("Largest model (parameters, model states and buffers; no activations without an architecture) on "
                     "%lld GPUs of %s GiB, convention %s\n\n%-44s %16s %12s\n",

@@ -459,4 +459,17 @@ TEST(Cli, WorkloadDpoPrintsEveryModelPerPhaseAndRefusesBadFlags) {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("generation"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("critic"), std::string::npos) << r.out;
+    // fit judges the sum and says so; with a reference beside it the policy
+    // needs at least as many GPUs at ZeRO-3 as alone.
+    const Outcome fit = zeromem("fit --model llama-2-7b --gpu A100-40GB --workload dpo");
+    EXPECT_NE(fit.out.find("workload dpo: memory is the sum"), std::string::npos) << fit.out << fit.err;
+    auto zero3 = [](const nlohmann::json& rows) {
+        for (const auto& row : rows)
+            if (row.at("option") == "ZeRO-3") return row.at("min_gpus").get<int64_t>();
+        return int64_t(-1);
+    };
+    const int64_t alone = zero3(json_of("fit --model llama-2-7b --gpu A100-40GB", -1));
+    const int64_t paired = zero3(json_of("fit --model llama-2-7b --gpu A100-40GB --workload dpo", -1));
+    EXPECT_GT(alone, 0);
+    EXPECT_GE(paired, alone);
 }

@@ -487,6 +487,25 @@ WorkloadEstimate estimate_workload(const EstimateInput& in, const WorkloadSettin
     return out;
 }
 
+std::string workload_summary(const WorkloadSettings& w) {
+    switch (w.kind) {
+        case Workload::sft: return "";
+        case Workload::dpo:
+            return w.precompute_ref_log_probs
+                       ? "workload dpo with precomputed reference log-probs: memory of the policy at 2b sequences per "
+                         "micro batch of b pairs; speed of the policy at b sequences"
+                       : "workload dpo: memory is the sum of the policy (2b sequences per micro batch of b pairs) and a "
+                         "frozen reference at each option's peak phase, the reference at stage 3 when the option is, else 0 "
+                         "(unless --ref-stage); speed is the policy's alone at b sequences";
+        case Workload::orpo:
+            return "workload orpo: memory of the policy at 2b sequences per micro batch of b pairs; speed at b sequences";
+        case Workload::ppo:
+            return "workload ppo: memory is the sum of actor, critic, reward and reference at each option's peak phase "
+                   "(rollout generation included); speed is the actor's training step alone";
+    }
+    return "";
+}
+
 Estimate memory_estimate(const EstimateInput& in) {
     if (!in.workload || in.workload->kind == Workload::sft) return estimate(in);
     const WorkloadEstimate w = estimate_workload(in, *in.workload);

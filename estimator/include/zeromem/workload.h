@@ -148,4 +148,8 @@ WorkloadSettings effective_workload(const EstimateInput& policy, const WorkloadS
 /// estimate() and estimate_workload() do.
 Estimate memory_estimate(const EstimateInput& in);
 
+/// One sentence for the planner's output: which models the memory sums and
+/// what the speed figures leave out. Empty for sft.
+std::string workload_summary(const WorkloadSettings& w);
+
 }  // namespace zeromem
