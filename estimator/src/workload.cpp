@@ -484,6 +484,10 @@ WorkloadEstimate estimate_workload(const EstimateInput& in, const WorkloadSettin
         summarize(out);
     }
     out.settings = w;
+    const bool has_ref = w.kind == Workload::ppo || (w.kind == Workload::dpo && !w.precompute_ref_log_probs);
+    if (has_ref && w.reference_follows && in.zero.stage == 3 && in.zero.offload_param == OffloadDevice::nvme)
+        out.notes.push_back("the policy offloads parameters to NVMe; the frozen reference's NVMe offload is not "
+                            "modelled, so its partition is counted on the GPU (--ref-offload cpu to move it to host RAM).");
     return out;
 }
 
