@@ -144,6 +144,14 @@ void add_request_options(CLI::App* sub, zeromem::Request& req) {
     opt_int("--rollout-batch", req.rollout_batch, "ppo: sequences generated at once per GPU (default: --micro-batch)", gW)->type_name("N");
     opt_int("--rollout-prompt-len", req.rollout_prompt_len, "ppo: prompt tokens (default: half of --seq-len)", gW)->type_name("N");
     opt_int("--rollout-new-tokens", req.rollout_new_tokens, "ppo: generated tokens (default: the rest of --seq-len)", gW)->type_name("N");
+    const char* gG = "Generation during training";
+    sub->add_flag("--eval-generate", req.eval_generate,
+                  "Evaluation runs model.generate between steps (Seq2SeqTrainer predict_with_generate): "
+                  "adds a generation phase (KV cache, logits)")->group(gG);
+    opt_int("--num-beams", req.num_beams, "Beams per prompt (generation_num_beams); default 1", gG)->type_name("N");
+    opt_int("--max-new-tokens", req.max_new_tokens, "Tokens generated per prompt; default 20", gG)->type_name("N");
+    opt_int("--eval-batch", req.eval_batch, "Prompts per GPU (per_device_eval_batch_size); default 8", gG)->type_name("N");
+    opt_int("--prompt-len", req.prompt_len, "Prompt tokens; default --seq-len", gG)->type_name("N");
     opt_str("--convention", req.convention, "full (default: what DeepSpeed allocates), deepspeed (its estimator), paper (ZeRO Table 1)", gO)->type_name("NAME");
     sub->add_flag("--legacy-zero2", req.legacy_zero2_formula,
                   "deepspeed convention: ZeRO-2 formula of DeepSpeed v0.4.2-v0.14.2 (4Ψ + 16Ψ/N)")->group(gO);

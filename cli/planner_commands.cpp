@@ -84,6 +84,7 @@ std::string compare_settings(const zeromem::Resolved& res) {
            "; stage3_gather_16bit_weights_on_model_save " +
            (in.zero.stage3_gather_16bit_weights_on_model_save ? "on" : "off") + "; attention " +
            (in.train.flash_attention ? "flash" : "eager") +
+           (in.generation ? "; " + describe_generation(*in.generation, in.train.seq_len) : std::string()) +
            (in.workload && in.workload->kind != Workload::sft ? "\n" + workload_summary(*in.workload) : std::string());
 }
 
@@ -174,7 +175,7 @@ nlohmann::json candidate_json(const zeromem::Candidate& c, const zeromem::Estima
     nlohmann::json cal = nlohmann::json::array();
     for (const auto& n : calibration_notes(ci, hw, c.time))
         cal.push_back({{"term", n.term}, {"constant", n.constant}, {"basis", n.basis}});
-    return nlohmann::json{{"option", c.option.label()},
+    nlohmann::json j = nlohmann::json{{"option", c.option.label()},
                           {"stage", c.option.stage},
                           {"offload_optimizer", to_string(c.option.offload_optimizer)},
                           {"offload_param", to_string(c.option.offload_param)},
@@ -202,6 +203,12 @@ nlohmann::json candidate_json(const zeromem::Candidate& c, const zeromem::Estima
                           {"tokens_per_s", c.time.tokens_per_s},
                           {"tflops_per_gpu", c.time.tflops_per_gpu},
                           {"mfu", c.time.mfu}};
+    if (c.generation)
+        j["generation"] = {{"num_beams", c.generation->num_beams},
+                           {"eval_batch", c.generation->eval_batch},
+                           {"max_new_tokens", c.generation->max_new_tokens},
+                           {"prompt_len", c.generation->prompt_len.value_or(ci.train.seq_len)}};
+    return j;
 }
 
 void print_compare_header() {
@@ -344,6 +351,13 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
                         gib(w.memory.per_gpu.total).c_str(), gib(w.memory.per_node.host_memory).c_str(), w.time.total,
                         w.time.compute, w.time.exposed_comm, w.time.optimizer, w.time.offload + w.time.per_param + w.time.overhead,
                         w.time.tokens_per_s, w.time.tflops_per_gpu, w.time.mfu * 100);
+            if (w.generation)
+                std::printf("Generation during evaluation: num_beams %lld, eval batch %lld, max_new_tokens %lld "
+                            "(HF: --predict_with_generate --generation_num_beams %lld --per_device_eval_batch_size %lld; "
+                            "GenerationConfig max_new_tokens=%lld)\n",
+                            (long long)w.generation->num_beams, (long long)w.generation->eval_batch,
+                            (long long)w.generation->max_new_tokens, (long long)w.generation->num_beams,
+                            (long long)w.generation->eval_batch, (long long)w.generation->max_new_tokens);
         }
     }
     if (!r.winner) {

@@ -1,8 +1,11 @@
 // Tests of generation.h: the KV cache of model.generate, every expected value
 // by hand arithmetic from the published config.json shapes.
+#include "estimate_inputs.h"
 #include "input_error.h"
+#include "zeromem/estimate.h"
 #include "zeromem/generation.h"
 #include "zeromem/model.h"
+#include "zeromem/request.h"
 #include "zeromem/types.h"
 
 #include <gtest/gtest.h>
@@ -186,4 +189,151 @@ TEST(GenerationMemory, EncoderDecoderHasNoPrefillLogits) {
     EXPECT_EQ(m.prefill_logits.bytes, 0u);
     EXPECT_EQ(m.kv_at_prefill, 8ULL * 100 * per_token);
     EXPECT_EQ(m.step_logits.bytes, 8ULL * 32128 * (4 + 8));
+}
+
+namespace {
+
+// Published llama-2-7b parameter count (Touvron et al. 2023; HF model card).
+constexpr uint64_t kPsi = 6738415616ULL;
+constexpr uint64_t kKiB = 1024;
+
+// llama-2-7b on `gpus` GPUs at `stage`, bf16, seq 512, no CUDA context or
+// fragmentation so the phase totals are the hand sums; 4 beams x 2 prompts,
+// prompt = seq 512, 128 new tokens.
+EstimateInput llama_generating(int64_t gpus, int stage) {
+    EstimateInput in = testinputs::preset_input("llama-2-7b", gpus, stage, Dtype::bf16);
+    in.train.seq_len = 512;
+    in.residual.cuda_context = 0;
+    in.residual.fragmentation_fraction = 0;
+    GenerationSettings g;
+    g.num_beams = 4;
+    g.eval_batch = 2;
+    g.max_new_tokens = 128;
+    in.generation = g;
+    return in;
+}
+
+// KV: 8 sequences x (512 + 128) tokens x 512 KiB; logits 8 x 32000 x (2 + 8) B.
+constexpr uint64_t kLlamaKv = 8ULL * 640 * 512 * kKiB;
+constexpr uint64_t kLlamaLogits = 8ULL * 32000 * 10;
+
+}  // namespace
+
+// ZeRO-0, one GPU: the generation phase holds 2Ψ parameters, 4Ψ fp32 master +
+// 8Ψ Adam m and v, no gradients (FP16_Optimizer frees them after the step),
+// no ZeRO buffers, plus the KV cache and the logits.
+TEST(GenerationPhase, Zero0TotalIsStatesPlusCacheAndLogits) {
+    const EstimateInput in = llama_generating(1, 0);
+    ASSERT_EQ(in.model.params, kPsi);
+    const Estimate e = estimate(in);
+    const PhaseMemory& g = testinputs::phase(e, "generation");
+    EXPECT_EQ(g.per_gpu.parameters, 2 * kPsi);
+    EXPECT_EQ(g.per_gpu.gradients, 0u);
+    EXPECT_EQ(g.per_gpu.optimizer_states, 12 * kPsi);
+    EXPECT_EQ(g.per_gpu.activations, kLlamaKv + kLlamaLogits);
+    EXPECT_EQ(g.per_gpu.temporary_buffers, 0u);
+    EXPECT_EQ(g.per_gpu.total, 14 * kPsi + kLlamaKv + kLlamaLogits);
+    // Generation comes after the training phases and before checkpoint_save.
+    ASSERT_GE(e.phases.size(), 7u);
+    EXPECT_EQ(e.phases[4].name, "steady_backward");
+    EXPECT_EQ(e.phases[5].name, "generation");
+}
+
+// ZeRO-2 on 8 GPUs: replicated 2Ψ parameters, (4 + 8) x ceil(Ψ/8) optimizer
+// states, gradients freed after the step (free_grad_in_param_list).
+TEST(GenerationPhase, Zero2PartitionsOptimizerStatesOnly) {
+    const EstimateInput in = llama_generating(8, 2);
+    const Estimate e = estimate(in);
+    const PhaseMemory& g = testinputs::phase(e, "generation");
+    const uint64_t tn = (kPsi + 7) / 8;
+    EXPECT_EQ(g.per_gpu.parameters, 2 * kPsi);
+    EXPECT_EQ(g.per_gpu.gradients, 0u);
+    EXPECT_EQ(g.per_gpu.optimizer_states, 12 * tn);
+    EXPECT_EQ(g.per_gpu.total, 2 * kPsi + 12 * tn + kLlamaKv + kLlamaLogits);
+}
+
+// ZeRO-3: each decoding step is a forward, so the parameters gathered per
+// step are the forward's (same named terms); the flat gradient buffer stays.
+TEST(GenerationPhase, Zero3GathersAsTheForwardDoes) {
+    const EstimateInput in = llama_generating(8, 3);
+    const Estimate e = estimate(in, true);
+    const PhaseMemory& g = testinputs::phase(e, "generation");
+    const PhaseMemory& f = testinputs::phase(e, "forward");
+    EXPECT_GT(g.per_gpu.temporary_buffers, 0u);
+    EXPECT_EQ(g.per_gpu.temporary_buffers, f.per_gpu.temporary_buffers);
+    EXPECT_EQ(g.per_gpu.gradients, 2 * ((kPsi + 7) / 8));  // b_a = 2 (bf16) x ceil(Ψ/8)
+    EXPECT_EQ(g.per_gpu.activations, kLlamaKv + kLlamaLogits);
+    bool kv_explained = false;
+    for (const auto& t : e.terms)
+        if (contains(t.component, "KV cache") && t.bytes == kLlamaKv && contains(t.source, "DynamicCache"))
+            kv_explained = true;
+    EXPECT_TRUE(kv_explained);
+}
+
+// A big KV cache makes generation the peak phase, and the per-GPU activations
+// summary takes it.
+TEST(GenerationPhase, CanBeThePeak) {
+    EstimateInput in = llama_generating(8, 3);
+    in.generation->num_beams = 8;
+    in.generation->eval_batch = 8;
+    const Estimate e = estimate(in);
+    EXPECT_EQ(e.peak_phase, "generation");
+    EXPECT_EQ(e.per_gpu.activations, 64ULL * 640 * 512 * kKiB + 64ULL * 32000 * 10);
+}
+
+// transformers < 4.45 keeps every prompt token's logits: 8 x 512 x 32000 x
+// (2 + 4) B = 786,432,000 B with 8 x 512 x 512 KiB of cache at the prefill.
+TEST(GenerationPhase, OldTransformersPrefillLogits) {
+    EstimateInput in = llama_generating(1, 0);
+    in.generation->max_new_tokens = 16;
+    in.stack.transformers = "4.44";
+    const Estimate e = estimate(in);
+    const PhaseMemory& g = testinputs::phase(e, "generation");
+    EXPECT_EQ(g.per_gpu.activations, 8ULL * 512 * 512 * kKiB + 8ULL * 512 * 32000 * 6 + kLlamaLogits);
+}
+
+TEST(GenerationPhase, NoPhaseWithoutEvalGenerate) {
+    EstimateInput in = llama_generating(1, 0);
+    in.generation.reset();
+    const Estimate e = estimate(in);
+    for (const auto& p : e.phases) EXPECT_NE(p.name, "generation");
+}
+
+// The flags resolve into GenerationSettings; misuse names the flag.
+TEST(GenerationRequest, FlagsAndErrors) {
+    Request req;
+    req.model = "llama-2-7b";
+    req.eval_generate = true;
+    req.num_beams = 4;
+    req.eval_batch = 2;
+    req.max_new_tokens = 64;
+    req.prompt_len = 300;
+    const Resolved r = resolve_request(req, kData);
+    ASSERT_TRUE(r.input.generation.has_value());
+    EXPECT_EQ(r.input.generation->num_beams, 4);
+    EXPECT_EQ(r.input.generation->eval_batch, 2);
+    EXPECT_EQ(r.input.generation->max_new_tokens, 64);
+    EXPECT_EQ(r.input.generation->prompt_len.value_or(0), 300);
+    EXPECT_EQ(r.provenance.at("generation.num_beams"), "--num-beams");
+
+    Request d;
+    d.model = "llama-2-7b";
+    d.eval_generate = true;
+    const Resolved rd = resolve_request(d, kData);
+    EXPECT_EQ(rd.input.generation->num_beams, 1);     // GenerationConfig default
+    EXPECT_EQ(rd.input.generation->eval_batch, 8);    // per_device_eval_batch_size default
+    EXPECT_EQ(rd.input.generation->max_new_tokens, 20);
+    EXPECT_FALSE(rd.input.generation->prompt_len.has_value());
+
+    Request no_flag;
+    no_flag.model = "llama-2-7b";
+    no_flag.num_beams = 4;
+    EXPECT_TRUE(contains(error_of([&] { (void)resolve_request(no_flag, kData); }), "--num-beams: needs --eval-generate"));
+    Request zero = req;
+    zero.num_beams = 0;
+    EXPECT_TRUE(contains(error_of([&] { (void)resolve_request(zero, kData); }), "--num-beams"));
+    Request bare;
+    bare.params = "7B";
+    bare.eval_generate = true;
+    EXPECT_TRUE(contains(error_of([&] { (void)resolve_request(bare, kData); }), "--eval-generate: needs an architecture"));
 }

@@ -65,6 +65,13 @@ std::vector<Candidate> gpu_candidates(const EstimateInput& base) {
                      in.zero.offload_optimizer = OffloadDevice::cpu;
                      return true;
                  }});
+    if (base.generation && base.generation->num_beams > 1)
+        c.push_back({"--num-beams 1", "recipe step 8: lower other defaults: greedy generation keeps one KV cache per prompt",
+                     [](EstimateInput& in) {
+                         if (!in.generation || in.generation->num_beams <= 1) return false;
+                         in.generation->num_beams = 1;
+                         return true;
+                     }});
     c.push_back({"--dtype bf16", "recipe step 9: mixed precision (bf16 on Ampere and newer, fp16 before)",
                  [](EstimateInput& in) {
                      if (in.train.dtype != Dtype::fp32) return false;

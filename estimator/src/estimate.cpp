@@ -890,6 +890,64 @@ uint64_t gradients_after_step(const FullContext& c, const GpuMemory& st) {
     return terms::bf16_optimizer_fp32_grad_buffer(c.sz).bytes;
 }
 
+// --- generation during training (--eval-generate) -------------------------------
+// model.generate between optimizer steps (Seq2SeqTrainer predict_with_generate):
+// the training states stay resident as after a step (parameters, the fp32
+// master, m and v; gradients as gradients_after_step), training activations
+// are freed, and each decoding step is a forward, so ZeRO-3 gathers modules
+// as in the training forward (forward_temporaries). The KV cache and the
+// logits are counted as this phase's activations, at the larger of the
+// prefill and the last decoding step (generation.h generation_memory).
+GenerationShape generation_shape(const EstimateInput& in) {
+    const GenerationSettings& g = *in.generation;
+    GenerationShape s;
+    s.num_beams = g.num_beams;
+    s.batch = g.eval_batch;
+    s.prompt_len = g.prompt_len.value_or(in.train.seq_len);
+    s.max_new_tokens = g.max_new_tokens;
+    s.tp = in.cluster.tp;
+    return s;
+}
+
+void explain_generation(const FullContext& c, const GenerationShape& sh, const GenerationMemory& gm,
+                        const Explainer& ex) {
+    const ModelArch& a = *c.in.model.arch;
+    const KvCache kv = kv_cache(a, sh, c.bm);
+    const std::string shape = "beams=" + num(double(sh.num_beams)) + ", batch=" + num(double(sh.batch)) +
+                              ", prompt=" + num(double(sh.prompt_len)) + ", new tokens=" +
+                              num(double(sh.max_new_tokens)) + ", b_m=" + num(double(c.bm));
+    const char* moment = gm.prefill_is_peak ? "activations (generation, prefill moment): "
+                                            : "activations (generation, last decoding step): ";
+    ex.term((moment + std::string(gm.kv_cache.name)).c_str(), gm.kv_cache.formula,
+            shape + ", layers=" + num(double(kv.cached_layers)) + ", 2·KV heads·head_dim=" +
+                num(double(kv.elements_per_token_layer)) + " (" + kv.layout + ")" +
+                (gm.prefill_is_peak ? "; at the prefill only the prompt: " + num(double(gm.kv_at_prefill)) + " B" : ""),
+            gm.prefill_is_peak ? gm.kv_at_prefill : gm.kv_cache.bytes, gm.kv_cache.source);
+    ex.term((moment + std::string(gm.step_logits.name)).c_str(), gm.step_logits.formula,
+            shape + ", V=" + num(double(a.vocab_size)), gm.step_logits.bytes, gm.step_logits.source);
+    if (gm.prefill_logits.bytes > 0)
+        ex.term((std::string(gm.prefill_is_peak ? moment : "activations (generation, prefill moment, not the peak): ") +
+                 gm.prefill_logits.name).c_str(),
+                gm.prefill_logits.formula, shape + ", V=" + num(double(a.vocab_size)) + ", transformers " + c.in.stack.transformers,
+                gm.prefill_logits.bytes, gm.prefill_logits.source);
+}
+
+GpuMemory generation_gpu(const FullContext& c, const GpuMemory& st, const Explainer& ex) {
+    if (!c.in.model.arch)
+        throw InputError("--eval-generate: needs an architecture for the KV cache (--model or --hf-config)");
+    if (c.pp > 1) throw InputError("--eval-generate: generation with pipeline parallelism (--pp > 1) is not modelled");
+    const GenerationShape sh = generation_shape(c.in);
+    const bool last_only = compare_versions(c.in.stack.transformers, "4.45", "--transformers-version") >= 0;
+    const GenerationMemory gm = generation_memory(*c.in.model.arch, sh, c.bm, last_only);
+    GpuMemory m = st;
+    m.gradients = gradients_after_step(c, st);
+    m.activations = gm.peak;
+    m.temporary_buffers = sum_terms(forward_temporaries(c.sz), "generation", c, ex);
+    if (ex.on) explain_generation(c, sh, gm, ex);
+    finish_gpu(m, c.in);
+    return m;
+}
+
 // --- host RAM and NVMe (per rank, then per node) --------------------------------
 struct HostFigures {
     uint64_t steady = 0;         // per node, training (without cpu_checkpointing activations)
@@ -996,6 +1054,7 @@ void summarize_phases(const EstimateInput& in, const GpuMemory& st, uint64_t act
     m.activations = act_backward;
     m.temporary_buffers = 0;
     for (const auto& p : out.phases) m.temporary_buffers = std::max(m.temporary_buffers, p.per_gpu.temporary_buffers);
+    for (const auto& p : out.phases) m.activations = std::max(m.activations, p.per_gpu.activations);  // generation's KV cache
     const PhaseMemory* gpu_peak = &out.phases[0];
     const PhaseMemory* host_peak = &out.phases[0];
     for (const auto& p : out.phases) {
@@ -1062,7 +1121,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
 
     const uint64_t g = c.g;
     const uint64_t host_act = act.host * g;
-    out.phases.reserve(6);
+    out.phases.reserve(7);
     auto add = [&](const char* name, const GpuMemory& m, uint64_t host_b, uint64_t pinned) {
         PhaseMemory p;
         p.name = name;
@@ -1081,6 +1140,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     add("backward", bwd, host.first_backward + host_act, host.pinned_first);
     add("optimizer_step", step, host.steady, host.pinned_steady);
     add("steady_backward", sbwd, host.steady + host_act, host.pinned_steady);
+    if (in.generation) add("generation", generation_gpu(c, st, ex), host.steady, host.pinned_steady);
     add("checkpoint_save", save, host.steady + host.save_extra, host.pinned_steady);
 
     summarize_phases(in, st, act.backward, host, host_act, out, ex);
@@ -1206,6 +1266,9 @@ Estimate estimate(const EstimateInput& in_given, bool explain) {
         case Convention::deepspeed: estimate_deepspeed(in, out, ex); break;
         case Convention::full: estimate_full(in, out, ex); break;
     }
+    if (in.generation && in.convention != Convention::full)
+        out.notes.push_back("--eval-generate: the generation phase (KV cache, logits) is modelled in the full "
+                            "convention only; this convention leaves it out");
     if (in.cluster.gpu_memory) out.fits_gpu = out.per_gpu.total <= *in.cluster.gpu_memory;
     if (in.cluster.host_memory) out.fits_host = out.per_node.host_memory <= *in.cluster.host_memory;
     return out;

@@ -114,6 +114,13 @@ KvCache kv_cache(const ModelArch& arch, const GenerationShape& shape, uint64_t d
     return c;
 }
 
+std::string describe_generation(const GenerationSettings& g, int64_t seq_len) {
+    return "generation during evaluation: " + std::to_string(g.num_beams) + (g.num_beams == 1 ? " beam x " : " beams x ") +
+           std::to_string(g.eval_batch) + " prompts per GPU, prompt " + std::to_string(g.prompt_len.value_or(seq_len)) +
+           " + " + std::to_string(g.max_new_tokens) +
+           " new tokens (KV cache and logits are the generation phase's activations)";
+}
+
 GenerationMemory generation_memory(const ModelArch& arch, const GenerationShape& shape, uint64_t dtype_bytes,
                                    bool last_token_logits_only) {
     if (arch.vocab_size <= 0)

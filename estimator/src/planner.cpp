@@ -69,6 +69,7 @@ Candidate base_candidate(const EstimateInput& base, const ZeroOption& o) {
     c.dtype = base.train.dtype;
     c.overlap_comm = base.zero.overlap_comm.value_or(o.stage == 3);
     c.reduce_bucket_size = base.zero.reduce_bucket_size;
+    c.generation = base.generation;
     return c;
 }
 
@@ -125,6 +126,7 @@ void apply_candidate(const Candidate& c, EstimateInput& in) {
     in.zero.overlap_comm = c.overlap_comm;
     in.zero.reduce_bucket_size = c.reduce_bucket_size;
     in.zero.allgather_bucket_size = c.reduce_bucket_size;
+    if (c.generation) in.generation = c.generation;
 }
 
 int64_t per_gpu_batch(int64_t global_batch, int64_t gpus) {
@@ -297,6 +299,81 @@ static std::string fit_outcome(const Estimate& m) {
     return s;
 }
 
+// Whether the generation phase is the only one that overflows: the GPU of
+// every other phase and the host fit.
+static bool only_generation_overflows(const Estimate& e) {
+    if (!e.fits_host.value_or(true)) return false;
+    bool generation_over = false;
+    for (const auto& p : e.phases) {
+        if (!p.fits_gpu.has_value() || *p.fits_gpu) continue;
+        if (p.name != "generation") return false;
+        generation_over = true;
+    }
+    return generation_over;
+}
+
+// Step 8 of the recipe, "lower other defaults, e.g. the beam width": when
+// `failed` (step 7) overflows in the generation phase only, lower num_beams,
+// then the eval batch, then max_new_tokens, each to the largest value that
+// fits (binary search: the KV cache and logits grow with each), the next one
+// only once the previous is at 1. The step's candidate is set when it fits.
+static PlanStep lower_generation_defaults(const Candidate& failed, EstimateInput& in, const SpeedHardware& hw,
+                                          const SpeedConstants& k, uint64_t& evaluated) {
+    const char* action = "lower other defaults: the generation beam width, then eval batch and max_new_tokens";
+    if (!failed.generation)
+        return {8, action, "no generation during training (--eval-generate not given): nothing to lower; skipped", {}};
+    if (!only_generation_overflows(failed.memory))
+        return {8, action, "phases other than generation overflow too (first: " + failed.memory.first_oom_phase +
+                               "): lowering the generation settings cannot fit; kept",
+                {}};
+    struct Knob {
+        int64_t GenerationSettings::*field;
+        const char* name;
+        const char* hf;
+    };
+    const Knob knobs[] = {{&GenerationSettings::num_beams, "num_beams", "--generation_num_beams"},
+                          {&GenerationSettings::eval_batch, "eval batch", "--per_device_eval_batch_size"},
+                          {&GenerationSettings::max_new_tokens, "max_new_tokens", "GenerationConfig max_new_tokens"}};
+    Candidate c = failed;
+    GenerationSettings g = *failed.generation;
+    std::string changes;
+    auto fits_with = [&](const GenerationSettings& trial) {
+        c.generation = trial;
+        evaluate(c, in, hw, k);
+        ++evaluated;
+        return c.fits;
+    };
+    for (const Knob& kn : knobs) {
+        const int64_t original = g.*kn.field;
+        if (original <= 1) continue;
+        int64_t lo = 1, hi = original - 1, best = 0;  // largest fitting value in [1, original)
+        while (lo <= hi) {
+            const int64_t mid = lo + (hi - lo) / 2;
+            GenerationSettings t = g;
+            t.*kn.field = mid;
+            if (fits_with(t)) {
+                best = mid;
+                lo = mid + 1;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        g.*kn.field = best > 0 ? best : 1;
+        changes += std::string(changes.empty() ? "" : ", ") + kn.name + " " + std::to_string(original) + " -> " +
+                   std::to_string(g.*kn.field) + " (" + kn.hf + " " + std::to_string(g.*kn.field) + ")";
+        if (best > 0) {
+            fits_with(g);  // the candidate at the chosen settings
+            return {8, action, "only the generation phase overflowed (" + gib(failed.memory.per_gpu.total) +
+                                   " per GPU); " + changes + ": " + fit_outcome(c.memory),
+                    c};
+        }
+    }
+    in.generation = failed.generation;  // steps 9-10 go on with the user's settings
+    return {8, action, "only the generation phase overflowed, but even " + changes +
+                           " does not fit; the user's generation settings are kept",
+            {}};
+}
+
 PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t global_batch, const PlanSpace& space,
                 const SpeedConstants& k) {
     require_capacity(base, "plan");
@@ -304,6 +381,7 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
     const auto divs = divisors(per_gpu);
     PlanResult r;
     EstimateInput in = base;
+    EstimateInput plan_base = base;  // base, with step 8's generation settings once lowered
     apply_emitted_settings(in);  // plan with exactly what --emit writes
     using D = OffloadDevice;
     using C = Checkpointing;
@@ -356,8 +434,15 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
             fit = c;
             break;
         }
-        if (rung.step == 7)
-            r.steps.push_back({8, "lower other defaults (e.g. beam width)", "nothing zeromem models; skipped", {}});
+        if (rung.step == 7) {
+            PlanStep s8 = lower_generation_defaults(c, in, hw, k, r.candidates);
+            r.steps.push_back(s8);
+            if (s8.candidate) {
+                fit = s8.candidate;
+                plan_base.generation = fit->generation;  // steps 11-12 keep the lowered settings
+                break;
+            }
+        }
     }
     if (!fit) {
         r.steps.back().outcome += "; nothing fits even with ZeRO-Infinity at micro batch 1: stop";
@@ -386,7 +471,7 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
             o.checkpointing = ck;
             for (bool ov : space.overlap_comm) {
                 for (double m : space.bucket_multipliers) {
-                    Candidate c = base_candidate(base, o);
+                    Candidate c = base_candidate(plan_base, o);
                     c.dtype = fit->dtype;
                     c.overlap_comm = ov;
                     c.reduce_bucket_size = std::max<int64_t>(1, int64_t(std::llround(double(bucket0) * m)));
@@ -488,11 +573,13 @@ static void apply_option_at_base_batch(const EstimateInput& base, const ZeroOpti
 std::vector<FitRow> largest_model(const EstimateInput& base) {
     require_capacity(base, "fit");
     std::vector<FitRow> out;
-    EstimateInput in = base;
+    EstimateInput no_generation = base;  // no architecture, no KV cache: said in each row's note
+    no_generation.generation.reset();
+    EstimateInput in = no_generation;
     in.model.arch.reset();
     in.model.largest_layer_params = 0;
     for (const ZeroOption& o : stage_offload_options()) {
-        apply_option_at_base_batch(base, o, in);
+        apply_option_at_base_batch(no_generation, o, in);
         auto fits_at = [&](uint64_t p) {
             in.model.params = p;
             return fits_of(memory_estimate(in));
@@ -528,6 +615,9 @@ std::vector<FitRow> largest_model(const EstimateInput& base) {
         } catch (const InputError& e) {
             row.note = e.what();  // e.g. the deepspeed convention has no estimator for stages 0 and 1
         }
+        if (base.generation)
+            row.note += std::string(row.note.empty() ? "" : "; ") +
+                        "--eval-generate not counted: the largest model has no architecture for a KV cache";
         out.push_back(row);
     }
     return out;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <set>
+#include <utility>
 
 namespace zeromem {
 
@@ -219,6 +220,51 @@ void apply_stack(const Request& req, SoftwareStack& stack, Provenance& prov) {
     if (req.transformers_version)
         set("transformers", stack.transformers, *req.transformers_version, "--transformers-version");
 }
+}  // namespace
+
+namespace {
+
+// --eval-generate and its flags: GenerationSettings with their provenance.
+// The flags without --eval-generate, a non-positive count, or generation
+// without an architecture are refused naming the flag.
+void apply_generation(const Request& req, EstimateInput& in, Provenance& prov) {
+    const std::pair<const char*, const std::optional<int64_t>*> flags[] = {
+        {"--num-beams", &req.num_beams}, {"--max-new-tokens", &req.max_new_tokens},
+        {"--eval-batch", &req.eval_batch}, {"--prompt-len", &req.prompt_len}};
+    if (!req.eval_generate) {
+        for (const auto& f : flags)
+            if (f.second->has_value()) throw InputError(std::string(f.first) + ": needs --eval-generate");
+        return;
+    }
+    if (!in.model.arch)
+        throw InputError("--eval-generate: needs an architecture for the KV cache (--model or --hf-config)");
+    if (in.model.arch->encoder_only)
+        throw InputError("--eval-generate: " + in.model.arch->name + " is encoder-only and cannot generate");
+    if (in.cluster.pp > 1) throw InputError("--eval-generate: generation with --pp > 1 is not modelled");
+    GenerationSettings g;
+    auto take = [&](const std::optional<int64_t>& v, const char* flag, int64_t& out, const char* key,
+                    const char* fallback) {
+        if (v) {
+            out = positive(*v, flag);
+            prov[key] = flag;
+        } else {
+            prov[key] = fallback;
+        }
+    };
+    take(req.num_beams, "--num-beams", g.num_beams, "generation.num_beams", "default (1: GenerationConfig.num_beams)");
+    take(req.max_new_tokens, "--max-new-tokens", g.max_new_tokens, "generation.max_new_tokens",
+         "default (20: GenerationConfig.max_length when nothing is set)");
+    take(req.eval_batch, "--eval-batch", g.eval_batch, "generation.eval_batch",
+         "default (8: TrainingArguments.per_device_eval_batch_size)");
+    if (req.prompt_len) {
+        g.prompt_len = positive(*req.prompt_len, "--prompt-len");
+        prov["generation.prompt_len"] = "--prompt-len";
+    } else {
+        prov["generation.prompt_len"] = "the training sequence length (--seq-len)";
+    }
+    in.generation = g;
+}
+
 }  // namespace
 
 Resolved resolve_request(const Request& req, const std::string& data_dir) {
@@ -525,6 +571,7 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         prov["zero_optimization.stage3_gather_16bit_weights_on_model_save"] =
             *req.gather_on_save ? "--gather-on-save" : "--no-gather-on-save";
     }
+    apply_generation(req, in, prov);
     add_plausibility_warnings(req, in, r.warnings);
     resolve_workload(req, r, data_dir);
     if (req.ds_config)

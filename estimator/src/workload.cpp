@@ -226,6 +226,7 @@ EstimateInput critic_input(const EstimateInput& in, const WorkloadSettings& w) {
     c.zero.stage = w.critic.stage;
     c.zero.offload_optimizer = w.critic.offload_optimizer;
     c.zero.offload_param = w.critic.offload_param;
+    c.generation.reset();  // --eval-generate describes the actor's evaluation, not the critic's
     // The critic ends in a value head (h -> 1) instead of the LM head: its
     // "logits" are sb x 1, so the activation figure uses a vocabulary of 1
     // (its parameter count is model.params, set when it was resolved).

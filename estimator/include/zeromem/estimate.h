@@ -1,6 +1,7 @@
 // The analytic memory estimate for one ZeRO configuration.
 #pragma once
 
+#include "zeromem/generation.h"
 #include "zeromem/model.h"
 #include "zeromem/types.h"
 
@@ -66,6 +67,9 @@ struct EstimateInput {
     /// workload.h); null for sft. estimate() ignores it (it estimates this
     /// one model); memory_estimate() and the planner sum them.
     std::shared_ptr<const WorkloadSettings> workload;
+    /// Evaluation with model.generate between optimizer steps (--eval-generate):
+    /// the full convention adds a "generation" phase. Needs an architecture.
+    std::optional<GenerationSettings> generation;
 };
 
 /// Per-GPU bytes. parameters + gradients + optimizer_states are the model
@@ -102,6 +106,9 @@ struct NodeMemory {
 ///  - optimizer_step:  fp32 gradient copy, optimizer temporaries, Adam m and v
 ///                     allocated at the first step
 ///  - steady_backward: backward of later steps, with m and v live
+///  - generation:      (with --eval-generate) model.generate between steps: the
+///                     resident training states, the KV cache and logits (in
+///                     activations) and ZeRO-3's per-module gathers
 ///  - checkpoint_save: stage3_gather_16bit_weights_on_model_save gathers on rank 0
 struct PhaseMemory {
     std::string name;

@@ -75,6 +75,12 @@ struct GenerationSettings {
     int64_t max_new_tokens = 20;
 };
 
+/// One phrase for the Settings lines of the reports: "generation during
+/// evaluation: 4 beams x 16 prompts per GPU, prompt 1024 + 256 new tokens
+/// (KV cache and logits are the generation phase's activations)".
+/// `seq_len` is the prompt length when g.prompt_len is unset.
+std::string describe_generation(const GenerationSettings& g, int64_t seq_len);
+
 /// What model.generate adds to the GPU beside the training states, at its
 /// two moments: the prefill (the prompt's forward, the only moment with
 /// prefill_logits) and the last decoding step (the full KV cache).

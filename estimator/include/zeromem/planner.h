@@ -40,13 +40,17 @@ struct Candidate {
     Dtype dtype = Dtype::bf16;
     bool overlap_comm = false;
     int64_t reduce_bucket_size = 0;   ///< elements
+    /// Generation during training evaluated with this candidate (unset:
+    /// none); plan's step 8 may lower num_beams, eval batch, max_new_tokens.
+    std::optional<GenerationSettings> generation;
     Estimate memory;                  ///< full estimate at this configuration
     StepTime time;
     bool fits = false;                ///< GPU fits, and host fits when its capacity is known
 };
 
 /// Sets `in` to candidate `c`'s choices (stage, offload, checkpointing,
-/// micro batch, accumulation, dtype, overlap_comm, buckets).
+/// micro batch, accumulation, dtype, overlap_comm, buckets, and the
+/// generation settings when the candidate has them).
 void apply_candidate(const Candidate& c, EstimateInput& in);
 
 /// The per-GPU batch (global batch / GPUs). Throws InputError naming
@@ -107,8 +111,10 @@ struct PlanSpace {
 
 /// `zeromem plan`: walks the seed recipe (../shared/README.md) as a search:
 /// micro batch 1 with accumulation; escalate (checkpointing, stage 2, +CPU
-/// optimizer offload, stage 3, +parameter offload, +optimizer offload, mixed
-/// precision, NVMe) until it fits; grow the micro batch; then search every
+/// optimizer offload, stage 3, +parameter offload, +optimizer offload, lower
+/// the generation defaults when only the generation phase overflows (step
+/// 8: num_beams, then eval batch, then max_new_tokens, each the largest
+/// value that fits), mixed precision, NVMe) until it fits; grow the micro batch; then search every
 /// option x checkpointing x micro batch x overlap_comm x bucket size for the
 /// best tokens/s. No winner when nothing fits. Throws InputError if the GPU
 /// memory is unknown.

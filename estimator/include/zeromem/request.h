@@ -71,6 +71,12 @@ struct Request {
     std::optional<int64_t> rollout_batch;        ///< --rollout-batch sequences generated at once per GPU
     std::optional<int64_t> rollout_prompt_len;   ///< --rollout-prompt-len tokens
     std::optional<int64_t> rollout_new_tokens;   ///< --rollout-new-tokens tokens
+    // Generation during training (issue 13): evaluation with model.generate.
+    bool eval_generate = false;                  ///< --eval-generate
+    std::optional<int64_t> num_beams;            ///< --num-beams (default 1)
+    std::optional<int64_t> max_new_tokens;       ///< --max-new-tokens (default 20)
+    std::optional<int64_t> eval_batch;           ///< --eval-batch: prompts per GPU (default 8)
+    std::optional<int64_t> prompt_len;           ///< --prompt-len (default --seq-len)
 };
 
 /// The resolved input plus what --explain needs.
