@@ -89,6 +89,7 @@ int run_check(zeromem::Request req, const CheckFlags& f, const std::string& dir)
     const bool model_given = req.params || req.model || req.hf_config;
     if (model_given) {
         const Resolved plain = resolve_request(req, dir);  // bad flags: InputError (exit 2)
+        require_single_model(plain, "check");
         o.autos.world_size = plain.input.cluster.data_parallel();
         o.gpus_known = req.gpus.has_value();
         if (plain.input.model.arch) o.autos.hidden_size = plain.input.model.arch->hidden_size;

@@ -31,6 +31,8 @@ Examples:
   zeromem estimate --params 7e9 --largest-layer-params 131072000 --gpus 8 --stage 3 --convention deepspeed
   zeromem estimate --model llama-2-13b --gpus 8 --gpu V100-32GB --stage 3 --lora-rank 16 --gradient-checkpointing full
   zeromem estimate --model llama-2-70b --gpus 64 --nodes 8 --tp 8 --pp 2 --stage 1 --sequence-parallel
+  zeromem estimate --model llama-2-7b --gpus 8 --gpu A100-80GB --stage 3 --workload dpo --micro-batch 2 --seq-len 1024
+  zeromem estimate --model opt-6.7b --gpus 8 --gpu A100-80GB --stage 3 --workload ppo --critic-model opt-1.3b --rollout-prompt-len 256 --rollout-new-tokens 256
 
 Sizes accept GB/MB/TB (powers of 1000) and GiB/MiB/TiB (powers of 1024); counts accept 7e9, 7B, 1.3b.
 Output is in GiB (2^30 bytes); --format json gives integer bytes.
@@ -273,6 +275,13 @@ int main(int argc, char** argv) {
         }
         const Format fmt = parse_format(format);
         const Resolved res = resolve_request(req, dir);
+        if (res.workload.kind != Workload::sft) {  // several models per GPU (workload.h)
+            const WorkloadEstimate w = estimate_workload(res.input, res.workload, explain);
+            for (const auto& wn : res.warnings) std::cerr << "zeromem: warning: " << wn << "\n";
+            for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";
+            std::cout << render_workload(w, res, fmt, explain);
+            return (w.fits_gpu == false || w.fits_host == false) ? 1 : 0;
+        }
         const Estimate e = estimate(res.input, explain);  // bad input: one error line, no warnings before it
         for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
         for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";

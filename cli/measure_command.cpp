@@ -193,6 +193,7 @@ zeromem::Resolved resolve_for_job(zeromem::Request req, const MeasureFlags& f, c
         if (!req.nodes) req.nodes = mpi.nodes();
     }
     zeromem::Resolved res = zeromem::resolve_request(req, dir);
+    zeromem::require_single_model(res, "measure");
     if (f.layers > 0) {  // the estimate of the K-layer model the runtime builds
         res.input.model.arch = rt::runtime_arch(res.input, f.layers);
         const zeromem::ParamCount pc = zeromem::count_params(*res.input.model.arch);

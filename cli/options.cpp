@@ -147,6 +147,22 @@ void add_request_options(CLI::App* sub, zeromem::Request& req) {
                            [&req](std::int64_t count) { req.mics_hierarchical_gather = count > 0; },
                            "MiCS: gather across nodes, then inside the node (mics_hierarchical_params_gather)")->group(gZ);
     opt_str("--ds-config", req.ds_config, "DeepSpeed config JSON; \"auto\" values resolved the HF Trainer way; flags override it", gZ)->type_name("PATH");
+    const char* gW = "Workload (preference and RLHF training)";
+    opt_str("--workload", req.workload, "sft (default: one model), dpo (policy + frozen reference, pairs), orpo (pairs, no reference) or ppo (actor, critic, reward, reference + rollouts)", gW)->type_name("KIND");
+    sub->add_flag("--precompute-ref-log-probs", req.precompute_ref_log_probs, "dpo: reference log-probs computed before training (no reference model while training)")->group(gW);
+    opt_int("--ref-stage", req.ref_stage, "Reference model's ZeRO stage (default: 3 if the policy's is 3, else 0, as TRL and DeepSpeed-Chat)", gW)->type_name("0..3");
+    opt_str("--ref-offload", req.ref_offload, "Reference model's offload_param: none or cpu (stage 3)", gW)->type_name("DEVICE");
+    opt_str("--critic-model", req.critic_model, "ppo: critic preset (default: the actor's architecture with a value head)", gW)->type_name("NAME");
+    opt_str("--critic-hf-config", req.critic_hf_config, "ppo: critic config.json", gW)->type_name("PATH");
+    opt_int("--critic-stage", req.critic_stage, "ppo: critic's ZeRO stage (default: the actor's)", gW)->type_name("0..3");
+    opt_str("--critic-offload", req.critic_offload, "ppo: critic's offload_optimizer: none, cpu or nvme (default: the actor's)", gW)->type_name("DEVICE");
+    opt_str("--reward-model", req.reward_model, "ppo: reward preset (default: the critic's model)", gW)->type_name("NAME");
+    opt_str("--reward-hf-config", req.reward_hf_config, "ppo: reward config.json", gW)->type_name("PATH");
+    opt_int("--reward-stage", req.reward_stage, "ppo: reward model's ZeRO stage (default: 3 if the critic's is 3, else 0)", gW)->type_name("0..3");
+    opt_str("--reward-offload", req.reward_offload, "ppo: reward model's offload_param: none or cpu (stage 3)", gW)->type_name("DEVICE");
+    opt_int("--rollout-batch", req.rollout_batch, "ppo: sequences generated at once per GPU (default: --micro-batch)", gW)->type_name("N");
+    opt_int("--rollout-prompt-len", req.rollout_prompt_len, "ppo: prompt tokens (default: half of --seq-len)", gW)->type_name("N");
+    opt_int("--rollout-new-tokens", req.rollout_new_tokens, "ppo: generated tokens (default: the rest of --seq-len)", gW)->type_name("N");
     const char* gG = "Generation during training";
     sub->add_flag("--eval-generate", req.eval_generate,
                   "Evaluation runs model.generate between steps (Seq2SeqTrainer predict_with_generate): "

@@ -84,7 +84,8 @@ std::string compare_settings(const zeromem::Resolved& res) {
            "; stage3_gather_16bit_weights_on_model_save " +
            (in.zero.stage3_gather_16bit_weights_on_model_save ? "on" : "off") + "; attention " +
            (in.train.flash_attention ? "flash" : "eager") +
-           (in.generation ? "; " + describe_generation(*in.generation, in.train.seq_len) : std::string());
+           (in.generation ? "; " + describe_generation(*in.generation, in.train.seq_len) : std::string()) +
+           (in.workload && in.workload->kind != Workload::sft ? "\n" + workload_summary(*in.workload) : std::string());
 }
 
 // A node's host RAM that a plan may take for granted when --host-memory is
@@ -125,6 +126,7 @@ void print_winner_notes(const zeromem::Candidate& w, const SpeedFlags& f) {
 int run_compare_deepspeed(const zeromem::Request& req, const std::string& format, const std::string& dir) {
     using namespace zeromem;
     const Resolved res = resolve_request(req, dir);
+    require_single_model(res, "compare --convention deepspeed");
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     const EstimateInput& in = res.input;
     const auto rows = deepspeed_all_options(in);
@@ -438,6 +440,8 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
         std::cout << arr.dump(2) << "\n";
         return answered ? 0 : 1;
     }
+    if (res.input.workload && res.input.workload->kind != Workload::sft)
+        std::printf("%s\n", workload_summary(*res.input.workload).c_str());
     if (largest)
         std::printf("Largest model (parameters, model states and buffers; no activations without an architecture) on "
                     "%lld GPUs of %s GiB, convention %s\n\n%-44s %16s %12s\n",

@@ -52,6 +52,7 @@ int run_simulate(const zeromem::Request& req, const SimulateFlags& f, const std:
     if (!f.chrome_trace.empty()) sim::write_file(f.chrome_trace, "", "--chrome-trace");
     if (!f.memory_snapshot.empty()) sim::write_file(f.memory_snapshot, "", "--memory-snapshot");
     const Resolved res = resolve_request(req, dir);
+    require_single_model(res, "simulate");
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     (void)estimate(res.input);  // the estimator's validation: same messages as `estimate`
     sim::SimOptions opt;

@@ -455,3 +455,44 @@ TEST(CliMoe, EpSizeEstimateCompareFit) {
     const Outcome fit = zeromem("fit --model mixtral-8x7b --gpu H100-80GB --gpus 64 --ep-size 8");
     EXPECT_TRUE(fit.exit_code == 0 || fit.exit_code == 1) << fit.err;
 }
+
+// --workload: the JSON per-model shares, the verdict on the sum, and flags
+// refused by name. Llama-2-7b: Ψ = 6,738,415,616 (Meta's published count);
+// the ZeRO-3 reference holds b_m · ceil(Ψ/8) = 2 x 842,301,952 B per GPU.
+TEST(Cli, WorkloadDpoPrintsEveryModelPerPhaseAndRefusesBadFlags) {
+    const auto j = json_of("estimate --model llama-2-7b --gpus 8 --stage 3 --seq-len 1024 --fragmentation 0 "
+                           "--gpu-memory 80GiB --workload dpo");
+    EXPECT_EQ(j.at("workload"), "dpo");
+    bool saw_forward = false;
+    for (const auto& p : j.at("phases")) {
+        if (p.at("name") != "forward") continue;
+        saw_forward = true;
+        EXPECT_EQ(p.at("models").at(1).at("role"), "reference");
+        EXPECT_EQ(p.at("models").at(1).at("gpu_bytes").get<uint64_t>(), 1684603904ULL);
+        EXPECT_EQ(p.at("per_gpu").get<uint64_t>(), p.at("models").at(0).at("gpu_bytes").get<uint64_t>() +
+                                                        1684603904ULL + 536870912ULL);
+    }
+    EXPECT_TRUE(saw_forward);
+    EXPECT_TRUE(j.at("fits_gpu").get<bool>());
+    expect_error("estimate --model llama-2-7b --gpus 8 --stage 3 --workload rlhf", "--workload");
+    expect_error("estimate --model llama-2-7b --gpus 8 --stage 3 --workload dpo --ref-stage 4", "--ref-stage");
+    expect_error("estimate --model llama-2-7b --gpus 8 --stage 3 --precompute-ref-log-probs", "--precompute-ref-log-probs");
+    expect_error("simulate --model llama-2-7b --gpus 8 --stage 3 --workload dpo", "--workload dpo");
+    const Outcome r = zeromem("estimate --model llama-2-7b --gpus 8 --stage 3 --workload ppo --rollout-batch 4");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("generation"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("critic"), std::string::npos) << r.out;
+    // fit judges the sum and says so; with a reference beside it the policy
+    // needs at least as many GPUs at ZeRO-3 as alone.
+    const Outcome fit = zeromem("fit --model llama-2-7b --gpu A100-40GB --workload dpo");
+    EXPECT_NE(fit.out.find("workload dpo: memory is the sum"), std::string::npos) << fit.out << fit.err;
+    auto zero3 = [](const nlohmann::json& rows) {
+        for (const auto& row : rows)
+            if (row.at("option") == "ZeRO-3") return row.at("min_gpus").get<int64_t>();
+        return int64_t(-1);
+    };
+    const int64_t alone = zero3(json_of("fit --model llama-2-7b --gpu A100-40GB", -1));
+    const int64_t paired = zero3(json_of("fit --model llama-2-7b --gpu A100-40GB --workload dpo", -1));
+    EXPECT_GT(alone, 0);
+    EXPECT_GE(paired, alone);
+}

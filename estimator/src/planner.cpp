@@ -1,6 +1,7 @@
 // compare / plan / fit: searches over ZeRO options. Memory comes from
 // estimate(), time from step_time(); nothing is re-derived here.
 #include "zeromem/planner.h"
+#include "zeromem/workload.h"
 
 #include "zeromem/util.h"
 #include "zeromem/zeropp.h"
@@ -39,7 +40,7 @@ int64_t model_bucket(const EstimateInput& base) {
 /// Evaluates `c` in the working input `in` (mutated), filling memory, time, fits.
 void evaluate(Candidate& c, EstimateInput& in, const SpeedHardware& hw, const SpeedConstants& k) {
     apply_candidate(c, in);
-    c.memory = estimate(in);
+    c.memory = memory_estimate(in);
     c.fits = fits_of(c.memory);
     c.time = step_time(in, hw, k);
 }
@@ -53,7 +54,7 @@ int64_t largest_fitting(Candidate c, const std::vector<int64_t>& divs, int64_t p
         c.micro_batch = divs[size_t(mid)];
         c.grad_accum = per_gpu / c.micro_batch;
         apply_candidate(c, in);
-        if (fits_of(estimate(in))) {
+        if (fits_of(memory_estimate(in))) {
             best = mid;
             lo = mid + 1;
         } else {
@@ -603,7 +604,7 @@ std::vector<FitRow> largest_model(const EstimateInput& base) {
         apply_option_at_base_batch(no_generation, o, in);
         auto fits_at = [&](uint64_t p) {
             in.model.params = p;
-            return fits_of(estimate(in));
+            return fits_of(memory_estimate(in));
         };
         FitRow row;
         row.option = o;
@@ -631,7 +632,7 @@ std::vector<FitRow> largest_model(const EstimateInput& base) {
                 }
                 row.value = lo;
                 in.model.params = lo;
-                row.per_gpu_total = estimate(in).per_gpu.total;
+                row.per_gpu_total = memory_estimate(in).per_gpu.total;
             }
         } catch (const InputError& e) {
             row.note = e.what();  // e.g. the deepspeed convention has no estimator for stages 0 and 1
@@ -650,7 +651,7 @@ std::vector<FitRow> largest_model(const EstimateInput& base) {
 static std::string why_never_fits(EstimateInput& in, int64_t max_gpus, int64_t gpus_per_node) {
     in.cluster.gpus = max_gpus;
     in.cluster.nodes = max_gpus <= gpus_per_node ? 1 : max_gpus / gpus_per_node;
-    const Estimate e = estimate(in);
+    const Estimate e = memory_estimate(in);
     const uint64_t cap = in.cluster.gpu_memory.value_or(0);
     const GpuMemory& m = e.per_gpu;
     if (e.fits_gpu.value_or(false) && e.fits_host == false)
@@ -681,7 +682,7 @@ std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node
         auto fits_at = [&](int64_t n) {
             in.cluster.gpus = n;
             in.cluster.nodes = n <= gpus_per_node ? 1 : n / gpus_per_node;
-            return fits_of(estimate(in));
+            return fits_of(memory_estimate(in));
         };
         FitRow row;
         row.option = o;
@@ -702,7 +703,7 @@ std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node
         row.value = uint64_t(found);
         if (found) {
             fits_at(found);
-            row.per_gpu_total = estimate(in).per_gpu.total;
+            row.per_gpu_total = memory_estimate(in).per_gpu.total;
         } else {
             row.note = why_never_fits(in, max_gpus, gpus_per_node);
         }

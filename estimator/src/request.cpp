@@ -616,6 +616,7 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     apply_zeropp_flags(req, in.zero, prov);
     apply_generation(req, in, prov);
     add_plausibility_warnings(req, in, r.warnings);
+    resolve_workload(req, r, data_dir);
     if (req.ds_config)
         complete_batch_settings(in.train, in.cluster.data_parallel(), prov);  // DeepSpeed fills a missing one of the three
     else

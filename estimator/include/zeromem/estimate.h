@@ -7,11 +7,14 @@
 #include "zeromem/types.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace zeromem {
+
+struct WorkloadSettings;  // workload.h
 
 /// The model as the estimator sees it.
 struct ModelInfo {
@@ -87,6 +90,10 @@ struct EstimateInput {
     SoftwareStack stack;
     /// Mixture-of-experts: expert parallelism and token dispatch (zeromem/moe.h).
     MoeSettings moe;
+    /// The other models sharing the GPUs (--workload dpo|orpo|ppo;
+    /// workload.h); null for sft. estimate() ignores it (it estimates this
+    /// one model); memory_estimate() and the planner sum them.
+    std::shared_ptr<const WorkloadSettings> workload;
     /// Evaluation with model.generate between optimizer steps (--eval-generate):
     /// the full convention adds a "generation" phase. Needs an architecture.
     std::optional<GenerationSettings> generation;

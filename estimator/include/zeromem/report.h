@@ -30,4 +30,17 @@ Format parse_format(const std::string& text);
 /// setting came from. Throws InputError for --explain with CSV.
 std::string render(const Estimate& est, const Resolved& res, Format format, bool explain);
 
+/// Renders a workload estimate (--workload dpo|orpo|ppo, workload.h) for
+/// `res`: one row per phase with every model's per-GPU share, the sum per
+/// GPU and per node, host RAM per node and the verdict on the sum. Table and
+/// Markdown in GiB (2^30 bytes); JSON in integer bytes ({"workload",
+/// "models": [{"role", "name", "params", "trained", "stage",
+/// "offload_optimizer", "offload_param"}], "phases": [{"name", "models": [{"role", "activity", "trained",
+/// "gpu_bytes", "host_bytes_per_node"}], "per_gpu", "per_node_gpu",
+/// "per_node_host", "fits_gpu", "fits_host"}], "peak_phase", "per_gpu",
+/// "per_node_host", "fits_gpu", "fits_host", "notes"}, with --explain
+/// "terms" and "provenance"); CSV one row per model and phase. Throws
+/// InputError for --explain with CSV.
+std::string render_workload(const WorkloadEstimate& w, const Resolved& res, Format format, bool explain);
+
 }  // namespace zeromem

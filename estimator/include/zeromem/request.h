@@ -4,6 +4,7 @@
 
 #include "zeromem/estimate.h"
 #include "zeromem/gpu.h"
+#include "zeromem/workload.h"
 
 #include <optional>
 #include <string>
@@ -62,6 +63,22 @@ struct Request {
     std::optional<bool> quantized_gradients;     ///< --quantized-gradients / --no-quantized-gradients (ZeRO++ qgZ)
     std::optional<int64_t> mics_shard_size;      ///< --mics-shard-size: mics_shard_size (MiCS)
     std::optional<bool> mics_hierarchical_gather;  ///< --mics-hierarchical-gather: mics_hierarchical_params_gather
+    // --- workloads (workload.h) ---
+    std::optional<std::string> workload;         ///< --workload sft|dpo|orpo|ppo
+    bool precompute_ref_log_probs = false;       ///< --precompute-ref-log-probs (dpo)
+    std::optional<int64_t> ref_stage;            ///< --ref-stage 0..3 (dpo, ppo)
+    std::optional<std::string> ref_offload;      ///< --ref-offload none|cpu
+    std::optional<std::string> critic_model;     ///< --critic-model preset (ppo)
+    std::optional<std::string> critic_hf_config; ///< --critic-hf-config path (ppo)
+    std::optional<int64_t> critic_stage;         ///< --critic-stage 0..3
+    std::optional<std::string> critic_offload;   ///< --critic-offload none|cpu|nvme (optimizer states)
+    std::optional<std::string> reward_model;     ///< --reward-model preset (ppo)
+    std::optional<std::string> reward_hf_config; ///< --reward-hf-config path (ppo)
+    std::optional<int64_t> reward_stage;         ///< --reward-stage 0..3
+    std::optional<std::string> reward_offload;   ///< --reward-offload none|cpu
+    std::optional<int64_t> rollout_batch;        ///< --rollout-batch sequences generated at once per GPU
+    std::optional<int64_t> rollout_prompt_len;   ///< --rollout-prompt-len tokens
+    std::optional<int64_t> rollout_new_tokens;   ///< --rollout-new-tokens tokens
     // Generation during training (issue 13): evaluation with model.generate.
     bool eval_generate = false;                  ///< --eval-generate
     std::optional<int64_t> num_beams;            ///< --num-beams (default 1)
@@ -79,6 +96,8 @@ struct Resolved {
     /// DeepSpeed config keys read but without effect on memory, one line
     /// each (ds_config_notes); printed on stderr by the CLI as notes.
     std::vector<std::string> notes;
+    /// --workload and its models (sft: none beyond `input`).
+    WorkloadSettings workload;
 };
 
 /// Resolves `req`: defaults, then the DeepSpeed config (with "auto" filled
@@ -86,5 +105,16 @@ struct Resolved {
 /// from `data_dir`. Throws InputError for every bad input, naming the flag,
 /// file or key.
 Resolved resolve_request(const Request& req, const std::string& data_dir);
+
+/// The --workload part of resolve_request (workload_request.cpp): fills
+/// `r.workload` from `req` and `r.input` (the policy's), with TRL's and
+/// DeepSpeed-Chat's defaults (a frozen model at stage 3 when its trained
+/// counterpart is, else 0). Throws InputError naming the flag for a bad
+/// value or a flag the workload does not take.
+void resolve_workload(const Request& req, Resolved& r, const std::string& data_dir);
+
+/// Throws InputError naming --workload when `r` holds a workload of several
+/// models (dpo, orpo, ppo) and `subcommand` models one model only.
+void require_single_model(const Resolved& r, const std::string& subcommand);
 
 }  // namespace zeromem
