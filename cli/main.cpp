@@ -6,6 +6,7 @@
 #include "zeromem/speed.h"
 #include "zeromem/report.h"
 #include "zeromem/request.h"
+#include "zeromem/simulator.h"
 #include "zeromem/util.h"
 
 #include "options.h"
@@ -272,7 +273,8 @@ int main(int argc, char** argv) {
             return 0;
         }
         const Format fmt = parse_format(format);
-        const Resolved res = resolve_request(req, dir);
+        Resolved res = resolve_request(req, dir);
+        sim::use_replayed_fragmentation(res.input, req.fragmentation.has_value());  // the replay's allowance
         const Estimate e = estimate(res.input, explain);  // bad input: one error line, no warnings before it
         for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
         for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";
