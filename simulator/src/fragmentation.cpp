@@ -12,7 +12,7 @@ namespace zeromem::sim {
 
 const char* const kFragmentationSource =
     "the simulator's replay (reserved - allocated at the allocated peak of 2 optimizer steps through the caching "
-    "allocator model)";
+    "allocator model, wholly free segments given back as PyTorch does before an OOM)";
 
 EstimateInput fragmentation_replay_input(const EstimateInput& in, SimOptions& opt) {
     EstimateInput r = in;
@@ -36,9 +36,36 @@ std::optional<EventLog> fragmentation_events(const EstimateInput& in, SimOptions
     }
 }
 
+// The events up to and including timeline point `t` (spans produce no
+// timeline point), then torch.cuda.empty_cache().
+EventLog until_then_empty_cache(const EventLog& log, uint64_t t) {
+    EventLog out;
+    out.modules = log.modules;
+    uint64_t points = 0;
+    for (const Event& e : log.events) {
+        if (points > t) break;
+        out.events.push_back(e);
+        if (e.action != Action::span_begin && e.action != Action::span_end) ++points;
+    }
+    Event ec = out.events.empty() ? Event{} : out.events.back();
+    ec.action = Action::empty_cache;
+    ec.bytes = 0;
+    ec.term = "empty_cache";
+    out.events.push_back(ec);
+    return out;
+}
+
+// Reserved minus allocated at the allocated peak, without the wholly free
+// segments: PyTorch gives those back (release_cached_blocks) and retries
+// before it reports an OOM, so only the unallocated parts of segments in use
+// are memory the job cannot have. Replays up to the peak a second time and
+// ends with empty_cache.
 uint64_t reserved_minus_allocated(const EventLog& log, const SimOptions& opt) {
     const SimResult res = replay(log, opt, std::nullopt);
-    return res.reserved_at_peak - std::min(res.reserved_at_peak, res.peak_allocated);
+    if (res.timeline.empty()) return 0;
+    const SimResult at_peak = replay(until_then_empty_cache(log, res.peak_allocated_t), opt, std::nullopt);
+    const TimelinePoint& last = at_peak.timeline.back();
+    return last.reserved - std::min(last.reserved, last.allocated);
 }
 
 // A 128-bit fingerprint of what the allocator sees in a log: each event's

@@ -139,12 +139,13 @@ EstimateInput fragmentation_replay_input(const EstimateInput& in, SimOptions& op
 
 /// The caching allocator's fragmentation allowance for `in`, bytes: the
 /// replay's memory_reserved() minus memory_allocated() at the moment
-/// allocated peaks (the table's "reserved - allocated at the allocated
-/// peak"; PyTorch c10/cuda/CUDACachingAllocator.cpp rounding, pools and
-/// splitting, reference simulator_runtime_gui.md section A). Not the peak
-/// reserved of the unlimited replay: that can be set at another moment (e.g.
-/// the ZeRO-3 step's fp32 sub-group, with the cache full of activation
-/// blocks that PyTorch frees and retries before an OOM). Replays with
+/// allocated peaks, after torch.cuda.empty_cache() (wholly free segments
+/// given back, as CUDACachingAllocator.cpp release_cached_blocks does before
+/// it reports an OOM): the unallocated parts of the segments in use (512 B
+/// rounding, pools, splitting; reference simulator_runtime_gui.md section A).
+/// Not the unlimited replay's peak reserved: that can be set at another
+/// moment (e.g. Adam's moments created while the cache holds freed segments
+/// too small for them) by memory PyTorch would free and retry. Replays with
 /// fragmentation_replay_input and the default PYTORCH_CUDA_ALLOC_CONF.
 /// Returns nullopt when the simulator cannot replay the case: no
 /// architecture (--params only), or an input produce_events refuses (MoE,
