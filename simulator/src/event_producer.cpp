@@ -233,6 +233,14 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt) : in_(in), op
     if (N_ == 0) throw InputError("--gpus: must be a positive number of GPUs");
     bm_ = static_cast<uint64_t>(dtype_bytes(t.dtype));
     ba_ = static_cast<uint64_t>(dtype_bytes(t.grad_accum_dtype.value_or(t.dtype)));
+    // bf16 + ZeRO-1 + fp32 gradient accumulation: DeepSpeed builds
+    // BF16_Optimizer (engine.py _configure_bf16_optimizer, runtime/
+    // bf16_optimizer.py), whose buffers this producer does not replay yet;
+    // refused rather than replayed as DeepSpeedZeroOptimizer (the estimator's
+    // Sizes::bf16_optimizer condition).
+    if (z.stage == 1 && t.dtype == Dtype::bf16 && ba_ == 4 && z.offload_optimizer == OffloadDevice::none)
+        throw InputError("data_types.grad_accum_dtype: fp32 gradient accumulation with bf16 at ZeRO stage 1 runs "
+                         "DeepSpeed's BF16_Optimizer, which the simulator does not replay (use `zeromem estimate`)");
     bc_ = static_cast<uint64_t>(dtype_bytes(t.communication_dtype.value_or(t.dtype)));
     half_ = t.dtype != Dtype::fp32;
     sc_ = half_ ? 1 : 2;

@@ -345,6 +345,16 @@ TEST(SimEvents, BadInputThrows) {
     EstimateInput no_arch = tiny(0);
     no_arch.model.arch.reset();
     EXPECT_THROW(produce_events(no_arch, SimOptions{}), InputError);
+    // BF16_Optimizer (bf16, stage 1, fp32 gradient accumulation) is refused,
+    // not replayed as DeepSpeedZeroOptimizer; with fp32 accumulation at stage
+    // 2 DeepSpeedZeroOptimizer runs and is replayed.
+    EstimateInput bf16_opt = tiny(1);
+    bf16_opt.train.dtype = Dtype::bf16;
+    bf16_opt.train.grad_accum_dtype = Dtype::fp32;
+    EXPECT_THROW(produce_events(bf16_opt, SimOptions{}), InputError);
+    EXPECT_EQ(replay_fragmentation(bf16_opt), std::nullopt);
+    bf16_opt.zero.stage = 2;
+    EXPECT_NO_THROW(produce_events(bf16_opt, SimOptions{}));
 }
 
 // ZeRO-1 reduces at the accumulation boundary: after the backward without
