@@ -6,6 +6,7 @@
 #include "zeromem/speed.h"
 #include "zeromem/report.h"
 #include "zeromem/request.h"
+#include "zeromem/simulator.h"
 #include "zeromem/util.h"
 
 #include "options.h"
@@ -274,7 +275,8 @@ int main(int argc, char** argv) {
             return 0;
         }
         const Format fmt = parse_format(format);
-        const Resolved res = resolve_request(req, dir);
+        Resolved res = resolve_request(req, dir);
+        sim::use_replayed_fragmentation(res.input, req.fragmentation.has_value());  // the replay's allowance
         if (res.workload.kind != Workload::sft) {  // several models per GPU (workload.h)
             const WorkloadEstimate w = estimate_workload(res.input, res.workload, explain);
             for (const auto& wn : res.warnings) std::cerr << "zeromem: warning: " << wn << "\n";

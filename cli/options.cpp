@@ -176,7 +176,7 @@ void add_request_options(CLI::App* sub, zeromem::Request& req) {
                   "deepspeed convention: ZeRO-2 formula of DeepSpeed v0.4.2-v0.14.2 (4Ψ + 16Ψ/N)")->group(gO);
     opt_str("--cuda-context", req.cuda_context, "CUDA context per process (default 512MiB)", gO)->type_name("SIZE");
     sub->add_option_function<double>("--fragmentation", [&req](const double& v) { req.fragmentation = v; },
-                                      "Allocator fragmentation allowance, fraction of the peak (default 0.05)")
+                                      "Allocator fragmentation allowance, fraction of the peak (default: reserved - allocated of the simulator's replay; 0.05 where it cannot replay the model)")
         ->group(gO)->type_name("FRACTION");
     opt_str("--load-dtype", req.load_dtype, "dtype of the host copy at load time (default fp32)", gO)->type_name("DTYPE");
     opt_str("--load-path", req.load_path,

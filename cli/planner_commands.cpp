@@ -7,6 +7,7 @@
 #include "zeromem/speed.h"
 #include "zeromem/report.h"
 #include "zeromem/request.h"
+#include "zeromem/simulator.h"
 #include "zeromem/util.h"
 
 #include <CLI/CLI.hpp>
@@ -268,6 +269,7 @@ SpeedRun prepare_speed_run(const std::string& cmd, const zeromem::Request& req, 
     }
     SpeedRun run;
     run.res = resolve_request(req, dir);
+    sim::use_replayed_fragmentation(run.res.input, req.fragmentation.has_value());  // the replay's allowance
     const Resolved& res = run.res;
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     const EstimateInput& in = res.input;
@@ -417,7 +419,8 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
     } else {
         req.params = "1e9";  // placeholder; the parameter count is searched below
     }
-    const Resolved res = resolve_request(req, dir);
+    Resolved res = resolve_request(req, dir);
+    sim::use_replayed_fragmentation(res.input, req.fragmentation.has_value());  // the replay's allowance
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     const auto rows = largest ? largest_model(res.input) : fewest_gpus(res.input, f.gpus_per_node, max_gpus);
     auto reason = [&](const FitRow& r) {

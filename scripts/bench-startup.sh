@@ -17,6 +17,7 @@ printf 'int main() { return 0; }\n' >"$tmp/bare.cpp"
 hyperfine -N --warmup 50 --runs "${RUNS:-500}" --export-json "$tmp/r.json" \
   "$zm estimate --params 7e9 --gpus 8 --stage 3" \
   "$zm estimate --model llama-2-7b --gpus 8 --gpu A100-80GB --stage 3" \
+  "$zm estimate --model llama-2-70b --gpus 64 --gpu A100-80GB --stage 3" \
   "$zm compare --model llama-2-7b --gpus 8 --gpu A100-80GB --host-memory 1TB --global-batch 64 --seq-len 4096" \
   "$tmp/bare" \
   "/bin/true" >/dev/null 2>&1

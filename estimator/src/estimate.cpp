@@ -1001,7 +1001,8 @@ uint64_t sum_bytes(const std::vector<terms::Term>& list) {
 void finish_gpu(GpuMemory& m, const EstimateInput& in) {
     const uint64_t alloc = m.parameters + m.gradients + m.optimizer_states + m.activations + m.temporary_buffers;
     m.cuda_context = in.residual.cuda_context;
-    m.fragmentation = to_bytes(in.residual.fragmentation_fraction * double(alloc));
+    m.fragmentation = in.residual.fragmentation_bytes ? *in.residual.fragmentation_bytes
+                                                      : to_bytes(in.residual.fragmentation_fraction * double(alloc));
     m.total = alloc + m.cuda_context + m.fragmentation;
 }
 
@@ -1381,9 +1382,14 @@ void summarize_phases(const EstimateInput& in, const GpuMemory& st, uint64_t act
     if (ex.on) {
         ex.term("cuda_context", "named figure (--cuda-context)", num(double(m.cuda_context)) + " B", m.cuda_context,
                 "public reports: 0.4-0.6 GB per process");
-        ex.term("fragmentation", "fraction · allocated bytes of the phase (--fragmentation)",
-                num(in.residual.fragmentation_fraction) + " at the " + gpu_peak->name + " phase", m.fragmentation,
-                "PyTorch caching allocator reserve; a few percent of capacity");
+        if (in.residual.fragmentation_bytes)
+            ex.term("fragmentation", "bytes from " + in.residual.fragmentation_source + " (every phase)",
+                    num(double(*in.residual.fragmentation_bytes)) + " B at the " + gpu_peak->name + " phase",
+                    m.fragmentation, "PyTorch caching allocator reserve (c10/cuda/CUDACachingAllocator.cpp)");
+        else
+            ex.term("fragmentation", "fraction · allocated bytes of the phase (--fragmentation)",
+                    num(in.residual.fragmentation_fraction) + " at the " + gpu_peak->name + " phase", m.fragmentation,
+                    "PyTorch caching allocator reserve; a few percent of capacity");
     }
 }
 
@@ -1599,9 +1605,30 @@ EstimateInput with_accelerate_cpu_adam(const EstimateInput& in, bool& swapped) {
     return out;
 }
 
+namespace {
+
+// Fills in.residual.fragmentation_bytes from the injected provider (the
+// simulator's replay, wired by the faces) when the full convention runs
+// without an explicit figure; a provider that cannot replay the input leaves
+// the fixed fraction, said in the notes.
+void resolve_fragmentation(EstimateInput& in, Estimate& out) {
+    ResidualSettings& r = in.residual;
+    if (in.convention != Convention::full || r.fragmentation_bytes || !r.fragmentation_provider) return;
+    r.fragmentation_bytes = r.fragmentation_provider(in);
+    if (r.fragmentation_bytes) {
+        r.fragmentation_source = r.fragmentation_provider_source;
+        return;
+    }
+    out.notes.push_back("fragmentation allowance: the fixed fraction " + num(r.fragmentation_fraction) +
+                        " of the allocated bytes (the simulator cannot replay this input: no architecture, or a "
+                        "case it refuses; pass --fragmentation to set it)");
+}
+
+}  // namespace
+
 Estimate estimate(const EstimateInput& in_given, bool explain) {
     bool swapped = false;
-    const EstimateInput in = with_accelerate_cpu_adam(in_given, swapped);
+    EstimateInput in = with_accelerate_cpu_adam(in_given, swapped);
     validate(in);
     validate_moe(in);
     Estimate out;
@@ -1609,6 +1636,7 @@ Estimate estimate(const EstimateInput& in_given, bool explain) {
     if (in.moe.ep() > 1 && in.convention != Convention::full)
         out.notes.push_back("--ep-size: expert parallelism is modelled by the full convention only; the " +
                             std::string(to_string(in.convention)) + " convention counts every expert on every rank");
+    resolve_fragmentation(in, out);
     if (swapped)
         out.notes.push_back("optimizer offload with the client's optimizer (no \"optimizer\" block): accelerate, which "
                             "the HF Trainer uses, replaces it with DeepSpeedCPUAdam (accelerator.py _prepare_deepspeed), "

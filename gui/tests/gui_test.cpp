@@ -66,7 +66,8 @@ Request default_request() {
 /// What the library gives for `r`: compare_options with the global batch
 /// micro x accumulation x GPUs (DeepSpeed's train_batch_size identity).
 std::vector<Candidate> library_rows(const Request& r) {
-    const Resolved res = resolve_request(r, kData);
+    Resolved res = resolve_request(r, kData);
+    sim::use_replayed_fragmentation(res.input, r.fragmentation.has_value());  // as the GUI (scenario.cpp) does
     const SpeedHardware hw = speed_hardware(*res.gpu, res.input.train.dtype, "", "", kData);
     const int64_t global = r.micro_batch.value_or(1) * r.grad_accum.value_or(1) * r.gpus.value_or(1);
     return compare_options(res.input, hw, global);

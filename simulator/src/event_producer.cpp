@@ -66,6 +66,7 @@ private:
     void init_fp16_optimizer();
     void init_zero12_flatten_bit16_groups();
     void init_zero3_partitions();
+    std::vector<std::vector<uint64_t>> module_to_device();
 
     // --- forward / backward ---
     std::vector<Visit> module_visits() const;
@@ -233,6 +234,14 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt) : in_(in), op
     if (N_ == 0) throw InputError("--gpus: must be a positive number of GPUs");
     bm_ = static_cast<uint64_t>(dtype_bytes(t.dtype));
     ba_ = static_cast<uint64_t>(dtype_bytes(t.grad_accum_dtype.value_or(t.dtype)));
+    // bf16 + ZeRO-1 + fp32 gradient accumulation: DeepSpeed builds
+    // BF16_Optimizer (engine.py _configure_bf16_optimizer, runtime/
+    // bf16_optimizer.py), whose buffers this producer does not replay yet;
+    // refused rather than replayed as DeepSpeedZeroOptimizer (the estimator's
+    // Sizes::bf16_optimizer condition).
+    if (z.stage == 1 && t.dtype == Dtype::bf16 && ba_ == 4 && z.offload_optimizer == OffloadDevice::none)
+        throw InputError("data_types.grad_accum_dtype: fp32 gradient accumulation with bf16 at ZeRO stage 1 runs "
+                         "DeepSpeed's BF16_Optimizer, which the simulator does not replay (use `zeromem estimate`)");
     bc_ = static_cast<uint64_t>(dtype_bytes(t.communication_dtype.value_or(t.dtype)));
     half_ = t.dtype != Dtype::fp32;
     sc_ = half_ ? 1 : 2;
@@ -329,6 +338,16 @@ void Producer::init_zero12_flatten_bit16_groups() {
 // defragmented into lp_param_buffer through host memory; then the
 // grad_partitions_flat_buffer, the IPG bucket, the fp32 partitions per
 // sub-group and the transient fp32 gradient_buffer.
+// engine.py _configure_distributed_model without zero.Init: module.to(device)
+// puts every parameter, whole, on the GPU. Returns the tensor ids per module
+// and parameter.
+std::vector<std::vector<uint64_t>> Producer::module_to_device() {
+    std::vector<std::vector<uint64_t>> ids(mods_.size());
+    for (uint32_t i = 0; i < mods_.size(); ++i)
+        for (uint64_t p : mods_[i].params) ids[i].push_back(alloc("parameter", bm_ * p, Stream::compute, i + 1));
+    return ids;
+}
+
 void Producer::init_zero3_partitions() {
     const auto& z = in_.zero;
     unit_.resize(mods_.size());
@@ -340,23 +359,35 @@ void Producer::init_zero3_partitions() {
     gathered_.assign(mods_.size(), {});
     uint64_t persistent_total = 0, parts = 0, sub_part = 0;
     std::vector<std::pair<uint64_t, uint32_t>> partitions;
+    // Without zero.Init every rank holds the whole 16-bit module on its GPU
+    // first (engine.py _configure_distributed_model, module.to(device)); the
+    // estimator's load term "whole 16-bit module on every GPU before
+    // partitioning". Each parameter is then partitioned in place
+    // (parameter_offload.py _convert_to_zero_parameters, partition_parameters.py
+    // _partition_param: the partition is made, then param.data is freed),
+    // except the persistent ones, which stay whole.
+    const bool no_init = !z.zero_init;
+    const std::vector<std::vector<uint64_t>> whole = no_init ? module_to_device() : std::vector<std::vector<uint64_t>>{};
     for (uint32_t i = 0; i < mods_.size(); ++i) {
         unit_[i] = mods_[i].shares_params_with >= 0 ? static_cast<uint32_t>(mods_[i].shares_params_with) : i;
-        for (uint64_t p : mods_[i].params) {
+        for (size_t k = 0; k < mods_[i].params.size(); ++k) {
+            const uint64_t p = mods_[i].params[k];
             const uint64_t part = ceil_div(p, N_);
             parts += part;
             // parameter_offload.mark_persistent_parameters
-            if (static_cast<int64_t>(p) <= z.stage3_param_persistence_threshold &&
-                static_cast<int64_t>(persistent_total + p) <= z.stage3_model_persistence_threshold) {
+            const bool persistent = static_cast<int64_t>(p) <= z.stage3_param_persistence_threshold &&
+                                    static_cast<int64_t>(persistent_total + p) <= z.stage3_model_persistence_threshold;
+            if (persistent) {
                 persistent_total += p;
                 persistent_padded_ += ceil_div(p, N_) * N_;
-                alloc("persistent_parameter", bm_ * p, Stream::compute, i + 1);
+                if (!no_init) alloc("persistent_parameter", bm_ * p, Stream::compute, i + 1);
             } else {
                 unit_numel_[i] += p;
                 unit_padded_[i] += part * N_;
                 unit_np_params_[i].push_back(p);
             }
             if (!off_par_) partitions.emplace_back(alloc("param_partition", bm_ * part, Stream::compute, i + 1), i + 1);
+            if (no_init && !persistent) release(whole[i][k], i + 1);
             // stage3.py _create_fp16_sub_groups: a sub-group closes once its
             // partition numel reaches sub_group_size elements.
             sub_part += part;

@@ -3,6 +3,7 @@
 #include "zeromem/simulator.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace zeromem::sim {
 
@@ -74,6 +75,7 @@ SimResult replay(const EventLog& log, const SimOptions& opt, std::optional<uint6
     r.timeline.reserve(log.events.size());
     std::array<uint64_t, kComponentCount> live{};
     std::vector<int> comp_of(log.events.size() + 1, 0);  // per tensor id
+    std::unordered_map<const char*, int> comp_of_term;    // terms are string literals: look each up once
     for (const Event& e : log.events) {
         const uint64_t t = r.timeline.size();
         if (e.action == Action::span_begin) {
@@ -97,7 +99,9 @@ SimResult replay(const EventLog& log, const SimOptions& opt, std::optional<uint6
                 comp_of.resize(e.tensor + 1, 0);
             }
             handle[e.tensor] = *h;
-            comp_of[e.tensor] = component_index(e.term);
+            auto it = comp_of_term.find(e.term);
+            if (it == comp_of_term.end()) it = comp_of_term.emplace(e.term, component_index(e.term)).first;
+            comp_of[e.tensor] = it->second;
             live[static_cast<size_t>(comp_of[e.tensor])] += e.bytes;
         } else {
             a.free(handle[e.tensor], t);

@@ -198,6 +198,51 @@ TEST(SimEvents, Stage3LoadPartitions) {
     EXPECT_EQ(rows(log, Phase::load), want);
 }
 
+// zero_init=false: engine.py _configure_distributed_model moves the whole
+// 16-bit module to the GPU (every parameter, 295552 B), then
+// _convert_to_zero_parameters partitions each parameter in place: its
+// partition (half, N_d = 2) is made, then the whole tensor is freed; the
+// persistent norms (64 <= threshold 100) stay whole. The rest of the load
+// (defragment, flat buffers, fp32 partition) is as with zero.Init.
+TEST(SimEvents, Stage3WithoutZeroInitMaterialisesTheWholeModel) {
+    SimOptions opt;
+    opt.steps = 1;
+    EstimateInput in = tiny(3);
+    in.zero.zero_init = false;
+    const EventLog log = produce_events(in, opt);
+    std::vector<Row> want;
+    for (uint64_t b : kParamBytes) want.emplace_back("alloc", "parameter", b);
+    for (uint64_t b : kParamBytes) {
+        want.emplace_back("alloc", "param_partition", b / 2);
+        if (b != 128) want.emplace_back("free", "parameter", b);
+    }
+    for (uint64_t b : kParamBytes) want.emplace_back("free", "param_partition", b / 2);
+    want.emplace_back("empty_cache", "empty_cache", 0);
+    want.emplace_back("alloc", "lp_param_buffer", 147776);
+    want.emplace_back("alloc", "grad_partitions_flat_buffer", 147776);
+    want.emplace_back("alloc", "ipg_bucket", 40000);
+    want.emplace_back("alloc", "fp32_partition", 4 * 73888);
+    want.emplace_back("alloc", "fp32_gradient_buffer", 4 * 73888);
+    want.emplace_back("free", "fp32_gradient_buffer", 4 * 73888);
+    EXPECT_EQ(rows(log, Phase::load), want);
+    // Load peak, requested bytes: the whole module 295552 + the embedding's
+    // partition 8192 before the embedding is freed = 303744 B; later moments
+    // hold less (each partition replaces a tensor twice its size), and the
+    // final load state is 5 norms 640 + 147776 + 147776 + 40000 + 295552 +
+    // 295552 (fp32 gradient buffer) = 927296 B, above both.
+    const SimResult r = replay(log, opt, std::nullopt);
+    uint64_t load_peak = 0;
+    for (const auto& p : r.phases)
+        if (p.phase == Phase::load) load_peak = p.peak_allocated;
+    // Allocated (512 B blocks): norms 5 x 512 + 147968 + 147968 + 40448 + 2 x 295936.
+    EXPECT_EQ(load_peak, 5 * 512 + 147968 + 147968 + 40448 + 2 * 295936);
+    // After module.to(device) (21 allocations) the whole module is live:
+    // 295552 B requested, the 5 norms of 128 B in 512 B blocks: 297472 B.
+    ASSERT_GT(r.timeline.size(), 21u);
+    EXPECT_EQ(r.timeline[20].allocated, 295552u - 5 * 128 + 5 * 512);
+    EXPECT_EQ(r.timeline[20].term, std::string("parameter"));
+}
+
 TEST(SimEvents, Stage3FirstForwardFetchesAndReleases) {
     SimOptions opt;
     opt.steps = 1;
@@ -300,6 +345,16 @@ TEST(SimEvents, BadInputThrows) {
     EstimateInput no_arch = tiny(0);
     no_arch.model.arch.reset();
     EXPECT_THROW(produce_events(no_arch, SimOptions{}), InputError);
+    // BF16_Optimizer (bf16, stage 1, fp32 gradient accumulation) is refused,
+    // not replayed as DeepSpeedZeroOptimizer; with fp32 accumulation at stage
+    // 2 DeepSpeedZeroOptimizer runs and is replayed.
+    EstimateInput bf16_opt = tiny(1);
+    bf16_opt.train.dtype = Dtype::bf16;
+    bf16_opt.train.grad_accum_dtype = Dtype::fp32;
+    EXPECT_THROW(produce_events(bf16_opt, SimOptions{}), InputError);
+    EXPECT_EQ(replay_fragmentation(bf16_opt), std::nullopt);
+    bf16_opt.zero.stage = 2;
+    EXPECT_NO_THROW(produce_events(bf16_opt, SimOptions{}));
 }
 
 // ZeRO-1 reduces at the accumulation boundary: after the backward without

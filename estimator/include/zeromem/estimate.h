@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,8 @@ struct ModelInfo {
     uint64_t largest_layer_params = 0;  ///< largest single module's own params (DeepSpeed's L)
     std::optional<ModelArch> arch;      ///< set when built from a preset or config.json
 };
+
+struct EstimateInput;
 
 /// Named, overridable figures for the residual states that no formula gives.
 /// How the Hugging Face loader (transformers modeling_utils.py
@@ -56,6 +59,22 @@ struct ResidualSettings {
     /// allocator). 0.05: "a few percent of capacity" (shared reference
     /// README, item 7). Set to 0 for an allocated-only figure.
     double fragmentation_fraction = 0.05;
+    /// Allocator fragmentation allowance in bytes, used in every phase in
+    /// place of fragmentation_fraction x allocated bytes when set (the faces
+    /// set it from the simulator's replay, simulator.h replay_fragmentation).
+    std::optional<uint64_t> fragmentation_bytes;
+    /// Where fragmentation_bytes comes from, for --explain and the notes
+    /// (e.g. "simulator replay: peak reserved - peak allocated").
+    std::string fragmentation_source;
+    /// Called by estimate() (full convention) when fragmentation_bytes is
+    /// unset: returns the allowance in bytes for the input it is given, or
+    /// nullopt to fall back to fragmentation_fraction. Empty by default; the
+    /// faces inject the simulator's replay here when the user did not pass
+    /// --fragmentation, so the estimator never links the simulator and the
+    /// planner's loops get a figure per evaluated option.
+    std::function<std::optional<uint64_t>(const EstimateInput&)> fragmentation_provider;
+    /// Source text stated for figures that come from fragmentation_provider.
+    std::string fragmentation_provider_source;
     /// dtype the checkpoint is materialised in on the host at load time
     /// (without zero.Init every rank holds a full copy). fp32 matches
     /// DeepSpeed's estimator (4 B x P per process, stage3.py).

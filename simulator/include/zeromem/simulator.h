@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -123,5 +124,47 @@ SimResult replay(const EventLog& log, const SimOptions& opt, std::optional<uint6
 /// minus in.residual.cuda_context (the CUDA context, cuBLAS and NCCL
 /// workspaces are outside PyTorch's allocator); unlimited without a GPU size.
 SimResult simulate(const EstimateInput& in, const SimOptions& opt);
+
+}  // namespace zeromem::sim
+
+namespace zeromem::sim {
+
+/// The replay settings replay_fragmentation uses for `in`: 2 optimizer steps
+/// (the first creates Adam's m and v, the second runs the steady backward with
+/// them live) and at most 3 gradient accumulation micro steps (the first, a
+/// middle and the boundary one; more micro steps repeat the middle one:
+/// llama-2-7b at stages 0-3 peaks alike with 3, 4, 8 and 16), unlimited capacity.
+/// Returns the input to replay; `opt` receives the steps.
+EstimateInput fragmentation_replay_input(const EstimateInput& in, SimOptions& opt);
+
+/// The caching allocator's fragmentation allowance for `in`, bytes: the
+/// replay's memory_reserved() minus memory_allocated() at the moment
+/// allocated peaks, after torch.cuda.empty_cache() (wholly free segments
+/// given back, as CUDACachingAllocator.cpp release_cached_blocks does before
+/// it reports an OOM): the unallocated parts of the segments in use (512 B
+/// rounding, pools, splitting; reference simulator_runtime_gui.md section A).
+/// Not the unlimited replay's peak reserved: that can be set at another
+/// moment (e.g. Adam's moments created while the cache holds freed segments
+/// too small for them) by memory PyTorch would free and retry. Replays with
+/// fragmentation_replay_input and the default PYTORCH_CUDA_ALLOC_CONF.
+/// Returns nullopt when the simulator cannot replay the case: no
+/// architecture (--params only), or an input produce_events refuses (MoE,
+/// encoder models, tp/pp, LoRA, ...). Never throws InputError.
+std::optional<uint64_t> replay_fragmentation(const EstimateInput& in);
+
+/// The source text the faces pass as ResidualSettings::fragmentation_provider_source.
+extern const char* const kFragmentationSource;
+
+/// A ResidualSettings::fragmentation_provider: replay_fragmentation with a
+/// cache of the last 512 replays keyed on a 128-bit fingerprint of the event
+/// log's allocations (the events are produced on every call; a log whose
+/// allocations match a cached one is not replayed again). Thread-safe; copies
+/// of the returned function share the cache.
+std::function<std::optional<uint64_t>(const EstimateInput&)> fragmentation_provider();
+
+/// Sets in.residual's provider (fragmentation_provider()) and its source
+/// (kFragmentationSource) unless the user gave --fragmentation, i.e. unless
+/// `explicit_fraction`: an explicit fraction always wins.
+void use_replayed_fragmentation(EstimateInput& in, bool explicit_fraction);
 
 }  // namespace zeromem::sim

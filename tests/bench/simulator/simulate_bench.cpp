@@ -47,3 +47,38 @@ void BM_Simulate70BStage3(benchmark::State& state) {
 BENCHMARK(BM_Simulate70BStage3)->Arg(20)->Arg(40)->Arg(80)->Unit(benchmark::kMillisecond);
 
 }  // namespace
+
+namespace {
+
+// The event producer alone (the part of a replay that a cache keyed on the
+// event log could not skip).
+void BM_Produce70BStage3(benchmark::State& state) {
+    const auto in = llama70b(80);
+    zeromem::sim::SimOptions opt;
+    opt.steps = 1;
+    for (auto _ : state) benchmark::DoNotOptimize(zeromem::sim::produce_events(in, opt).events.size());
+}
+BENCHMARK(BM_Produce70BStage3)->Unit(benchmark::kMillisecond);
+
+// The fragmentation allowance the faces feed the estimator: a replay of 2
+// optimizer steps with at most 3 micro steps (simulator.h
+// fragmentation_replay_input), 70B stage 3.
+void BM_ReplayFragmentation70BStage3(benchmark::State& state) {
+    const auto in = llama70b(80);
+    for (auto _ : state) benchmark::DoNotOptimize(zeromem::sim::replay_fragmentation(in));
+}
+BENCHMARK(BM_ReplayFragmentation70BStage3)->Unit(benchmark::kMillisecond);
+
+// One estimate of the 70B model: 0 with the fixed fraction, 1 with the
+// replay injected (what `zeromem estimate --model llama-2-70b` computes), 2
+// with the faces' cached provider answering the same input again (what the
+// planner's repeated evaluations cost).
+void BM_Estimate70BStage3(benchmark::State& state) {
+    auto in = llama70b(80);
+    if (state.range(0) == 1) in.residual.fragmentation_provider = zeromem::sim::replay_fragmentation;
+    if (state.range(0) == 2) zeromem::sim::use_replayed_fragmentation(in, false);
+    for (auto _ : state) benchmark::DoNotOptimize(zeromem::estimate(in).per_gpu.total);
+}
+BENCHMARK(BM_Estimate70BStage3)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+
+}  // namespace

@@ -1,0 +1,134 @@
+// The simulator's reserved-minus-allocated as the estimator's default
+// fragmentation allowance (issue 8, "Agreement"): the tiny model of
+// tiny_model.h, where the replay's peak reserved and peak allocated follow
+// by hand from the caching allocator's rules (reference
+// simulator_runtime_gui.md section A), and the faces' wiring through the CLI.
+#include "../cli_runner.h"
+#include "tiny_model.h"
+#include "zeromem/estimate.h"
+#include "zeromem/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+using namespace zeromem;
+using namespace zeromem::sim;
+using zeromem::sim::testing::tiny_arch;
+using cli::json_of;
+using cli::Outcome;
+
+namespace {
+
+// The tiny model at stage 1 or 2 on 2 GPUs (same settings as events_test.cpp).
+EstimateInput tiny_zero12(int stage) {
+    EstimateInput in;
+    in.model.arch = tiny_arch();
+    in.model.params = 147776;
+    in.model.largest_layer_params = 16384;
+    in.cluster.gpus = 2;
+    in.train.seq_len = 16;
+    in.train.micro_batch = 1;
+    in.train.fused_optimizer = true;
+    in.zero.stage = stage;
+    in.zero.reduce_bucket_size = 20000;
+    return in;
+}
+
+// By hand. Peak allocated is at the second (steady) step's
+// fp32_gradient_partition (stage_1_and_2.py step): bit16_groups_flat
+// 295552 B, fp32_partition 4 x 73888 = 295552, Adam exp_avg and exp_avg_sq
+// 295552 each (created at the first step), the 16-bit grads_in_partition
+// 147776 and its flat copy 147776, and the fp32 cast 295552. Blocks round up
+// to 512 B (A.1): 295552 -> 295936, 147776 -> 147968, so 5 x 295936 + 2 x
+// 147968 = 1775616 B. Every request is <= 1 MiB, so it comes from the small
+// pool's 2 MiB segments (A.2), all on the compute stream; the live blocks
+// never exceed 1775616 B < 2 MiB and fit one segment: reserved 2097152 B at
+// the allocated peak (and at any time).
+constexpr uint64_t kTinyZero12PeakAllocated = 5 * 295936 + 2 * 147968;
+constexpr uint64_t kTinyZero12Fragmentation = 2097152 - kTinyZero12PeakAllocated;  // 321536 B
+
+}  // namespace
+
+TEST(SimFragmentation, TinyModelReplayByHand) {
+    static_assert(kTinyZero12Fragmentation == 321536, "2 MiB segment minus the allocated peak");
+    for (int stage : {1, 2}) {
+        SimOptions opt;
+        const EstimateInput r = fragmentation_replay_input(tiny_zero12(stage), opt);
+        EXPECT_EQ(opt.steps, 2);
+        const SimResult res = replay(produce_events(r, opt), opt, std::nullopt);
+        EXPECT_EQ(res.peak_allocated, kTinyZero12PeakAllocated) << "stage " << stage;
+        EXPECT_EQ(res.peak_reserved, 2097152u) << "stage " << stage;
+        EXPECT_EQ(res.reserved_at_peak, 2097152u) << "stage " << stage;
+        EXPECT_EQ(replay_fragmentation(tiny_zero12(stage)), kTinyZero12Fragmentation) << "stage " << stage;
+    }
+}
+
+TEST(SimFragmentation, EstimateUsesTheReplayInEveryPhase) {
+    EstimateInput in = tiny_zero12(2);
+    use_replayed_fragmentation(in, false);
+    const Estimate e = estimate(in, true);
+    EXPECT_EQ(e.per_gpu.fragmentation, kTinyZero12Fragmentation);
+    ASSERT_FALSE(e.phases.empty());
+    for (const auto& p : e.phases) {
+        EXPECT_EQ(p.per_gpu.fragmentation, kTinyZero12Fragmentation) << p.name;
+        const GpuMemory& m = p.per_gpu;
+        EXPECT_EQ(m.total, m.parameters + m.gradients + m.optimizer_states + m.activations + m.temporary_buffers +
+                               m.cuda_context + kTinyZero12Fragmentation)
+            << p.name;
+    }
+    bool stated = false;
+    for (const auto& t : e.terms)
+        if (t.component == "fragmentation") stated = t.formula.find("simulator's replay") != std::string::npos;
+    EXPECT_TRUE(stated) << "--explain states the replay as the source";
+}
+
+TEST(SimFragmentation, ExplicitFractionWins) {
+    EstimateInput in = tiny_zero12(2);
+    in.residual.fragmentation_fraction = 0.05;
+    use_replayed_fragmentation(in, true);  // the user passed --fragmentation
+    EXPECT_FALSE(in.residual.fragmentation_provider);
+    const Estimate e = estimate(in);
+    const GpuMemory& m = e.per_gpu;
+    const uint64_t alloc = m.total - m.cuda_context - m.fragmentation;
+    EXPECT_EQ(m.fragmentation, static_cast<uint64_t>(std::llround(0.05 * double(alloc))));
+    // An explicit byte figure wins over an injected provider too.
+    in.residual.fragmentation_bytes = 12345;
+    in.residual.fragmentation_source = "test";
+    in.residual.fragmentation_provider = [](const EstimateInput&) { return std::optional<uint64_t>(999); };
+    EXPECT_EQ(estimate(in).per_gpu.fragmentation, 12345u);
+}
+
+TEST(SimFragmentation, UnreplayableInputFallsBackToTheFraction) {
+    EstimateInput in = tiny_zero12(2);
+    in.model.arch.reset();  // --params only: no module tree
+    EXPECT_EQ(replay_fragmentation(in), std::nullopt);
+    in.model.arch = tiny_arch();
+    in.model.arch->num_experts = 4;  // MoE: the producer refuses it
+    in.model.arch->num_moe_layers = 2;
+    EXPECT_EQ(replay_fragmentation(in), std::nullopt);
+}
+
+TEST(SimFragmentation, CliParamsOnlyFallsBackWithANote) {
+    const auto j = json_of("estimate --params 7e9 --gpus 8 --stage 3");
+    const auto& m = j["per_gpu_in_peak_phase"];
+    const uint64_t frag = m["fragmentation"].get<uint64_t>();
+    const uint64_t alloc = m["total"].get<uint64_t>() - m["cuda_context"].get<uint64_t>() - frag;
+    EXPECT_EQ(frag, static_cast<uint64_t>(std::llround(0.05 * double(alloc))));
+    bool noted = false;
+    for (const auto& n : j["notes"]) noted = noted || n.get<std::string>().find("fixed fraction 0.05") != std::string::npos;
+    EXPECT_TRUE(noted) << j["notes"].dump();
+}
+
+TEST(SimFragmentation, CliExplainNamesTheSource) {
+    const std::string args = "estimate --model llama-2-7b --gpus 8 --stage 3 --micro-batch 1 --seq-len 1024 --explain";
+    const Outcome replayed = cli::zeromem(args);
+    ASSERT_EQ(replayed.exit_code, 0) << replayed.err;
+    EXPECT_NE(replayed.out.find("fragmentation = bytes from the simulator's replay"), std::string::npos) << replayed.out;
+    const Outcome fixed = cli::zeromem(args + " --fragmentation 0.05");
+    ASSERT_EQ(fixed.exit_code, 0) << fixed.err;
+    EXPECT_NE(fixed.out.find("fragmentation = fraction"), std::string::npos);
+    EXPECT_EQ(fixed.out.find("simulator's replay"), std::string::npos);
+}
