@@ -257,3 +257,41 @@ TEST(Planner, OrderingGroupsPickFastestFittingRowPerGroup) {
     EXPECT_EQ(g[5].name, "stage 3 + offload");
     EXPECT_EQ(g[5].row, 7);
 }
+
+// With a replayed fragmentation allowance wired (the faces wire the
+// simulator's), plan's step-12 grid runs on the fixed fraction and the
+// fastest configurations are re-checked with the allowance. Here the
+// allowance is a stand-in that makes the grid's own winner overflow (1 TiB
+// for exactly its settings, 0 otherwise): the re-checked winner must be a
+// different configuration that still fits, with the stand-in's 0 bytes as its
+// fragmentation.
+TEST(Planner, PlanRechecksTheGridWinnerWithTheReplayedAllowance) {
+    const EstimateInput base = llama7b_on_8_a100();
+    const PlanResult plain = plan(base, a100(), 64);
+    ASSERT_TRUE(plain.winner);
+    const Candidate w = *plain.winner;
+    EstimateInput wired = base;
+    wired.residual.fragmentation_provider = [w](const EstimateInput& in) -> std::optional<uint64_t> {
+        const bool same = in.zero.stage == w.option.stage && in.train.micro_batch == w.micro_batch &&
+                          in.train.checkpointing == w.option.checkpointing &&
+                          in.zero.offload_optimizer == w.option.offload_optimizer &&
+                          in.zero.offload_param == w.option.offload_param &&
+                          in.zero.reduce_bucket_size == w.reduce_bucket_size &&
+                          in.zero.overlap_comm_effective() == w.overlap_comm;
+        return same ? uint64_t(1) << 40 : 0;
+    };
+    wired.residual.fragmentation_provider_source = "test stand-in";
+    const PlanResult r = plan(wired, a100(), 64);
+    ASSERT_TRUE(r.winner);
+    EXPECT_TRUE(r.winner->fits);
+    EXPECT_EQ(r.winner->memory.per_gpu.fragmentation, 0u);
+    const bool same_config = r.winner->option.stage == w.option.stage && r.winner->micro_batch == w.micro_batch &&
+                             r.winner->option.checkpointing == w.option.checkpointing &&
+                             r.winner->option.offload_optimizer == w.option.offload_optimizer &&
+                             r.winner->option.offload_param == w.option.offload_param &&
+                             r.winner->reduce_bucket_size == w.reduce_bucket_size &&
+                             r.winner->overlap_comm == w.overlap_comm;
+    EXPECT_FALSE(same_config);
+    EXPECT_LE(r.winner->time.tokens_per_s, w.time.tokens_per_s);
+    EXPECT_NE(r.steps.back().action.find("re-checked"), std::string::npos) << r.steps.back().action;
+}

@@ -185,6 +185,21 @@ void refuse_unreplayed_architecture(const ModelArch& a) {
                          "(use `zeromem estimate`)");
 }
 
+// ZeRO++ (hpZ secondary partition, qwZ/qgZ quantized buffers) and MiCS
+// shard groups add or change buffers the producer does not emit: refused,
+// naming the key, rather than replayed as plain ZeRO-3 (the estimator models
+// them: zeromem/zeropp.h).
+void refuse_unreplayed_zero_settings(const ZeroSettings& z) {
+    const char* key = nullptr;
+    if (z.stage == 3 && z.zero_hpz_partition_size > 1) key = "zero_hpz_partition_size";
+    else if (z.stage == 3 && z.zero_quantized_weights) key = "zero_quantized_weights";
+    else if (z.stage == 3 && z.zero_quantized_gradients) key = "zero_quantized_gradients";
+    else if (z.stage == 3 && z.mics_shard_size > 0) key = "mics_shard_size";
+    if (key)
+        throw InputError(std::string("zero_optimization.") + key +
+                         ": the simulator does not replay ZeRO++ or MiCS buffers (use `zeromem estimate`)");
+}
+
 // Largest single tensor the simulator accepts, 2^50 B (1 PiB): far above any
 // GPU, and small enough that sums of live tensors stay exact in the
 // allocator's 64-bit byte arithmetic.
@@ -219,6 +234,7 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt) : in_(in), op
     if (!in.model.arch)
         throw InputError("simulate: needs the model's architecture: give --model or --hf-config (--params alone has no module tree)");
     refuse_unreplayed_architecture(*in.model.arch);
+    refuse_unreplayed_zero_settings(in.zero);
     refuse_oversized_tensors(in);
     if (in.cluster.tp != 1 || in.cluster.pp != 1)
         throw InputError("--tp/--pp: the simulator replays data parallelism only (tp = pp = 1)");

@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 namespace zeromem::sim {
 
@@ -68,47 +71,115 @@ uint64_t reserved_minus_allocated(const EventLog& log, const SimOptions& opt) {
     return last.reserved - std::min(last.reserved, last.allocated);
 }
 
-// A 128-bit fingerprint of what the allocator sees in a log: each event's
-// action, stream, tensor id and size in order (phases, modules and names do
-// not change allocated or reserved bytes). Two independent 64-bit mixes
-// (word-wise FNV-1a and a rotate-xor-multiply chain) make a collision between two replays
-// practically impossible.
-struct LogKey {
-    uint64_t fnv = 14695981039346656037ull, mix = 0x9e3779b97f4a7c15ull, count = 0;
-    bool operator==(const LogKey& o) const { return fnv == o.fnv && mix == o.mix && count == o.count; }
+// The replay's input written out field by field: two inputs with the same
+// key produce the same events. Every field of the structs the event producer
+// reads is written (ModelArch, ClusterSettings, TrainingSettings,
+// ZeroSettings, MoeSettings, SoftwareStack, and the load settings of
+// ResidualSettings); the sizeof checks below fail to compile on the
+// reference platform when a field is added, so the key cannot silently miss
+// it.
+class InputKey {
+public:
+    template <typename... T>
+    void add(const T&... v) {
+        (put(v), ...);
+    }
+    const std::string& str() const { return s_; }
+
+private:
+    template <typename T>
+    void put(const T& v) {
+        if constexpr (std::is_enum_v<T>) {
+            put(static_cast<long long>(v));
+        } else if constexpr (std::is_arithmetic_v<T>) {
+            s_.append(reinterpret_cast<const char*>(&v), sizeof v);
+        } else {
+            put_other(v);
+        }
+    }
+    void put_other(const std::string& v) {
+        put(v.size());
+        s_ += v;
+    }
+    void put_other(const std::vector<std::string>& v) {
+        put(v.size());
+        for (const auto& x : v) put_other(x);
+    }
+    template <typename T>
+    void put_other(const std::optional<T>& v) {
+        put(v.has_value());
+        if (v) put(*v);
+    }
+    std::string s_;
 };
 
-LogKey log_key(const EventLog& log) {
-    LogKey k;
-    for (const Event& e : log.events) {
-        const uint64_t words[3] = {(uint64_t(e.action) << 8) | uint64_t(e.stream), e.tensor, e.bytes};
-        for (uint64_t w : words) {
-            k.fnv = (k.fnv ^ w) * 1099511628211ull;  // FNV-1a, one 64-bit word at a time
-            k.mix = ((k.mix << 23) | (k.mix >> 41)) ^ w;
-            k.mix *= 0x9e3779b97f4a7c15ull;  // rotate-xor-multiply (golden-ratio constant)
-        }
-        ++k.count;
+#if defined(__x86_64__) && defined(__GLIBCXX__) && !defined(_GLIBCXX_DEBUG)
+static_assert(sizeof(ModelArch) == 496 && sizeof(ClusterSettings) == 96 && sizeof(TrainingSettings) == 176 &&
+                  sizeof(ZeroSettings) == 200 && sizeof(MoeSettings) == 32 && sizeof(SoftwareStack) == 96,
+              "a settings struct changed: add the new field to input_key() in fragmentation.cpp, then update these sizes");
+#endif
+
+std::string input_key(const EstimateInput& in) {
+    InputKey k;
+    k.add(in.model.name, in.model.params, in.model.largest_layer_params, in.model.arch.has_value());
+    if (in.model.arch) {
+        const ModelArch& a = *in.model.arch;
+        k.add(a.name, a.family, a.hidden_size, a.num_layers, a.num_heads, a.num_kv_heads, a.head_dim, a.ffn_size,
+              a.vocab_size, a.max_position_embeddings, a.gated_mlp, a.tied_embeddings, a.learned_positions,
+              a.qkv_bias, a.attn_out_bias, a.mlp_bias, a.norm_has_bias, a.norms_per_layer, a.final_norm,
+              a.embedding_norm, a.position_offset, a.word_embed_proj_dim, a.fused_qkv, a.published_params,
+              a.published_source, a.model_type, a.lm_head_bias, a.qk_norm, a.attention_sinks, a.fused_gate_up,
+              a.q_lora_rank, a.kv_lora_rank, a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim, a.num_experts,
+              a.num_experts_per_tok, a.expert_ffn_size, a.shared_expert_ffn_size, a.num_moe_layers,
+              a.shared_expert_gate, a.router_bias, a.expert_bias, a.fused_experts, a.num_decoder_layers,
+              a.relative_attention_buckets, a.encoder_only, a.type_vocab_size, a.pooler, a.mlm_head, a.vision_kind,
+              a.vision_hidden_size, a.vision_layers, a.vision_ffn_size, a.vision_block_params,
+              a.vision_other_params, a.projector_params, a.vision_largest_module, a.warnings);
     }
-    return k;
+    const ClusterSettings& c = in.cluster;
+    k.add(c.gpus, c.nodes, c.gpu_memory, c.tp, c.pp);  // not read by the producer: gpu_name, host_memory
+    const TrainingSettings& t = in.train;  // not read by the producer: train_batch_size
+    k.add(t.dtype, t.grad_accum_dtype, t.communication_dtype, t.micro_batch, t.grad_accum,
+          t.seq_len, t.checkpointing, t.optimizer, t.gradient_clipping, t.flash_attention, t.sequence_parallel,
+          t.fused_optimizer, t.optimizer_builder, t.client_fused, t.torch_adam, t.trainable_params, t.lora_rank,
+          t.lora_targets, t.load_in_bits, t.ds_checkpointing_api, t.partition_activations, t.cpu_checkpointing,
+          t.number_checkpoints);
+    const ZeroSettings& z = in.zero;
+    k.add(z.stage, z.offload_optimizer, z.offload_param, z.offload_optimizer_pin_memory,
+          z.offload_param_pin_memory, z.offload_optimizer_buffer_count, z.offload_param_buffer_count,
+          z.offload_param_buffer_size, z.offload_param_max_in_cpu, z.offload_optimizer_ratio, z.zero_init,
+          z.contiguous_gradients, z.reduce_scatter, z.reduce_bucket_size, z.allgather_bucket_size,
+          z.overlap_comm, z.sub_group_size, z.stage3_prefetch_bucket_size, z.stage3_param_persistence_threshold,
+          z.stage3_model_persistence_threshold, z.stage3_max_live_parameters, z.stage3_max_reuse_distance,
+          z.stage3_gather_16bit_weights_on_model_save, z.aio_block_size, z.aio_queue_depth,
+          z.zero_force_ds_cpu_optimizer, z.zero_allow_untested_optimizer, z.zero_hpz_partition_size,
+          z.zero_quantized_weights, z.zero_quantized_gradients, z.mics_shard_size,
+          z.mics_hierarchical_params_gather);
+    const MoeSettings& m = in.moe;
+    k.add(m.ep_size, m.capacity_factor, m.min_capacity);
+    const SoftwareStack& s = in.stack;
+    k.add(s.deepspeed, s.torch, s.transformers);
+    k.add(in.residual.cuda_context, in.residual.load_dtype, in.residual.load_path, in.convention);
+    return k.str();
 }
 
-// The allowances of the last replays, by log fingerprint: the planner
-// evaluates the same option many times (1217 estimates but about 73
-// distinct replays for `plan --model llama-2-7b --gpus 8`); producing the
-// events costs about a tenth of replaying them (tests/bench/simulator).
+// The allowances of the last replays, by input key: the planner evaluates
+// the same option many times (1217 estimates but about 73 distinct replays
+// for `plan --model llama-2-7b --gpus 8`), so a hit skips producing the
+// events as well as replaying them.
 class FragmentationCache {
 public:
     std::optional<uint64_t> get(const EstimateInput& in) {
         SimOptions opt;
-        const std::optional<EventLog> log = fragmentation_events(in, opt);
-        if (!log) return std::nullopt;
-        const LogKey key = log_key(*log);
+        const std::string key = input_key(fragmentation_replay_input(in, opt));
         {
             const std::lock_guard<std::mutex> lock(mu_);
             for (const auto& [k, bytes] : entries_)
                 if (k == key) return bytes;
         }
-        const uint64_t bytes = reserved_minus_allocated(*log, opt);
+        const std::optional<EventLog> log = fragmentation_events(in, opt);
+        const std::optional<uint64_t> bytes =
+            log ? std::optional<uint64_t>(reserved_minus_allocated(*log, opt)) : std::nullopt;
         const std::lock_guard<std::mutex> lock(mu_);
         if (entries_.size() == kEntries) entries_.erase(entries_.begin());
         entries_.emplace_back(key, bytes);
@@ -118,7 +189,7 @@ public:
 private:
     static constexpr size_t kEntries = 512;
     std::mutex mu_;
-    std::vector<std::pair<LogKey, uint64_t>> entries_;
+    std::vector<std::pair<std::string, std::optional<uint64_t>>> entries_;
 };
 
 }  // namespace

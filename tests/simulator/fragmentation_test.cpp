@@ -6,6 +6,7 @@
 #include "../cli_runner.h"
 #include "tiny_model.h"
 #include "zeromem/estimate.h"
+#include "zeromem/request.h"
 #include "zeromem/simulator.h"
 
 #include <gtest/gtest.h>
@@ -131,4 +132,23 @@ TEST(SimFragmentation, CliExplainNamesTheSource) {
     ASSERT_EQ(fixed.exit_code, 0) << fixed.err;
     EXPECT_NE(fixed.out.find("fragmentation = fraction"), std::string::npos);
     EXPECT_EQ(fixed.out.find("simulator's replay"), std::string::npos);
+}
+
+// ZeRO++ and MiCS are not replayed: simulate refuses them naming the key,
+// and the estimate falls back to the fixed fraction (no replayed allowance).
+TEST(Fragmentation, ZeroPlusPlusIsNotReplayedAndFallsBack) {
+    Request r;
+    r.model = "llama-2-7b";
+    r.gpus = 16;
+    r.nodes = 2;
+    r.stage = 3;
+    r.hpz_partition_size = 8;
+    const Resolved res = resolve_request(r, ZEROMEM_SOURCE_DATA_DIR);
+    try {
+        sim::simulate(res.input, sim::SimOptions{});
+        ADD_FAILURE() << "simulate replayed hpZ";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("zero_hpz_partition_size"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(sim::replay_fragmentation(res.input).has_value());
 }
