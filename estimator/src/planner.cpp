@@ -45,21 +45,42 @@ void evaluate(Candidate& c, EstimateInput& in, const SpeedHardware& hw, const Sp
     c.time = step_time(in, hw, k);
 }
 
+/// Whether `c` at divs[i] fits, estimated with `in`.
+bool fits_at(Candidate c, const std::vector<int64_t>& divs, int64_t i, int64_t per_gpu, EstimateInput& in) {
+    c.micro_batch = divs[size_t(i)];
+    c.grad_accum = per_gpu / c.micro_batch;
+    apply_candidate(c, in);
+    return fits_of(memory_estimate(in));
+}
+
 /// Largest micro batch among `divs` (ascending) that fits, by binary search
-/// (memory grows with the micro batch); -1 if none.
+/// (memory grows with the micro batch); -1 if none. With a replayed
+/// fragmentation allowance wired (residual.fragmentation_provider), the
+/// search runs on the fixed fraction and its answer is then moved down, or
+/// up, one divisor at a time until it is the largest that fits with the
+/// replayed allowance: a few replays instead of one per probe.
 int64_t largest_fitting(Candidate c, const std::vector<int64_t>& divs, int64_t per_gpu, EstimateInput& in) {
+    EstimateInput quick = in;
+    quick.residual.fragmentation_provider = nullptr;
     int64_t lo = 0, hi = int64_t(divs.size()) - 1, best = -1;
     while (lo <= hi) {
         const int64_t mid = (lo + hi) / 2;
-        c.micro_batch = divs[size_t(mid)];
-        c.grad_accum = per_gpu / c.micro_batch;
-        apply_candidate(c, in);
-        if (fits_of(memory_estimate(in))) {
+        if (fits_at(c, divs, mid, per_gpu, quick)) {
             best = mid;
             lo = mid + 1;
         } else {
             hi = mid - 1;
         }
+    }
+    if (in.residual.fragmentation_provider) {
+        while (best >= 0 && !fits_at(c, divs, best, per_gpu, in)) --best;
+        // Up only where even no allowance at all would fit (no replay needed
+        // to rule the rest out).
+        EstimateInput none = quick;
+        none.residual.fragmentation_fraction = 0.0;
+        while (best + 1 < int64_t(divs.size()) && fits_at(c, divs, best + 1, per_gpu, none) &&
+               fits_at(c, divs, best + 1, per_gpu, in))
+            ++best;
     }
     return best < 0 ? -1 : divs[size_t(best)];
 }
