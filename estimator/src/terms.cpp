@@ -11,15 +11,6 @@ constexpr const char* kZ3 = "DeepSpeed v0.19.6 runtime/zero/stage3.py";
 constexpr const char* kBf16 = "DeepSpeed v0.19.6 runtime/bf16_optimizer.py";
 constexpr const char* kFp16 = "DeepSpeed v0.19.6 runtime/fp16/fused_optimizer.py";
 
-Term make(const char* name, const char* formula, const char* source, uint64_t bytes) {
-    Term t;
-    t.name = name;
-    t.formula = formula;
-    t.source = source;
-    t.bytes = bytes;
-    return t;
-}
-
 // MEMORY_OPT_ALLREDUCE_SIZE in engine.py: elements per all-reduce bucket.
 constexpr uint64_t kMemoryOptAllreduceSize = 500000000;
 

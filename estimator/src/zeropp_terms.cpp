@@ -12,14 +12,6 @@ namespace zeromem {
 namespace terms {
 
 namespace {
-Term make(const char* name, const char* formula, const char* source, uint64_t bytes) {
-    Term t;
-    t.name = name;
-    t.formula = formula;
-    t.source = source;
-    t.bytes = bytes;
-    return t;
-}
 uint64_t cdiv(uint64_t a, uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
 
 // CUDAQuantizer.target_group_size: at most 8000 elements share one fp32 scale.

@@ -26,21 +26,8 @@ using zeromem::sim::testing::tiny_arch;
 
 namespace {
 
-
-EstimateInput tiny(int stage) {
-    EstimateInput in;
-    in.model.arch = tiny_arch();
-    in.model.params = 147776;
-    in.model.largest_layer_params = 16384;
-    in.cluster.gpus = 2;
-    in.train.seq_len = 16;
-    in.train.micro_batch = 1;
-    in.train.fused_optimizer = true;
-    in.zero.stage = stage;
-    in.zero.reduce_bucket_size = 20000;
-    in.zero.stage3_param_persistence_threshold = 100;  // norms (64) persist, matrices are partitioned
-    return in;
-}
+// The tiny model's input (tiny_model.h): norms persist at stage 3.
+EstimateInput tiny(int stage) { return zeromem::sim::testing::tiny_input(stage); }
 
 using Row = std::tuple<std::string, std::string, uint64_t>;  // action, term, bytes
 

@@ -23,20 +23,8 @@ using cli::Outcome;
 
 namespace {
 
-// The tiny model at stage 1 or 2 on 2 GPUs (same settings as events_test.cpp).
-EstimateInput tiny_zero12(int stage) {
-    EstimateInput in;
-    in.model.arch = tiny_arch();
-    in.model.params = 147776;
-    in.model.largest_layer_params = 16384;
-    in.cluster.gpus = 2;
-    in.train.seq_len = 16;
-    in.train.micro_batch = 1;
-    in.train.fused_optimizer = true;
-    in.zero.stage = stage;
-    in.zero.reduce_bucket_size = 20000;
-    return in;
-}
+// The tiny model at stage 1 or 2 on 2 GPUs (tiny_model.h, as events_test.cpp).
+EstimateInput tiny_zero12(int stage) { return zeromem::sim::testing::tiny_input(stage); }
 
 // By hand. Peak allocated is at the second (steady) step's
 // fp32_gradient_partition (stage_1_and_2.py step): bit16_groups_flat

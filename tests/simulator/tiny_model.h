@@ -3,6 +3,7 @@
 // to write out by hand in a test.
 #pragma once
 
+#include "zeromem/estimate.h"
 #include "zeromem/model.h"
 
 namespace zeromem::sim::testing {
@@ -20,6 +21,25 @@ inline ModelArch tiny_arch() {
     a.vocab_size = 128;
     a.gated_mlp = true;
     return a;
+}
+
+/// The tiny model on 2 GPUs at `stage`: sequence 16, micro batch 1, fused
+/// optimizer, reduce bucket 20,000 elements; at stage 3 the norms (64
+/// elements) persist and the matrices are partitioned (persistence
+/// threshold 100).
+inline EstimateInput tiny_input(int stage) {
+    EstimateInput in;
+    in.model.arch = tiny_arch();
+    in.model.params = 147776;
+    in.model.largest_layer_params = 16384;
+    in.cluster.gpus = 2;
+    in.train.seq_len = 16;
+    in.train.micro_batch = 1;
+    in.train.fused_optimizer = true;
+    in.zero.stage = stage;
+    in.zero.reduce_bucket_size = 20000;
+    in.zero.stage3_param_persistence_threshold = 100;
+    return in;
 }
 
 }  // namespace zeromem::sim::testing

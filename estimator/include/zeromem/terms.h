@@ -145,6 +145,11 @@ struct Term {
     uint64_t bytes = 0;
 };
 
+/// A term from its name, formula and source (static strings) and its bytes.
+inline Term make(const char* name, const char* formula, const char* source, uint64_t bytes) {
+    return Term{name, formula, source, bytes};
+}
+
 // --- GPU model states -----------------------------------------------------
 
 /// ZeRO-1/2 gradients held through backward. ZeRO-1: the full autograd
