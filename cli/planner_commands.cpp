@@ -1,6 +1,7 @@
 // compare, plan and fit: thin faces over the planner (see planner_commands.h).
 #include "planner_commands.h"
 
+#include "zeromem/optimizer_state.h"
 #include "zeromem/gpu.h"
 #include "zeromem/model.h"
 #include "zeromem/planner.h"
@@ -77,9 +78,10 @@ std::string compare_settings(const zeromem::Resolved& res) {
     const auto it = res.provenance.find("dtype");
     return std::string("Settings: dtype ") + to_string(in.train.dtype) + " (" +
            (it == res.provenance.end() ? "default" : it->second) + "); optimizer " + to_string(in.train.optimizer) +
-           (in.train.optimizer_builder == OptimizerBuilder::deepspeed ? " built by DeepSpeed (FusedAdam)"
-                                                                      : " built by the client (HF Trainer)") +
-           ", DeepSpeedCPUAdam under optimizer offload; overlap_comm " +
+           (in.train.optimizer_builder == OptimizerBuilder::deepspeed
+                ? " built by DeepSpeed (" + deepspeed_optimizer_class(in.train.optimizer, in.train.torch_adam) + ")"
+                : std::string(" built by the client (HF Trainer), DeepSpeedCPUAdam under optimizer offload")) +
+           "; overlap_comm " +
            (in.zero.overlap_comm ? (*in.zero.overlap_comm ? "on" : "off") + std::string(" for every stage")
                                  : std::string("DeepSpeed's default per stage (on for stage 3, off for 0-2)")) +
            "; stage3_gather_16bit_weights_on_model_save " +

@@ -124,6 +124,35 @@ TEST(CliSpeed, FitPaperTable) {
     EXPECT_TRUE(seen);
 }
 
+// fit searches only GPU counts that --ep-size divides (DeepSpeed
+// utils/groups.py _create_expert_and_data_parallel: ep_size divides N_d):
+// every answer is a multiple of the EP size, whole nodes beyond one node.
+TEST(CliSpeed, FitSearchesOnlyMultiplesOfTheEpSize) {
+    struct Case { std::string args; uint64_t multiple; };
+    for (const Case& c : {Case{"--model qwen3-30b-a3b --gpu H100-80GB --ep-size 32", 32},
+                          Case{"--model qwen3-30b-a3b --gpu H100-80GB --ep-size 8 --gpus-per-node 4", 8},
+                          Case{"--model deepseek-v2-lite --gpu A100-80GB --ep-size 64 --gpus 64", 64},
+                          Case{"--model mixtral-8x7b --gpu A100-80GB --mics-shard-size 8", 1}}) {
+        SCOPED_TRACE(c.args);
+        const Outcome r = zeromem("fit " + c.args + " --format json");
+        ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.err;
+        bool answered = false;
+        for (const auto& row : nlohmann::json::parse(r.out)) {
+            if (row["min_gpus"].is_null()) {
+                EXPECT_FALSE(row["note"].get<std::string>().empty());
+                continue;
+            }
+            answered = true;
+            const uint64_t n = row["min_gpus"].get<uint64_t>();
+            EXPECT_EQ(n % c.multiple, 0u) << row.dump();
+            if (row["stage"] == 3 && c.multiple == 1) {
+                EXPECT_EQ(n % 8, 0u) << row.dump();  // mics_shard_size 8
+            }
+        }
+        EXPECT_TRUE(answered);
+    }
+}
+
 TEST(CliSpeed, BadInputsGiveOneLineAndNonzeroExit) {
     expect_error("compare " + kLlama + " --global-batch 12", "--global-batch");
     expect_error("compare " + kLlama + " --global-batch 0", "--global-batch");

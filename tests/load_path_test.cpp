@@ -31,11 +31,21 @@ uint64_t host_model_load(int stage, std::optional<LoadPath> path, const std::str
 }
 
 TEST(LoadPath, HostBytesPerPathOnEightRanks) {
-    const uint64_t copy = host_model_load(2, LoadPath::single_file);
-    const uint64_t meta = host_model_load(2, LoadPath::host_copy);
+    // transformers < 4.50: a single file's whole state dict is loaded beside the model.
+    const uint64_t copy = host_model_load(2, LoadPath::single_file, "4.49");
+    const uint64_t meta = host_model_load(2, LoadPath::host_copy, "4.49");
     const uint64_t direct = host_model_load(2, LoadPath::device_map);
     EXPECT_EQ(copy - meta, 8 * 2 * kPsi);               // the 16-bit state dict on each of 8 ranks
     EXPECT_EQ(meta - direct, 8 * 2 * (kPsi - kLargest));  // one module instead of the model
+}
+
+TEST(LoadPath, SingleFileAddsNoStateDictFromTransformers450) {
+    // host_memory.md L1: from ~4.50 (#36033) the meta-device loader fills the
+    // model one parameter at a time, single file or not: one copy per rank.
+    EXPECT_EQ(host_model_load(2, LoadPath::single_file, "5.0"), host_model_load(2, LoadPath::host_copy, "5.0"));
+    EXPECT_EQ(host_model_load(2, LoadPath::single_file, "4.50"), host_model_load(2, LoadPath::host_copy, "4.50"));
+    EXPECT_EQ(host_model_load(2, LoadPath::single_file, "5.0") - host_model_load(2, LoadPath::device_map, "5.0"),
+              8 * 2 * (kPsi - kLargest));
 }
 
 TEST(LoadPath, DefaultIsOneHostCopyPerRank) {

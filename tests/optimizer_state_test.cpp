@@ -200,6 +200,77 @@ TEST(OptimizerState, CheckReportsAnUnknownTypeAtItsKey) {
     for (const auto& x : ok) EXPECT_NE(x.pointer, "/optimizer/type") << x.message;
 }
 
+namespace {
+// The InputError text apply_ds_config gives for `config`, "" when accepted.
+std::string ds_error(const std::string& config) {
+    ZeroSettings z;
+    TrainingSettings t;
+    Provenance p;
+    try {
+        apply_ds_config(json::parse(config), "c.json", {}, z, t, p);
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return "";
+}
+bool check_errs_at(const std::string& config, const std::string& pointer) {
+    for (const auto& x : check_ds_config(json::parse(config), CheckOptions{}))
+        if (x.severity == Severity::error && x.pointer == pointer) return true;
+    return false;
+}
+}  // namespace
+
+// DeepSpeed v0.19.6 engine.py _do_optimizer_sanity_check: under ZeRO (stage
+// >= 1) a class outside runtime/zero/utils.py ZERO_SUPPORTED_OPTIMIZERS needs
+// "zero_allow_untested_optimizer": true. _configure_basic_optimizer builds
+// torch.optim.SGD / RMSprop, FusedLamb, mup MuSGD (not listed) and torch
+// Adagrad, FusedAdam, FusedLion (listed).
+TEST(OptimizerState, UntestedOptimizerUnderZeroNeedsTheKey) {
+    for (const char* type : {"SGD", "RMSprop", "Lamb", "MuSGD", "MuAdam", "MuAdamW"}) {
+        SCOPED_TRACE(type);
+        const std::string cfg = std::string(R"({"zero_optimization": {"stage": 1}, "optimizer": {"type": ")") + type + R"("}})";
+        const std::string err = ds_error(cfg);
+        EXPECT_NE(err.find("/optimizer/type"), std::string::npos) << err;
+        EXPECT_NE(err.find("zero_allow_untested_optimizer"), std::string::npos) << err;
+        EXPECT_TRUE(check_errs_at(cfg, "/optimizer/type"));
+        const std::string allowed = std::string(R"({"zero_allow_untested_optimizer": true, "zero_optimization": {"stage": 2}, "optimizer": {"type": ")") + type + R"("}})";
+        EXPECT_EQ(ds_error(allowed), "");
+        EXPECT_FALSE(check_errs_at(allowed, "/optimizer/type"));
+        const std::string stage0 = std::string(R"({"optimizer": {"type": ")") + type + R"("}})";
+        EXPECT_EQ(ds_error(stage0), "");  // without ZeRO there is no sanity check
+    }
+    for (const char* type : {"Adam", "AdamW", "Adagrad", "Lion"}) {
+        SCOPED_TRACE(type);
+        const std::string cfg = std::string(R"({"zero_optimization": {"stage": 3}, "optimizer": {"type": ")") + type + R"("}})";
+        EXPECT_EQ(ds_error(cfg), "");
+        EXPECT_FALSE(check_errs_at(cfg, "/optimizer/type"));
+    }
+    // The HF Trainer's client optimizer (no "optimizer" block) stays accepted.
+    EXPECT_EQ(ds_error(R"({"zero_optimization": {"stage": 2}})"), "");
+}
+
+// torch.optim.SGD compares momentum with 0.0: a string is refused there, so
+// it must not be read as no momentum.
+TEST(OptimizerState, MomentumMustBeANumber) {
+    const std::string cfg = R"({"optimizer": {"type": "SGD", "params": {"momentum": "0.9"}}})";
+    EXPECT_NE(ds_error(cfg).find("/optimizer/params/momentum"), std::string::npos) << ds_error(cfg);
+    EXPECT_TRUE(check_errs_at(cfg, "/optimizer/params/momentum"));
+    ZeroSettings z;
+    TrainingSettings t;
+    Provenance p;
+    apply_ds_config(json::parse(R"({"optimizer": {"type": "SGD", "params": {"momentum": 0.9}}})"), "c.json", {}, z, t, p);
+    EXPECT_EQ(t.optimizer, Optimizer::sgd);
+    EXPECT_EQ(deepspeed_optimizer_class(Optimizer::sgd, false).find("SGD") != std::string::npos, true);
+    EXPECT_EQ(deepspeed_optimizer_class(Optimizer::sgd, false).find("FusedAdam"), std::string::npos);
+}
+
+// runtime/config.py get_optimizer_name: a block without "type" builds nothing.
+TEST(OptimizerState, OptimizerBlockWithoutTypeIsRefused) {
+    const std::string cfg = R"({"optimizer": {"params": {"lr": 0.001}}})";
+    EXPECT_NE(ds_error(cfg).find("/optimizer/type: missing"), std::string::npos) << ds_error(cfg);
+    EXPECT_TRUE(check_errs_at(cfg, "/optimizer/type"));
+}
+
 TEST(OptimizerState, CompareAcceptsEightBitAdamAndItNeedsLessThanAdamW) {
     EstimateInput base = testinputs::preset_input("llama-2-7b", 8, 0, Dtype::bf16);
     base.cluster.gpu_memory = 80000000000ull;

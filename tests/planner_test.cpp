@@ -214,6 +214,39 @@ TEST(Planner, FewestGpusArithmetic) {
     }
 }
 
+// Only GPU counts DeepSpeed accepts are searched (7.5B, 32 GB, paper
+// convention as above). MiCS (zero/mics_utils.py): mics_shard_size = 8 must
+// divide N_d, so stage 3 answers 8 (16Ψ/8 = 15 GB), not 4; stage 1 ignores
+// MiCS and stays at 48. hpZ (utils/groups.py: min(3, n) divides n): 4 and 5
+// are refused, 6 fits (16Ψ/6 = 20 GB plus the secondary copy 2Ψ/3 = 5 GB).
+TEST(Planner, FewestGpusOnlyCountsDeepSpeedAccepts) {
+    EstimateInput in;
+    in.model.params = 7500000000;
+    in.cluster.gpu_memory = 32000000000ull;
+    in.convention = Convention::paper;
+    auto plain = [](const FitRow& r) {
+        return r.option.offload_optimizer == OffloadDevice::none && r.option.offload_param == OffloadDevice::none;
+    };
+    EstimateInput mics = in;
+    mics.zero.mics_shard_size = 8;
+    for (const auto& r : fewest_gpus(mics, 8)) {
+        if (!plain(r)) continue;
+        if (r.option.stage == 3) {
+            EXPECT_EQ(r.value, 8u);
+        }
+        if (r.option.stage == 1) {
+            EXPECT_EQ(r.value, 48u);
+        }
+    }
+    EstimateInput hpz = in;
+    hpz.zero.zero_hpz_partition_size = 3;
+    for (const auto& r : fewest_gpus(hpz, 8)) {
+        if (plain(r) && r.option.stage == 3) {
+            EXPECT_EQ(r.value, 6u);
+        }
+    }
+}
+
 TEST(Planner, BadGlobalBatchIsAnInputError) {
     const EstimateInput base = llama7b_on_8_a100();
     EXPECT_THROW(compare_options(base, a100(), 12), InputError);  // 12 not divisible by 8

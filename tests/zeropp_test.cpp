@@ -221,6 +221,32 @@ TEST(ZeroPP, CheckRefusesIndivisibleSizesAtTheKey) {
     const auto ok = check_ds_config(nlohmann::json::parse(R"({"train_micro_batch_size_per_gpu": 1,
         "zero_optimization": {"stage": 3, "mics_shard_size": 8, "zero_hpz_partition_size": 1}})"), o);
     EXPECT_EQ(count_findings(ok, Severity::error), 0u);
+    // The finding names the key once, as its pointer: the message does not repeat it.
+    for (const auto& f : fs) {
+        if (f.pointer == "/zero_optimization/mics_shard_size") {
+            EXPECT_EQ(f.message.rfind("6 does not divide", 0), 0u) << f.message;
+        }
+    }
+}
+
+// engine.py _configure_zero_optimizer builds MiCS only for mics_shard_size
+// > 0; mics_hierarchical_params_gather only acts with MiCS. Values DeepSpeed
+// ignores get a note naming the key (no setting silently ignored).
+TEST(ZeroPP, IgnoredMicsSettingsAreNoted) {
+    auto noted = [](const EstimateInput& in, const std::string& needle) {
+        for (const auto& n : estimate(in).notes)
+            if (n.find(needle) != std::string::npos) return true;
+        return false;
+    };
+    EstimateInput in = llama_stage3(8, 1);
+    EXPECT_FALSE(noted(in, "mics_shard_size ="));
+    for (int64_t m : {0, -7}) {
+        in.zero.mics_shard_size = m;
+        EXPECT_TRUE(noted(in, "mics_shard_size = " + std::to_string(m))) << m;
+    }
+    in.zero.mics_shard_size = -1;
+    in.zero.mics_hierarchical_params_gather = true;
+    EXPECT_TRUE(noted(in, "mics_hierarchical_params_gather acts only with MiCS"));
 }
 
 // ZeRO++ paper (Wang et al. 2023) Sec. 3-4: ZeRO-3 moves M forward, M

@@ -351,6 +351,14 @@ std::string pointer_named(const std::string& message) {
     return "/zero_optimization/" + message.substr(prefix.size(), colon - prefix.size());
 }
 
+/// `message` without the dotted key it starts with when pointer_named finds
+/// one (the finding shows the pointer already).
+std::string without_named_key(const std::string& message) {
+    if (pointer_named(message).empty()) return message;
+    const auto colon = message.find(": ");
+    return colon == std::string::npos ? message : message.substr(colon + 2);
+}
+
 /// ZeRO++ / MiCS values DeepSpeed refuses for the GPU count (zeromem/zeropp.h
 /// validate_zeropp), when the GPUs are known. Nodes are not, so the
 /// hierarchical-gather rule is left to the memory findings.
@@ -369,7 +377,7 @@ void zeropp_findings(const json& config, const CheckOptions& o, Findings& out) {
     try {
         validate_zeropp(in);
     } catch (const InputError& e) {
-        out.push_back({Severity::error, pointer_named(e.what()), e.what(), "change the value named"});
+        out.push_back({Severity::error, pointer_named(e.what()), without_named_key(e.what()), "change the value named"});
     }
 }
 
@@ -378,6 +386,12 @@ void zeropp_findings(const json& config, const CheckOptions& o, Findings& out) {
 // (engine.py _configure_basic_optimizer asserts it).
 void optimizer_type_findings(const json& config, Findings& out) {
     const json* type = at(config, "/optimizer/type");
+    const json* block = at(config, "/optimizer");
+    if (type == nullptr && block && block->is_object())
+        out.push_back({Severity::error, "/optimizer/type",
+                       "missing: DeepSpeed builds no optimizer from a block without \"type\" (runtime/config.py "
+                       "get_optimizer_name gives None)",
+                       "give \"type\" or remove the \"optimizer\" block"});
     if (type == nullptr || !type->is_string()) return;
     const json* m = at(config, "/optimizer/params/momentum");
     const bool momentum = m && m->is_number() && m->get<double>() != 0.0;
@@ -391,6 +405,14 @@ void optimizer_type_findings(const json& config, Findings& out) {
     }
     const std::string t = to_lower(name);
     const json* stage = at(config, "/zero_optimization/stage");
+    const json* allow = at(config, "/zero_allow_untested_optimizer");
+    if (!zero_tested_optimizer_type(name) && stage && stage->is_number_integer() && stage->get<int64_t>() > 0 &&
+        !(allow && allow->is_boolean() && allow->get<bool>()))
+        out.push_back({Severity::error, "/optimizer/type",
+                       "\"" + name + "\" is not among the optimizers DeepSpeed tested with ZeRO (runtime/zero/utils.py "
+                       "ZERO_SUPPORTED_OPTIMIZERS); DeepSpeed asserts \"zero_allow_untested_optimizer\": true "
+                       "(engine.py _do_optimizer_sanity_check)",
+                       "set \"zero_allow_untested_optimizer\": true or use Adam, AdamW, Adagrad or Lion"});
     if ((t == "onebitadam" || t == "zerooneadam" || t == "onebitlamb") && stage && stage->is_number_integer() &&
         stage->get<int64_t>() > 0)
         out.push_back({Severity::error, "/optimizer/type",
@@ -483,7 +505,7 @@ std::vector<Finding> check_ds_config(const json& config, const CheckOptions& o) 
         try {
             memory_findings(o, out);
         } catch (const InputError& e) {  // what DeepSpeed itself refuses, as a finding
-            out.push_back({Severity::error, pointer_named(e.what()), e.what(), ""});
+            out.push_back({Severity::error, pointer_named(e.what()), without_named_key(e.what()), ""});
         }
     }
     return out;

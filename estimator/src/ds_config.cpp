@@ -996,6 +996,18 @@ void apply_offload(Reading& r) {
 
 // --- Optimizer (runtime/engine.py _configure_optimizer / _configure_basic_optimizer).
 
+/// Refuses a DeepSpeed-built optimizer that DeepSpeed has not tested under
+/// ZeRO (stage >= 1) unless zero_allow_untested_optimizer is true
+/// (zero_tested_optimizer_type; engine.py _do_optimizer_sanity_check).
+void check_zero_tested_optimizer(Reading& r, const std::string& name) {
+    if (zero_tested_optimizer_type(name) || r.zero.stage < 1 || r.zero.zero_allow_untested_optimizer) return;
+    fail(r.source, {"optimizer", "type"},
+         "\"" + name + "\" is not among the optimizers DeepSpeed tested with ZeRO (runtime/zero/utils.py "
+         "ZERO_SUPPORTED_OPTIMIZERS); at stage " + std::to_string(r.zero.stage) +
+         " DeepSpeed asserts \"zero_allow_untested_optimizer\": true (engine.py _do_optimizer_sanity_check): "
+         "set it or use Adam, AdamW, Adagrad or Lion");
+}
+
 /// optimizer.type: which states the optimizer keeps
 /// (optimizer_from_ds_type, optimizer_state.h).
 void read_optimizer_type(Reading& r, const json& type) {
@@ -1003,11 +1015,14 @@ void read_optimizer_type(Reading& r, const json& type) {
     const std::string t = to_lower(name);
     const Path path = {"optimizer", "type"};
     const json* m = r.find({"optimizer", "params", "momentum"});
-    const bool momentum = m && m->is_number() && m->get<double>() != 0.0;
+    if (m && !m->is_number())  // torch.optim.SGD compares it with 0.0: a string fails there
+        fail(r.source, {"optimizer", "params", "momentum"}, "must be a number, got " + show(*m));
+    const bool momentum = m && m->get<double>() != 0.0;
     std::string why;
     const std::optional<Optimizer> o = optimizer_from_ds_type(name, momentum, why);
     if (!o) fail(r.source, path, why);
     r.train.optimizer = *o;
+    check_zero_tested_optimizer(r, name);
     if (t == "onebitadam" || t == "zerooneadam" || t == "onebitlamb") {
         // engine.py _configure_basic_optimizer asserts these run without ZeRO.
         if (r.zero.stage > 0)
@@ -1029,6 +1044,11 @@ void read_optimizer_type(Reading& r, const json& type) {
 /// Adam(W), foreach, with optimizer.params.torch_adam).
 void apply_optimizer(Reading& r) {
     const json* type = r.find({"optimizer", "type"});
+    if (!type && r.find({"optimizer"}))
+        fail(r.source, {"optimizer", "type"},
+             "missing: DeepSpeed builds no optimizer from a block without \"type\" (runtime/config.py "
+             "get_optimizer_name gives None) and the HF Trainer, seeing the block, passes none; give \"type\" "
+             "or remove the block");
     if (!type) {
         r.train.optimizer_builder = OptimizerBuilder::client;
         r.prov["optimizer.builder"] =

@@ -1077,6 +1077,16 @@ bool zero12_flattens_on_gpu(const FullContext& c) {
 // (from_pretrained without a device_map, under every launcher).
 LoadPath effective_load_path(const EstimateInput& in) { return in.residual.load_path.value_or(LoadPath::host_copy); }
 
+// Whether single-file loading adds the 16-bit state dict: only before
+// transformers ~4.50, whose from_pretrained loads a non-sharded file's whole
+// state dict before building the model; from #36033 (~4.50) the model is built
+// on the meta device and filled one parameter at a time
+// (../shared/reference/host_memory.md L1-L2).
+bool single_file_state_dict(const EstimateInput& in) {
+    return effective_load_path(in) == LoadPath::single_file &&
+           compare_versions(in.stack.transformers, "4.50", "--transformers-version") < 0;
+}
+
 // device_map without zero.Init: from_pretrained materialises every
 // parameter on the GPU in the load dtype before deepspeed.initialize casts
 // the module (engine.py _configure_distributed_model, one parameter at a
@@ -1262,7 +1272,7 @@ uint64_t nvme_bytes(const FullContext& c) {
 uint64_t host_model_per_rank(const FullContext& c, uint64_t lb, double frozen_load) {
     const uint64_t model = to_bytes(double(c.Tr) * double(lb) + frozen_load);
     switch (effective_load_path(c.in)) {
-        case LoadPath::single_file: return model + 2 * c.Pr;
+        case LoadPath::single_file: return single_file_state_dict(c.in) ? model + 2 * c.Pr : model;
         case LoadPath::host_copy: return model;
         case LoadPath::device_map: return c.L * lb;
     }
@@ -1331,7 +1341,7 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
     h.load = std::max(host_model, host_init);
     if (ex.on) ex.term("host: model load (per node)",
             zero_init ? "g · (L · load bytes + process overhead) (zero.Init: one module at a time per rank)"
-            : lp == LoadPath::single_file ? "g · (Ψ · load bytes + 2 · Ψ state dict + process overhead) (single-file)"
+            : single_file_state_dict(in) ? "g · (Ψ · load bytes + 2 · Ψ state dict + process overhead) (single-file)"
             : lp == LoadPath::device_map ? "g · (L · load bytes + process overhead) (device-map: straight to the GPU)"
                                          : "g · (Ψ · load bytes + process overhead) (every rank materialises the whole model)",
             "g=" + n2s(g) + ", " + (zero_init ? "L=" + n2s(L) : "Ψ=" + n2s(c.Pr) + ", L=" + n2s(L)) + ", load dtype " +
@@ -1430,7 +1440,12 @@ void load_path_note(const EstimateInput& in, Estimate& out) {
                                         ? "each parameter is materialised on its GPU; the host holds one module at "
                                           "a time"
                                         : *in.residual.load_path == LoadPath::single_file
-                                              ? "every rank holds the model and the 16-bit state dict on the host"
+                                              ? (single_file_state_dict(in)
+                                                     ? "every rank holds the model and the 16-bit state dict on the host"
+                                                     : "transformers " + in.stack.transformers + " (>= 4.50) builds "
+                                                       "the model on the meta device and fills it one parameter at "
+                                                       "a time, so a single file adds no 16-bit state dict; every "
+                                                       "rank holds one host copy of the model")
                                               : "every rank holds one host copy of the model (low_cpu_mem_usage "
                                                 "removes only the random-init double, not this copy)"));
 }

@@ -174,4 +174,25 @@ std::optional<Optimizer> optimizer_from_ds_type(const std::string& type, bool sg
     return std::nullopt;
 }
 
+std::string deepspeed_optimizer_class(Optimizer o, bool torch_adam) {
+    switch (o) {
+        case Optimizer::adam:
+        case Optimizer::adamw:
+            return torch_adam ? "torch Adam(W) (torch_adam)" : "FusedAdam, DeepSpeedCPUAdam under offload";
+        case Optimizer::adagrad: return "torch Adagrad, DeepSpeedCPUAdagrad under offload";
+        case Optimizer::lion: return "FusedLion, DeepSpeedCPULion under offload";
+        case Optimizer::lamb: return "FusedLamb";
+        case Optimizer::sgd:
+        case Optimizer::sgd_plain: return "torch SGD (or mup MuSGD)";
+        case Optimizer::rmsprop: return "torch RMSprop";
+        default: return to_string(o);
+    }
+}
+
+bool zero_tested_optimizer_type(const std::string& type) {
+    const std::string t = to_lower(type);
+    return t == "adam" || t == "adamw" || t == "adagrad" || t == "lion" || t == "muon" || t == "onebitadam" ||
+           t == "zerooneadam" || t == "onebitlamb";
+}
+
 }  // namespace zeromem

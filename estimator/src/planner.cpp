@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <cstdio>
 
 namespace zeromem {
@@ -709,6 +710,94 @@ static std::string why_never_fits(EstimateInput& in, int64_t max_gpus, int64_t g
            format_gib(double(cap)) + " GiB (what is not partitioned: activations, buffers, context)";
 }
 
+// The step between GPU counts DeepSpeed accepts for ZeRO stage `stage`:
+// tp x pp x ep_size divides N_d x tp x pp (utils/groups.py
+// _create_expert_and_data_parallel), and at stage 3 mics_shard_size divides
+// N_d (zero/mics_utils.py _generate_mics_config). hpZ is checked per count
+// (gpu_count_allowed) since DeepSpeed takes min(hpz, world size).
+static int64_t gpu_count_step(const EstimateInput& base, int stage) {
+    const int64_t mp = base.cluster.tp * base.cluster.pp;
+    int64_t step = mp * base.moe.ep();
+    if (stage == 3 && base.zero.mics_shard_size > 0) step = std::lcm(step, mp * base.zero.mics_shard_size);
+    return step;
+}
+
+// Whether DeepSpeed accepts `n` GPUs for option `o`: a multiple of `step`,
+// zero_hpz_partition_size dividing n when below n (utils/groups.py
+// _create_zero_param_parallel_group), no MiCS replicas with offload
+// (zeropp_allows).
+// With mics_hierarchical_params_gather the shard group spans whole nodes of
+// more than one (mics_utils.py create_mics_comm_groups asserts it).
+static bool gpu_count_allowed(const EstimateInput& base, const ZeroOption& o, int64_t step, int64_t n,
+                              int64_t gpus_per_node) {
+    if (n % step != 0) return false;
+    const int64_t hpz = base.zero.zero_hpz_partition_size, m = base.zero.mics_shard_size;
+    if (o.stage == 3 && hpz > 1 && n % std::min(hpz, n) != 0) return false;
+    if (o.stage == 3 && m > 0 && base.zero.mics_hierarchical_params_gather &&
+        (n <= gpus_per_node || m <= gpus_per_node || m % gpus_per_node != 0))
+        return false;
+    return zeropp_allows(base.zero, o.stage, o.offload_optimizer, o.offload_param,
+                         n / (base.cluster.tp * base.cluster.pp));
+}
+
+// Why no GPU count up to `max_gpus` is one DeepSpeed accepts for the option.
+static std::string no_allowed_count(const EstimateInput& base, int64_t step, int64_t max_gpus) {
+    std::string why = "no GPU count up to " + std::to_string(max_gpus) + " is a multiple of " + std::to_string(step) +
+                      " (tp x pp x --ep-size";
+    if (base.zero.mics_shard_size > 0) why += ", mics_shard_size";
+    return why + ") that DeepSpeed accepts with these settings";
+}
+
+// Fewest GPUs for option `o` (fewest_gpus): accepted counts within one node
+// in steps, then whole nodes by binary search (memory per GPU falls with more
+// GPUs). `in` is scratch, set to the option.
+static FitRow fewest_for_option(const EstimateInput& base, const ZeroOption& o, int64_t gpus_per_node,
+                                int64_t max_gpus, EstimateInput& in) {
+    apply_option_at_base_batch(base, o, in);
+    auto fits_at = [&](int64_t n) {
+        in.cluster.gpus = n;
+        in.cluster.nodes = n <= gpus_per_node ? 1 : n / gpus_per_node;
+        return fits_of(memory_estimate(in));
+    };
+    FitRow row;
+    row.option = o;
+    int64_t found = 0;
+    const int64_t step = gpu_count_step(base, o.stage);
+    auto allowed = [&](int64_t n) { return gpu_count_allowed(base, o, step, n, gpus_per_node); };
+    for (int64_t n = step; n <= std::min(gpus_per_node, max_gpus) && !found; n += step)
+        if (allowed(n) && fits_at(n)) found = n;
+    // Whole nodes: multiples of `node_step` GPUs (of the node, step and hpZ).
+    int64_t node_step = std::lcm(gpus_per_node, step);
+    if (o.stage == 3 && base.zero.zero_hpz_partition_size > 1)
+        node_step = std::lcm(node_step, base.zero.zero_hpz_partition_size);
+    const int64_t kmax = max_gpus / node_step;
+    auto fits_k = [&](int64_t k) {
+        const int64_t n = k * node_step;
+        return n > gpus_per_node && allowed(n) && fits_at(n);
+    };
+    if (!found && kmax >= 1 && fits_k(kmax)) {
+        int64_t lo = 0, hi = kmax;  // lo does not fit (or is not a whole-node count), hi fits
+        while (hi - lo > 1) {
+            const int64_t mid = lo + (hi - lo) / 2;
+            (fits_k(mid) ? hi : lo) = mid;
+        }
+        found = hi * node_step;
+    }
+    row.value = uint64_t(found);
+    if (found) {
+        fits_at(found);
+        row.per_gpu_total = memory_estimate(in).per_gpu.total;
+        return row;
+    }
+    int64_t largest = 0;  // the largest accepted count up to max_gpus
+    for (int64_t k = kmax; k >= 1 && !largest; --k)
+        if (k * node_step > gpus_per_node && allowed(k * node_step)) largest = k * node_step;
+    for (int64_t n = std::min(gpus_per_node, max_gpus) / step * step; n >= step && !largest; n -= step)
+        if (allowed(n)) largest = n;
+    row.note = largest ? why_never_fits(in, largest, gpus_per_node) : no_allowed_count(base, step, max_gpus);
+    return row;
+}
+
 std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node, int64_t max_gpus) {
     require_capacity(base, "fit");
     if (gpus_per_node <= 0) throw InputError("--gpus-per-node: must be a positive integer");
@@ -719,41 +808,21 @@ std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node
                          std::to_string(gpus_per_node) + " GPUs per node");
     std::vector<FitRow> out;
     EstimateInput in = base;
+    std::optional<InputError> first;  // refused for every option: bad input, thrown
+    size_t refused = 0;
     for (const ZeroOption& o : stage_offload_options()) {
-        // Skip what DeepSpeed refuses with the ZeRO++ / MiCS settings given.
-        if (!zeropp_allows(base.zero, o.stage, o.offload_optimizer, o.offload_param, base.cluster.data_parallel()))
-            continue;
-        apply_option_at_base_batch(base, o, in);
-        auto fits_at = [&](int64_t n) {
-            in.cluster.gpus = n;
-            in.cluster.nodes = n <= gpus_per_node ? 1 : n / gpus_per_node;
-            return fits_of(memory_estimate(in));
-        };
-        FitRow row;
-        row.option = o;
-        int64_t found = 0;
-        const int64_t step = mp * base.moe.ep();  // --ep-size must divide N_d (zeromem/moe.h)
-        for (int64_t n = step; n <= std::min(gpus_per_node, max_gpus) && !found; n += step)
-            if (fits_at(n)) found = n;
-        if (!found) {  // whole nodes, binary search (memory per GPU falls with more GPUs)
-            int64_t lo = 1, hi = max_gpus / gpus_per_node;
-            if (hi >= 2 && fits_at(hi * gpus_per_node)) {
-                while (hi - lo > 1) {
-                    const int64_t mid = lo + (hi - lo) / 2;
-                    (fits_at(mid * gpus_per_node) ? hi : lo) = mid;
-                }
-                found = hi * gpus_per_node;
-            }
+        try {
+            out.push_back(fewest_for_option(base, o, gpus_per_node, max_gpus, in));
+        } catch (const InputError& e) {  // what DeepSpeed refuses for this option at the counts searched
+            if (!first) first = e;
+            ++refused;
+            FitRow row;
+            row.option = o;
+            row.note = e.what();
+            out.push_back(row);
         }
-        row.value = uint64_t(found);
-        if (found) {
-            fits_at(found);
-            row.per_gpu_total = memory_estimate(in).per_gpu.total;
-        } else {
-            row.note = why_never_fits(in, max_gpus, gpus_per_node);
-        }
-        out.push_back(row);
     }
+    if (first && refused == out.size()) throw *first;
     return out;
 }
 

@@ -231,7 +231,7 @@ std::string settings_line(const Resolved& res) {
     std::string s = "dtype " + std::string(to_string(in.train.dtype)) + " (" +
                     prov_of(res, "dtype", "default") + "); optimizer " + to_string(in.train.optimizer) + " built by " +
                     (in.train.optimizer_builder == OptimizerBuilder::deepspeed
-                         ? "DeepSpeed (FusedAdam, DeepSpeedCPUAdam under offload)"
+                         ? "DeepSpeed (" + deepspeed_optimizer_class(in.train.optimizer, in.train.torch_adam) + ")"
                          : "the client (HF Trainer; the step kernel is on the software line)") +
                     "; overlap_comm " + (z.overlap_comm_effective() ? "on" : "off") +
                     (z.overlap_comm ? "" : " (DeepSpeed's default for stage " + std::to_string(z.stage) + ")");

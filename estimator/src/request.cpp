@@ -6,6 +6,7 @@
 #include "zeromem/util.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -500,8 +501,11 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         prov["cuda_context"] = "--cuda-context " + *req.cuda_context;
     }
     if (req.fragmentation) {
-        if (*req.fragmentation < 0 || *req.fragmentation >= 1)
-            throw InputError("--fragmentation: must be a fraction in [0, 1), got " + std::to_string(*req.fragmentation));
+        if (!(*req.fragmentation >= 0 && *req.fragmentation < 1)) {  // NaN too
+            char shown[32];
+            std::snprintf(shown, sizeof shown, "%g", *req.fragmentation);
+            throw InputError(std::string("--fragmentation: must be a fraction in [0, 1), got ") + shown);
+        }
         in.residual.fragmentation_fraction = *req.fragmentation;
         prov["fragmentation"] = "--fragmentation";
     }

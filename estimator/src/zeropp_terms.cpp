@@ -147,6 +147,13 @@ std::vector<std::string> zeropp_notes(const EstimateInput& in) {
                         n2s(in.cluster.data_parallel() / z.mics_shard_size) +
                         " times; the gradient all-reduce across replicas uses all_reduce_coalesced (no extra buffer, "
                         "mics.py allreduce_mics_shard_grads, torch >= 1.13).");
+    // engine.py _configure_zero_optimizer builds MiCS only for mics_shard_size > 0.
+    if (z.mics_shard_size == 0 || z.mics_shard_size < -1)
+        notes.push_back("mics_shard_size = " + n2s(z.mics_shard_size) + ": DeepSpeed enables MiCS only for a value > 0 "
+                        "(engine.py _configure_zero_optimizer); this value leaves it off, as -1 does.");
+    if (z.mics_hierarchical_params_gather && z.mics_shard_size <= 0)
+        notes.push_back("mics_hierarchical_params_gather acts only with MiCS (mics_shard_size > 0, "
+                        "mics_utils.py create_mics_comm_groups); DeepSpeed ignores it here.");
     return notes;
 }
 

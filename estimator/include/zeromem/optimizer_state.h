@@ -103,6 +103,24 @@ double optimizer_state_bytes_per_element(Optimizer o);
 /// non-zero. Returns nullopt with `why` set for a type zeromem does not count.
 std::optional<Optimizer> optimizer_from_ds_type(const std::string& type, bool sgd_momentum, std::string& why);
 
+/// The class DeepSpeed builds from "optimizer.type" for optimizer `o`, as
+/// text for reports: engine.py _configure_basic_optimizer (Adam/AdamW:
+/// FusedAdam, DeepSpeedCPUAdam under offload, torch Adam(W) with torch_adam;
+/// Adagrad and Lion: fused or CPU kernels; Lamb: FusedLamb; others torch.optim).
+std::string deepspeed_optimizer_class(Optimizer o, bool torch_adam);
+
+/// Whether DeepSpeed's ZeRO (stage >= 1) accepts the class it builds for
+/// "optimizer.type" = `type` without "zero_allow_untested_optimizer": true.
+/// engine.py _do_optimizer_sanity_check asserts it for classes outside
+/// runtime/zero/utils.py ZERO_SUPPORTED_OPTIMIZERS (torch Adam, AdamW,
+/// Adagrad, FusedAdam, DeepSpeedCPUAdam, DeepSpeedCPUAdagrad, FusedLion,
+/// DeepSpeedCPULion, MuonWithAuxAdam); _configure_basic_optimizer builds
+/// FusedLamb for Lamb, mup classes for MuAdam/MuAdamW/MuSGD and
+/// torch.optim.<type> (SGD, RMSprop, ...) otherwise: none is listed.
+/// The 1-bit optimizers count as tested here (they are refused under ZeRO
+/// on their own).
+bool zero_tested_optimizer_type(const std::string& type);
+
 /// The HF Trainer `optim` values and zeromem names `--optimizer` accepts,
 /// for help and error text.
 const char* optimizer_names_help();
