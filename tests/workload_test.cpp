@@ -306,3 +306,34 @@ TEST(Workload, FewestGpusForDpoIsNoFewerThanForSft) {
 }
 
 }  // namespace
+
+// Expert parallelism reaches the frozen reference: a deep copy of a
+// DeepSpeed-MoE policy holds num_experts / E_p experts per block
+// (deepspeed/moe/layer.py MoE.__init__ num_local_experts). Mixtral-8x7B:
+// Ψ = 46,702,792,704 (KerasHub mixtral_8_7b_en), routed experts
+// 32 · 8 · 3 · 4096 · 14336 = 45,097,156,608, so 1,605,636,096 non-expert.
+TEST(Workload, DpoReferenceUnderExpertParallelismHoldsItsLocalExperts) {
+    constexpr uint64_t kMixPsi = 46702792704ULL, kRouted = 32ULL * 8 * 3 * 4096 * 14336;
+    constexpr uint64_t kNonExpert = kMixPsi - kRouted;
+    Request q;
+    q.model = "mixtral-8x7b";
+    q.gpus = 8;
+    q.stage = 2;
+    q.seq_len = 1024;
+    q.micro_batch = 1;
+    q.fragmentation = 0.0;
+    q.workload = "dpo";
+    q.ep_size = 8;
+    const Resolved r2 = resolve(q);
+    const WorkloadEstimate w2 = estimate_workload(r2.input, r2.workload);
+    // Stage 2 -> the reference at stage 0: b_m · (non-expert + routed / 8) = 2 · 7,242,780,672.
+    EXPECT_EQ(share(phase(w2, "forward"), "reference")->gpu_bytes, 2 * (kNonExpert + kRouted / 8));
+    EXPECT_EQ(2 * (kNonExpert + kRouted / 8), 14485561344ULL);
+    // Stage 3 on 16 GPUs, E_p 8: non-experts over N_d = 16, the rank's experts over N_d / E_p = 2:
+    // 2 · (1,605,636,096 / 16 + 5,637,144,576 / 2) = 2 · (100,352,256 + 2,818,572,288).
+    q.gpus = 16;
+    q.stage = 3;
+    const Resolved r3 = resolve(q);
+    const WorkloadEstimate w3 = estimate_workload(r3.input, r3.workload);
+    EXPECT_EQ(share(phase(w3, "backward"), "reference")->gpu_bytes, 2ULL * (100352256ULL + 2818572288ULL));
+}
