@@ -239,6 +239,49 @@ TEST(Families, DeepseekV3MlaAndSharedExperts) {
               total - 61 * (lin(h, 1536) + 1536 + lin(1536, 128 * 192) - lin(h, 128 * 192)));
 }
 
+// DeepSeek keys that change the count: a null n_routed_experts reads a
+// dense model and kv_lora_rank 0 drops MLA, each with a warning; a null
+// n_shared_experts means no shared expert in V2 and V3 alike
+// (modeling_deepseek_v2.py DeepseekV2MoE: shared experts only when
+// n_shared_experts is not None), warned; a negative first_k_dense_replace
+// is refused by name.
+TEST(Families, DeepseekNullAndZeroKeysWarnOrAreRefused) {
+    const uint64_t h = 7168, expert = 3 * h * 2048;
+    const uint64_t v3_total = count_params(arch_from_hf_config(deepseek_v3(), "dsv3.json")).total;
+    nlohmann::json cfg = deepseek_v3();
+    cfg["n_routed_experts"] = nullptr;
+    const ModelArch dense = arch_from_hf_config(cfg, "dsv3_routed_null.json");
+    EXPECT_EQ(dense.num_moe_layers, 0);
+    EXPECT_TRUE(any_warning(dense, "'n_routed_experts' is null: the model is read as dense"));
+
+    cfg = deepseek_v3();
+    cfg["kv_lora_rank"] = 0;
+    EXPECT_TRUE(any_warning(arch_from_hf_config(cfg, "dsv3_kvlora0.json"), "without MLA"));
+
+    for (const char* type : {"deepseek_v3", "deepseek_v2"}) {
+        cfg = deepseek_v3();
+        cfg["model_type"] = type;
+        cfg["architectures"] = {std::string(type) == "deepseek_v2" ? "DeepseekV2ForCausalLM" : "DeepseekV3ForCausalLM"};
+        cfg["n_shared_experts"] = nullptr;
+        const ModelArch a = arch_from_hf_config(cfg, "dsv3_shared_null.json");
+        SCOPED_TRACE(type);
+        EXPECT_EQ(a.shared_expert_ffn_size, 0);
+        EXPECT_TRUE(any_warning(a, "'n_shared_experts' is null"));
+        EXPECT_EQ(count_params(a).total, v3_total - 58 * expert);  // one shared expert less in each MoE block
+    }
+
+    cfg = deepseek_v3();
+    cfg.erase("n_routed_experts");  // DeepseekV3Config default 256, warned
+    const ModelArch d = arch_from_hf_config(cfg, "dsv3_noroute.json");
+    EXPECT_TRUE(any_warning(d, "no 'n_routed_experts'"));
+    EXPECT_EQ(d.num_experts, 256);
+
+    cfg = deepseek_v3();
+    cfg["first_k_dense_replace"] = -1;
+    const std::string msg = error_of([&] { arch_from_hf_config(cfg, "dsv3_fkd_neg.json"); });
+    EXPECT_TRUE(contains(msg, "key 'first_k_dense_replace' must be >= 0")) << msg;
+}
+
 // Qwen3-30B-A3B (Qwen/Qwen3-30B-A3B model card: 30.5B total, 3.3B activated).
 TEST(Families, Qwen3MoeTotalAndActive) {
     const nlohmann::json cfg = {{"model_type", "qwen3_moe"}, {"hidden_size", 2048}, {"intermediate_size", 6144},

@@ -340,3 +340,75 @@ TEST(MoeConfigValues, RefusedNamingTheKey) {
     const std::string msg = error_of([&] { arch_from_hf_config(q3, "q3.json"); });
     EXPECT_TRUE(contains(msg, "key 'num_experts'")) << msg;
 }
+
+// ---------------------------------------------------------------------------
+// 8. Sizes beyond 64-bit bytes are refused by flag or key, never wrapped.
+TEST(MoeOverflow, CapacityAndExpertCountsAreBounded) {
+    // C = ceil(S / E · capacity_factor · k) = 4096 / 8 · 1e9 · 2 = 1.024e12 tokens: still exact.
+    EXPECT_EQ(moe_capacity(4096, 8, 2, 1e9, 4), 1024000000000LL);
+    // 4096 / 8 · 1e16 · 2 = 1.024e19 tokens (past 2^53, and past int64): refused, not min_capacity 4.
+    for (double f : {1e16, 1e30}) {
+        const std::string msg = error_of([&] { moe_capacity(4096, 8, 2, f, 4); });
+        EXPECT_TRUE(contains(msg, "--moe-capacity-factor")) << msg;
+        EXPECT_TRUE(contains(msg, "overflows 64-bit bytes")) << msg;
+    }
+    // Factor 1e9 with E_p 8, S = 4096: the capacity padding alone is
+    // (E·C - k·S) · 4 · f_e · b_m = (8·1.024e12 - 8192) · 4 · 14336 · 2 ≈ 9.4e17 bytes
+    // per MoE block, x 32 blocks ≈ 3.0e19 > 2^64: refused naming the flag.
+    Request r;
+    r.model = "mixtral-8x7b";
+    r.gpus = 8;
+    r.stage = 2;
+    r.seq_len = 4096;
+    r.micro_batch = 1;
+    r.ep_size = 8;
+    r.moe_capacity_factor = 1e9;
+    const std::string msg = error_of([&] { estimate(resolve_request(r, kData).input); });
+    EXPECT_TRUE(contains(msg, "--moe-capacity-factor")) << msg;
+    EXPECT_TRUE(contains(msg, "overflow 64-bit bytes")) << msg;
+
+    nlohmann::json cfg = {{"model_type", "mixtral"}, {"hidden_size", 4096}, {"intermediate_size", 14336},
+                          {"num_attention_heads", 32}, {"num_hidden_layers", 32}, {"num_key_value_heads", 8},
+                          {"num_local_experts", 1000000000000LL}, {"num_experts_per_tok", 2}, {"vocab_size", 32000}};
+    std::string m = error_of([&] { count_params(arch_from_hf_config(cfg, "huge.json")); });
+    EXPECT_TRUE(contains(m, "key 'num_local_experts' is too large")) << m;
+    // 1e9 experts: 32 · 1e9 · 3 · 4096 · 14336 ≈ 5.6e21 parameters, past the 1e17 zeromem counts.
+    cfg["num_local_experts"] = 1000000000;
+    m = error_of([&] { count_params(arch_from_hf_config(cfg, "huge.json")); });
+    EXPECT_TRUE(contains(m, "more than zeromem counts (1e17)")) << m;
+}
+
+// ---------------------------------------------------------------------------
+// 9. Absent or null MoE keys take the config class default with a warning
+// naming the key (transformers MixtralConfig: num_local_experts 8,
+// num_experts_per_tok 2; Qwen3MoeConfig: num_experts 128).
+TEST(MoeConfigValues, DefaultsForAbsentOrNullKeysAreWarned) {
+    auto warned = [](const ModelArch& a, const std::string& part) {
+        for (const auto& w : a.warnings)
+            if (contains(w, part)) return true;
+        return false;
+    };
+    const nlohmann::json cfg = {{"model_type", "mixtral"}, {"hidden_size", 4096}, {"intermediate_size", 14336},
+                                {"num_attention_heads", 32}, {"num_hidden_layers", 32}, {"num_key_value_heads", 8},
+                                {"num_local_experts", 8}, {"num_experts_per_tok", 2}, {"vocab_size", 32000}};
+    EXPECT_TRUE(arch_from_hf_config(cfg, "ok.json").warnings.empty());
+    nlohmann::json absent = cfg;
+    absent.erase("num_local_experts");
+    absent.erase("num_experts_per_tok");
+    const ModelArch a = arch_from_hf_config(absent, "nokeys.json");
+    EXPECT_TRUE(warned(a, "no 'num_local_experts'"));
+    EXPECT_TRUE(warned(a, "no 'num_experts_per_tok'"));
+    EXPECT_EQ(count_params(a).total, 46702792704ull);  // the defaults are Mixtral-8x7B's own 8 / top-2
+    nlohmann::json null_k = cfg;
+    null_k["num_experts_per_tok"] = nullptr;
+    const ModelArch b = arch_from_hf_config(null_k, "topk_null.json");
+    EXPECT_TRUE(warned(b, "'num_experts_per_tok' is null"));
+    EXPECT_EQ(b.num_experts_per_tok, 2);
+    const nlohmann::json q3 = {{"model_type", "qwen3_moe"}, {"hidden_size", 2048}, {"intermediate_size", 6144},
+                               {"moe_intermediate_size", 768}, {"num_hidden_layers", 48}, {"num_attention_heads", 32},
+                               {"num_key_value_heads", 4}, {"head_dim", 128}, {"num_experts", nullptr},
+                               {"num_experts_per_tok", 8}, {"vocab_size", 151936}};
+    const ModelArch c = arch_from_hf_config(q3, "q3.json");
+    EXPECT_TRUE(warned(c, "'num_experts' is null"));
+    EXPECT_EQ(c.num_experts, 128);
+}

@@ -306,3 +306,66 @@ TEST(Workload, FewestGpusForDpoIsNoFewerThanForSft) {
 }
 
 }  // namespace
+
+// Expert parallelism reaches the frozen reference: a deep copy of a
+// DeepSpeed-MoE policy holds num_experts / E_p experts per block
+// (deepspeed/moe/layer.py MoE.__init__ num_local_experts). Mixtral-8x7B:
+// Ψ = 46,702,792,704 (KerasHub mixtral_8_7b_en), routed experts
+// 32 · 8 · 3 · 4096 · 14336 = 45,097,156,608, so 1,605,636,096 non-expert.
+TEST(Workload, DpoReferenceUnderExpertParallelismHoldsItsLocalExperts) {
+    constexpr uint64_t kMixPsi = 46702792704ULL, kRouted = 32ULL * 8 * 3 * 4096 * 14336;
+    constexpr uint64_t kNonExpert = kMixPsi - kRouted;
+    Request q;
+    q.model = "mixtral-8x7b";
+    q.gpus = 8;
+    q.stage = 2;
+    q.seq_len = 1024;
+    q.micro_batch = 1;
+    q.fragmentation = 0.0;
+    q.workload = "dpo";
+    q.ep_size = 8;
+    const Resolved r2 = resolve(q);
+    const WorkloadEstimate w2 = estimate_workload(r2.input, r2.workload);
+    // Stage 2 -> the reference at stage 0: b_m · (non-expert + routed / 8) = 2 · 7,242,780,672.
+    EXPECT_EQ(share(phase(w2, "forward"), "reference")->gpu_bytes, 2 * (kNonExpert + kRouted / 8));
+    EXPECT_EQ(2 * (kNonExpert + kRouted / 8), 14485561344ULL);
+    // Stage 3 on 16 GPUs, E_p 8: non-experts over N_d = 16, the rank's experts over N_d / E_p = 2:
+    // 2 · (1,605,636,096 / 16 + 5,637,144,576 / 2) = 2 · (100,352,256 + 2,818,572,288).
+    q.gpus = 16;
+    q.stage = 3;
+    const Resolved r3 = resolve(q);
+    const WorkloadEstimate w3 = estimate_workload(r3.input, r3.workload);
+    EXPECT_EQ(share(phase(w3, "backward"), "reference")->gpu_bytes, 2ULL * (100352256ULL + 2818572288ULL));
+}
+
+// PPO under --ep-size 8 at stage 2 (frozen models at stage 0): the
+// reference and the Mixtral reward (value head Linear(h, 1) instead of the
+// 32000 x 4096 LM head) hold 1 of 8 experts per block; a reward model
+// whose experts 8 does not divide holds them all, and a note says so.
+TEST(Workload, PpoFrozenMoeModelsUnderExpertParallelism) {
+    constexpr uint64_t kMixPsi = 46702792704ULL, kRouted = 32ULL * 8 * 3 * 4096 * 14336;
+    const uint64_t value_params = kMixPsi - 32000ULL * 4096 + 4096;
+    Request q;
+    q.model = "mixtral-8x7b";
+    q.gpus = 8;
+    q.stage = 2;
+    q.micro_batch = 1;
+    q.fragmentation = 0.0;
+    q.workload = "ppo";
+    q.ep_size = 8;
+    q.rollout_prompt_len = 256;
+    q.rollout_new_tokens = 256;
+    Resolved r = resolve(q);
+    ASSERT_EQ(r.workload.reward.model.params, value_params);
+    const WorkloadEstimate w = estimate_workload(r.input, r.workload);
+    const WorkloadPhase& gen = phase(w, "generation");
+    EXPECT_EQ(share(gen, "reference")->gpu_bytes, 2 * (kMixPsi - kRouted + kRouted / 8));
+    EXPECT_EQ(share(gen, "reward")->gpu_bytes, 2 * (value_params - kRouted + kRouted / 8));
+    // The same reward model described with 6 experts: 8 does not divide them.
+    r.workload.reward.model.arch->num_experts = 6;
+    const WorkloadEstimate w6 = estimate_workload(r.input, r.workload);
+    EXPECT_EQ(share(phase(w6, "generation"), "reward")->gpu_bytes, 2 * value_params);
+    bool noted = false;
+    for (const auto& n : w6.notes) noted = noted || contains(n, "does not divide its 6 experts");
+    EXPECT_TRUE(noted);
+}

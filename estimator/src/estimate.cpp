@@ -881,7 +881,14 @@ void add_moe_activations(const FullContext& c, const Explainer& ex, uint64_t lay
     // MoE blocks on this pipeline stage, at most the stage's layers.
     const uint64_t moe_layers = std::min(layers, ceil_div(static_cast<uint64_t>(a.num_moe_layers), c.pp));
     uint64_t per_block = 0, transient = 0;
-    for (const MoeTerm& m : list) (m.transient ? transient : per_block) += m.bytes;
+    double rank_bytes = 0;  // the same sum in double: refuse what 64-bit bytes cannot hold
+    for (const MoeTerm& m : list) {
+        (m.transient ? transient : per_block) += m.bytes;
+        rank_bytes += double(m.bytes) * (m.transient ? 1.0 : double(moe_layers) * double(in_flight));
+    }
+    if (!(rank_bytes < 4611686018427387904.0))  // 2^62
+        throw InputError("--moe-capacity-factor: the MoE activations of one rank overflow 64-bit bytes; "
+                         "give a smaller factor");
     const uint64_t moe_stored = full ? 0 : moe_layers * in_flight * per_block;
     const uint64_t moe_recompute = full ? per_block : 0;
     r.forward = to_bytes(scale * (stored + io)) + moe_stored + transient;

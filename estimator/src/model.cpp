@@ -176,7 +176,13 @@ void check_sizes(const ModelArch& a) {
                                    {"ffn_size", a.ffn_size}, {"vocab_size", a.vocab_size},
                                    {"max_position_embeddings", a.max_position_embeddings},
                                    {"norms_per_layer", a.norms_per_layer}, {"position_offset", a.position_offset},
-                                   {"word_embed_proj_dim", a.word_embed_proj_dim}})
+                                   {"word_embed_proj_dim", a.word_embed_proj_dim}, {"num_experts", a.num_experts},
+                                   {"num_experts_per_tok", a.num_experts_per_tok},
+                                   {"expert_ffn_size", a.expert_ffn_size},
+                                   {"shared_expert_ffn_size", a.shared_expert_ffn_size},
+                                   {"q_lora_rank", a.q_lora_rank}, {"kv_lora_rank", a.kv_lora_rank},
+                                   {"qk_nope_head_dim", a.qk_nope_head_dim}, {"qk_rope_head_dim", a.qk_rope_head_dim},
+                                   {"v_head_dim", a.v_head_dim}})
         if (v > 2147483647)
             throw InputError("model '" + (a.name.empty() ? std::string("<unnamed>") : a.name) + "': " + field +
                              " is too large: " + std::to_string(v) + " (at most 2147483647)");
@@ -266,7 +272,16 @@ ParamCount count_params(const ModelArch& a) {
         const int64_t q_out = a.num_heads * a.head_dim, kv_out = a.num_kv_heads * a.head_dim;
         const double H = double(h), Q = double(q_out), KV = double(kv_out), F = double(a.ffn_size);
         const double layer = H * (Q + 2 * KV) + Q * H + 3 * H * F + double(a.norms_per_layer) * 2 * H;
-        const double approx = double(a.num_layers) * layer + 2 * double(a.vocab_size) * double(e) +
+        // MoE blocks: router, every routed expert and the shared expert; MLA's
+        // low-rank projections.
+        const double moe = a.num_experts > 0 ? double(a.num_moe_layers) *
+                                                   (H * double(a.num_experts) +
+                                                    3 * H * (double(a.num_experts) * double(a.expert_ffn_size) +
+                                                             double(a.shared_expert_ffn_size)))
+                                             : 0.0;
+        const double mla = double(a.num_layers) * (double(a.q_lora_rank) + double(a.kv_lora_rank)) *
+                           (H + double(a.num_heads) * double(a.head_dim + a.v_head_dim));
+        const double approx = double(a.num_layers) * layer + moe + mla + 2 * double(a.vocab_size) * double(e) +
                               double(a.max_position_embeddings + a.position_offset) * H + 2 * double(e) * H;
         if (!(approx < 1e17)) {
             char buf[32];
@@ -502,6 +517,18 @@ public:
         return key == "hidden_size" || key == "num_hidden_layers" || key == "num_attention_heads" ||
                key == "intermediate_size" || key == "vocab_size";
     }
+    /// MoE and MLA keys whose family default changes the count: a default
+    /// taken for one (absent or null) is warned about.
+    static bool is_count_key(const std::string& key) {
+        static const std::set<std::string> keys{
+            "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
+            "shared_expert_intermediate_size", "n_shared_experts", "decoder_sparse_step", "first_k_dense_replace",
+            "moe_layer_freq", "interleave_moe_layer_step", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+            "qk_rope_head_dim", "v_head_dim"};
+        return keys.count(key) > 0;
+    }
+    /// True when `key` is in the config with a non-null value.
+    bool given(const std::string& key) const { return cfg_.contains(key) && !cfg_[key].is_null(); }
 };
 
 // Fills the shared sizes; positive-size checks are left to count_params.
@@ -699,6 +726,9 @@ void check_moe_values(const ModelArch& a, const ConfigReader& r, const std::stri
     if (!null_experts && a.num_experts <= 0 && r.find({key}))
         throw InputError(r.source() + ": key '" + key + "' must be a positive number of experts, got " +
                          std::to_string(a.num_experts));
+    if (a.num_experts > 2147483647)  // the bound check_sizes puts on every size, here with the key's name
+        throw InputError(r.source() + ": key '" + key + "' is too large: " + std::to_string(a.num_experts) +
+                         " (at most 2147483647)");
     if (a.num_experts > 0 && a.num_experts_per_tok <= 0)
         throw InputError(r.source() + ": key 'num_experts_per_tok' must be positive, got " +
                          std::to_string(a.num_experts_per_tok));
@@ -741,9 +771,22 @@ void read_moe(ModelArch& a, const ConfigReader& r, const json& fam, const std::s
         // transformers' DeepseekV3TopkRouter, not a parameter: not counted.
         const bool dense = r.config().contains("n_routed_experts") && r.config()["n_routed_experts"].is_null();
         a.num_experts = dense ? 0 : r.fam_integer(fam, "n_routed_experts", 0);  // null: a dense model
+        if (!r.given("n_routed_experts") && a.num_experts == 0)
+            a.warnings.push_back(r.source() + ": 'n_routed_experts' is " + (dense ? "null" : "absent") +
+                                 ": the model is read as dense, without MoE blocks (modeling_deepseek MoE only "
+                                 "when n_routed_experts is not None)");
         a.expert_ffn_size = r.fam_integer(fam, "moe_intermediate_size");
-        a.shared_expert_ffn_size = r.fam_integer(fam, "n_shared_experts", 0) * a.expert_ffn_size;
+        // null: no shared experts, as modeling_deepseek_v2.py DeepseekV2MoE (n_shared_experts is not None);
+        // absent: the family default (warned about) or none.
+        const bool no_shared = r.config().contains("n_shared_experts") && r.config()["n_shared_experts"].is_null();
+        a.shared_expert_ffn_size = no_shared ? 0 : r.fam_integer(fam, "n_shared_experts", 0) * a.expert_ffn_size;
+        if (a.num_experts > 0 && !r.given("n_shared_experts") && a.shared_expert_ffn_size == 0)
+            a.warnings.push_back(r.source() + ": 'n_shared_experts' is " + (no_shared ? "null" : "absent") +
+                                 ": counted without shared experts");
         const int64_t first_dense = r.fam_integer(fam, "first_k_dense_replace", 0);
+        if (first_dense < 0)
+            throw InputError(r.source() + ": key 'first_k_dense_replace' must be >= 0, got " +
+                             std::to_string(first_dense));
         const int64_t freq = r.fam_integer(fam, "moe_layer_freq", 1);
         if (freq <= 0) throw InputError(r.source() + ": key 'moe_layer_freq' must be positive");
         for (int64_t i = 0; i < L; ++i)
@@ -777,6 +820,9 @@ void read_mla(ModelArch& a, const ConfigReader& r, const json& fam) {
     const bool q_null = r.config().contains("q_lora_rank") && r.config()["q_lora_rank"].is_null();
     a.q_lora_rank = q_null ? 0 : r.fam_integer(fam, "q_lora_rank", 0);
     a.kv_lora_rank = r.fam_integer(fam, "kv_lora_rank");
+    if (a.kv_lora_rank == 0)
+        a.warnings.push_back(r.source() + ": 'kv_lora_rank' is 0: the attention is read as plain multi-head "
+                                          "attention, without MLA (multi-head latent attention)");
     a.qk_nope_head_dim = r.fam_integer(fam, "qk_nope_head_dim");
     a.qk_rope_head_dim = r.fam_integer(fam, "qk_rope_head_dim");
     a.v_head_dim = r.fam_integer(fam, "v_head_dim");
@@ -1145,10 +1191,13 @@ ModelArch read_family(const ConfigReader& r, const std::string& model_type, int 
     check_unread_keys(a, r, model_type);
     // Sizes and switches absent from the config take the defaults of the
     // family's transformers config class (families.json "defaults"); say so.
-    for (const auto& d : r.defaulted())
-        if (ConfigReader::is_size_key(d.substr(0, d.find(' '))))
-            a.warnings.push_back(r.source() + ": no '" + d.substr(0, d.find(' ')) + "': the " + model_type +
-                                 " config class default " + d.substr(d.find('=') + 2) + " is used");
+    for (const auto& d : r.defaulted()) {
+        const std::string key = d.substr(0, d.find(' '));
+        if (ConfigReader::is_size_key(key) || ConfigReader::is_count_key(key))
+            a.warnings.push_back(r.source() + (r.config().contains(key) ? ": '" + key + "' is null" : ": no '" + key + "'") +
+                                 ": the " + model_type + " config class default " + d.substr(d.find('=') + 2) +
+                                 " is used");
+    }
     return a;
 }
 

@@ -75,6 +75,11 @@ int64_t moe_capacity(int64_t tokens, int64_t experts, int64_t k, double capacity
     if (tokens <= 0 || experts <= 0 || k <= 0)
         throw InputError("MoE capacity: tokens, experts and top-k must be positive");
     const double c = std::ceil(double(tokens) / double(experts) * (capacity_factor * double(k)));
+    // Below 2^53 the double is exact and the conversion well defined; no
+    // real capacity comes near it (C <= k · S for any factor <= E).
+    if (!(c < 9007199254740992.0))
+        throw InputError("--moe-capacity-factor " + real(capacity_factor) + ": expert capacity C = " + real(c) +
+                         " tokens overflows 64-bit bytes (at most 2^53 tokens)");
     return std::max<int64_t>(static_cast<int64_t>(c), min_capacity);
 }
 
@@ -99,6 +104,15 @@ std::vector<MoeTerm> hf_terms(const ModelArch& a, uint64_t S, uint64_t bm) {
     return t;
 }
 
+// Refuses a DeepSpeed-MoE term whose bytes, counted in double, would not
+// fit 64-bit bytes (huge capacity factors): the flag is named.
+uint64_t checked_bytes(double bytes, const MoeSettings& m, const char* term) {
+    if (!(bytes < 4611686018427387904.0))  // 2^62: a block's terms summed still fit 64 bits
+        throw InputError("--moe-capacity-factor " + real(m.capacity_factor) + ": " + term +
+                         " overflows 64-bit bytes; give a smaller factor");
+    return static_cast<uint64_t>(bytes);
+}
+
 std::vector<MoeTerm> deepspeed_terms(const ModelArch& a, const MoeSettings& m, uint64_t S, uint64_t bm) {
     const int64_t Ei = a.num_experts, ki = a.num_experts_per_tok;
     const uint64_t E = static_cast<uint64_t>(Ei), k = static_cast<uint64_t>(ki);
@@ -119,19 +133,21 @@ std::vector<MoeTerm> deepspeed_terms(const ModelArch& a, const MoeSettings& m, u
                  "outputs kept for the gate product); " + caps,
                  "E=" + n2s(E) + ", C=" + n2s(C) + ", k=" + n2s(k) + ", S=" + n2s(S) + ", h=" + n2s(h) + ", b_m=" + n2s(bm),
                  std::string(src) + " MOELayer.forward (_sparse_encode, _AllToAll, experts, _sparse_decode)",
-                 (E * C + k * S) * h * bm, false});
+                 checked_bytes((double(E) * double(C) + double(k * S)) * double(h * bm), m, "MoE dispatched tokens"),
+                 false});
     const uint64_t rows = E * C > k * S ? E * C - k * S : 0;
     const uint64_t per_row = (a.gated_mlp ? 4 : 2) * fe * bm;
+    const uint64_t padding = checked_bytes(double(rows) * double(per_row), m, "MoE capacity padding");
     t.push_back({"MoE capacity padding in the experts",
                  "max(0, E · C - k · S) rows · (4 gated | 2 plain) · f_e · b_m per MoE block (expert MLP rows beyond "
                  "the k · S the activation formula counts)",
                  "rows=" + n2s(rows) + ", f_e=" + n2s(fe) + ", b_m=" + n2s(bm),
-                 std::string(src) + " MOELayer.forward (experts run on E x C slots)", rows * per_row, false});
+                 std::string(src) + " MOELayer.forward (experts run on E x C slots)", padding, false});
     if (m.ep() > 1)
         t.push_back({"MoE all-to-all buffers", "2 · E · C · h · b_m (send and receive buffers of one all-to-all)",
                      "E=" + n2s(E) + ", C=" + n2s(C) + ", h=" + n2s(h) + ", b_m=" + n2s(bm),
                      std::string(src) + " _AllToAll.forward (dist.all_to_all_single into a new tensor)",
-                     2 * E * C * h * bm, true});
+                     checked_bytes(2.0 * double(E) * double(C) * double(h * bm), m, "MoE all-to-all buffers"), true});
     return t;
 }
 

@@ -3,6 +3,7 @@
 #include "zeromem/workload.h"
 
 #include "zeromem/generation.h"
+#include "zeromem/moe.h"
 #include "zeromem/util.h"
 
 #include <algorithm>
@@ -47,7 +48,36 @@ struct FrozenFigures {
     uint64_t resident = 0;   // 16-bit parameters held between forwards (with fragmentation)
     uint64_t forward = 0;    // resident + gathered parameters + forward working set (with fragmentation)
     uint64_t host_node = 0;  // offloaded partitions in host RAM, per node
+    std::string note;        // set when --ep-size cannot split this model's experts
 };
+
+// The parameters a frozen engine's rank holds, in elements. Under expert
+// parallelism a deep copy of a DeepSpeed-MoE model holds num_experts / E_p
+// experts of every MoE block (deepspeed/moe/layer.py MoE.__init__,
+// num_local_experts) and ZeRO-3 partitions them over the N_d / E_p
+// expert-data-parallel ranks (zeromem/moe.h expert_split). A dense model, or
+// one whose experts E_p does not divide, holds every parameter.
+struct FrozenHeld {
+    uint64_t held = 0;       // parameters on the rank before ZeRO-3 partitioning
+    uint64_t partition = 0;  // its ZeRO-3 partition
+    bool split = false;      // E_p > 1 applied
+};
+
+FrozenHeld frozen_held(const EstimateInput& in, const FrozenModel& f, const std::string& role, std::string& note) {
+    const int64_t ep = in.moe.ep();
+    const ModelArch* a = f.model.arch ? &*f.model.arch : nullptr;
+    const bool moe = a && a->num_experts > 0 && a->num_moe_layers > 0;
+    if (ep > 1 && moe && a->num_experts % ep == 0) {
+        EstimateInput fin = in;
+        fin.model = f.model;
+        const ExpertSplit sp = expert_split(fin);
+        return {sp.held, sp.partition, true};
+    }
+    if (ep > 1 && moe)
+        note = role + " model: --ep-size " + std::to_string(ep) + " does not divide its " +
+               std::to_string(a->num_experts) + " experts, so it is counted holding every expert on each rank";
+    return {f.model.params, ceil_div(f.model.params, u(in.cluster.data_parallel())), false};
+}
 
 uint64_t with_fragmentation(const EstimateInput& in, uint64_t alloc) {
     return alloc + to_bytes(in.residual.fragmentation_fraction * double(alloc));
@@ -68,26 +98,30 @@ FrozenFigures frozen_figures(const EstimateInput& in, const FrozenModel& f, cons
     const uint64_t bm = u(dtype_bytes(in.train.dtype));
     const uint64_t N = u(in.cluster.data_parallel());
     const uint64_t g = u(in.cluster.gpus_per_node());
-    const uint64_t P = f.model.params;
     FrozenFigures r;
+    const FrozenHeld held = frozen_held(in, f, role, r.note);
+    const uint64_t P = held.held;
+    const std::string ep = held.split ? ", experts / E_p with E_p=" + num(u(in.moe.ep())) : "";
     uint64_t params_gpu = 0, gathered = 0;
     if (f.stage == 3) {
-        const uint64_t part = bm * ceil_div(P, N);
+        const uint64_t part = bm * held.partition;
         if (f.offload_param == OffloadDevice::cpu) r.host_node = part * g;
         if (f.offload_param == OffloadDevice::none) params_gpu = part;
         // In forward the coordinator holds the running module plus one prefetch bucket.
         gathered = bm * std::min<uint64_t>(P, f.model.largest_layer_params + u(std::max<int64_t>(0, f.prefetch_bucket)));
         ex.term(role + ": parameters (ZeRO-3 inference engine)",
-                f.offload_param == OffloadDevice::none ? "b_m · ceil(Ψ/N_d) on the GPU"
-                                                       : "0 on the GPU; b_m · ceil(Ψ/N_d) · g in host RAM per node",
-                "b_m=" + num(bm) + ", Ψ=" + num(P) + ", N_d=" + num(N) + ", g=" + num(g), part, kSrcTrlPrepare);
+                std::string(f.offload_param == OffloadDevice::none
+                                ? "b_m · ceil(Ψ/N_d) on the GPU"
+                                : "0 on the GPU; b_m · ceil(Ψ/N_d) · g in host RAM per node") +
+                    (held.split ? " (experts: ceil(Ψ_experts/E_p / (N_d/E_p)))" : ""),
+                "b_m=" + num(bm) + ", Ψ=" + num(P) + ", N_d=" + num(N) + ", g=" + num(g) + ep, part, kSrcTrlPrepare);
         ex.term(role + ": gathered parameters in its forward", "b_m · min(Ψ, L + stage3_prefetch_bucket_size)",
                 "L=" + num(f.model.largest_layer_params) + ", prefetch=" + num(u(f.prefetch_bucket)), gathered,
                 "DeepSpeed v0.19.6 partitioned_param_coordinator.py fetch_sub_module");
     } else {
         params_gpu = bm * P;
         ex.term(role + ": parameters (stage " + std::to_string(f.stage) + " inference engine, full copy)", "b_m · Ψ",
-                "b_m=" + num(bm) + ", Ψ=" + num(P), params_gpu,
+                "b_m=" + num(bm) + ", Ψ=" + num(P) + ep, params_gpu,
                 "DeepSpeed v0.19.6 engine.py: without an optimizer no ZeRO-1/2 optimizer partitions anything; " +
                     std::string(kSrcTrlPrepare));
     }
@@ -173,6 +207,7 @@ void estimate_pairs(const EstimateInput& in, const WorkloadSettings& w, Workload
     const bool has_ref = w.kind == Workload::dpo && !w.precompute_ref_log_probs;
     FrozenFigures ref;
     if (has_ref) ref = frozen_figures(in, w.reference, "ref", in.train.seq_len, 2 * in.train.micro_batch, true, ex);
+    if (!ref.note.empty()) out.notes.push_back(ref.note);
     if (w.kind == Workload::dpo && w.precompute_ref_log_probs)
         out.notes.push_back("precompute_ref_log_probs: the reference log-probs are computed before training "
                             "(TRL DPOTrainer.get_train_dataloader), so no reference model is held while training.");
@@ -262,6 +297,8 @@ PpoModels ppo_models(const EstimateInput& in, const WorkloadSettings& w, Workloa
     const int64_t s = m.actor_in.train.seq_len;
     m.ref = frozen_figures(in, w.reference, "ref", s, r.batch, true, ex);
     m.reward = frozen_figures(in, w.reward, "reward", s, r.batch, false, ex);
+    for (const std::string* n : {&m.ref.note, &m.reward.note})
+        if (!n->empty()) out.notes.push_back(*n);
     return m;
 }
 

@@ -72,7 +72,9 @@ void validate_moe(const EstimateInput& in);
 /// DeepSpeed-MoE expert capacity C in tokens: max(ceil(k · S / E ·
 /// capacity_factor), min_capacity) for S tokens of one rank, E experts, top-k
 /// (sharded_moe.py _capacity called by topkgating with capacity_factor · k;
-/// top1gating/top2gating are k = 1, 2).
+/// top1gating/top2gating are k = 1, 2). Throws InputError naming
+/// --moe-capacity-factor when C reaches 2^53 tokens (its bytes would
+/// overflow 64 bits).
 int64_t moe_capacity(int64_t tokens, int64_t experts, int64_t k, double capacity_factor, int64_t min_capacity);
 
 /// One named activation term of a MoE block, per GPU.
