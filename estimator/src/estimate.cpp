@@ -555,10 +555,10 @@ std::vector<StateTensor> optimizer_tensors(const FullContext& c, std::string& wh
         return flat_tensors(c.Tr, c.Tr);
     }
     if (s == 3) {
-        why = "the rank's flat fp32 partition in sub_group_size sub-groups (1-D: Adafactor unfactored)";
+        why = "the rank's flat fp32 partition in sub_group_size sub-groups";
         return flat_tensors(c.Tn, static_cast<uint64_t>(std::max<int64_t>(1, in.zero.sub_group_size)));
     }
-    why = "the rank's flat fp32 partition, one 1-D tensor per param group (Adafactor unfactored)";
+    why = "the rank's flat fp32 partition, one 1-D tensor per param group";
     return flat_tensors(c.Tn, c.Tn);
 }
 
@@ -601,16 +601,18 @@ void optimizer_notes(const FullContext& c, Estimate& out) {
     const bool offload = in.zero.offload_optimizer != OffloadDevice::none;
     if (o == Optimizer::adamw || o == Optimizer::adam) return;
     std::string n = std::string("optimizer ") + oi.name + " (" + oi.implementation + "): states counted on " +
-                    c.opt_state_why + ": " + num(double(c.opt_state.total()) / 1e9) + " GB per rank";
+                    c.opt_state_why +
+                    (o == Optimizer::adafactor && in.zero.stage > 0 ? " (1-D, so Adafactor is unfactored: 4 B/element)" : "") +
+                    ": " + format_gib(double(c.opt_state.total())) + " GiB per rank";
     if (c.opt_state.constants > 0)
-        n += ", of which " + num(double(c.opt_state.constants) / 1e9) + " GB fp32 absmax (one per 256 elements)";
+        n += ", of which " + format_gib(double(c.opt_state.constants)) + " GiB fp32 absmax (one per 256 elements)";
     if (c.opt_state.fp32_small > 0)
         n += "; " + num(double(c.opt_state.fp32_small)) + " elements in tensors under 4096 elements keep fp32 states";
     n += "; the speed model times its step as Adam's";
     out.notes.push_back(n);
     if (oi.paged && !offload)
-        out.notes.push_back("paged optimizer: " + num(double(c.opt_state.paged) / 1e9) +
-                            " GB per rank of states live in CUDA unified memory and can page to host memory under "
+        out.notes.push_back("paged optimizer: " + format_gib(double(c.opt_state.paged)) +
+                            " GiB per rank of states live in CUDA unified memory and can page to host memory under "
                             "GPU memory pressure; counted on the GPU (upper bound), the same bytes are the most "
                             "they take on the host (bitsandbytes get_state_buffer)");
     if (!offload) return;

@@ -552,7 +552,7 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
     r.steps.push_back({12, "tune for speed: lower the stage / turn offload off, re-tune micro batch, buckets, overlap_comm (" +
                                std::to_string(r.candidates) + " configurations evaluated" +
                                (replayed ? "; the grid with the fixed fragmentation fraction, the fastest re-checked "
-                                           "with the simulator's replayed allowance"
+                                           "with the simulator's replayed allowance where the simulator replays the input"
                                          : "") +
                                ")",
                        buf, best});

@@ -16,6 +16,9 @@ namespace {
 constexpr const char* kSrcTrlDpo =
     "TRL trl/trainer/dpo_trainer.py concatenated_forward (chosen and rejected concatenated: 2b sequences), "
     "compute_ref_log_probs (reference forward under torch.no_grad)";
+constexpr const char* kSrcNoGrad =
+    "PyTorch autograd under torch.no_grad (no saved tensors: a layer's outputs are freed once the next layer has "
+    "used them)";
 constexpr const char* kSrcTrlPrepare =
     "TRL trl/models/utils.py prepare_deepspeed (the reference engine: deepspeed.initialize without an optimizer; "
     "ZeRO-3 when the policy's stage is 3, else stage 0; stage3_prefetch_bucket_size 0.9 h^2)";
@@ -131,7 +134,7 @@ FrozenFigures frozen_figures(const EstimateInput& in, const FrozenModel& f, cons
         ex.term(role + ": forward working set (no_grad)",
                 "one layer's live tensors b_m·sb(2h + max(h + 2·kv·d, f or 2f)) + " +
                     std::string(logits ? "logits sbV·(b_m + 4)" : "value head sb·b_m"),
-                "s=" + num(u(s)) + ", b=" + num(u(b)), act, kSrcTrlDpo);
+                "s=" + num(u(s)) + ", b=" + num(u(b)), act, kSrcNoGrad);
     }
     r.resident = with_fragmentation(in, params_gpu);
     r.forward = with_fragmentation(in, params_gpu + gathered + act);
@@ -345,7 +348,7 @@ WorkloadPhase ppo_generation(const EstimateInput& in, const WorkloadSettings& w,
         ex.term(std::string("actor: ") + gm.prefill_logits.name, gm.prefill_logits.formula,
                 "prompt=" + num(u(r.prompt_len)), gm.prefill_logits.bytes, gm.prefill_logits.source);
     ex.term("actor: prefill forward working set (no_grad)", "one layer's live tensors b_m·sb(2h + max(h + 2·kv·d, f or 2f))",
-            "s=" + num(u(r.prompt_len)) + ", b=" + num(u(r.batch)), prefill, kSrcTrlDpo);
+            "s=" + num(u(r.prompt_len)) + ", b=" + num(u(r.batch)), prefill, kSrcNoGrad);
     ex.term("actor: generation moment", "max(prefill: prompt cache + prefill logits + step logits + working set, "
             "last step: whole cache + step logits)", "prefill=" + num(at_prefill) + ", last step=" + num(at_last),
             generating, "zeromem generation.h generation_memory");
