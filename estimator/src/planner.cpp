@@ -782,6 +782,18 @@ static FitRow fewest_for_option(const EstimateInput& base, const ZeroOption& o, 
             (fits_k(mid) ? hi : lo) = mid;
         }
         found = hi * node_step;
+    } else if (!found) {
+        // The largest count is refused or does not fit: where DeepSpeed
+        // accepts only some counts (MiCS replicas with optimizer offload:
+        // exactly the shard group) fitting is not monotonic over k, so the
+        // first accepted whole-node counts are tried in order (64 at most).
+        int64_t tried = 0;
+        for (int64_t k = 1; k <= kmax && tried < 64 && !found; ++k) {
+            const int64_t n = k * node_step;
+            if (n <= gpus_per_node || !allowed(n)) continue;
+            ++tried;
+            if (fits_at(n)) found = n;
+        }
     }
     row.value = uint64_t(found);
     if (found) {
