@@ -238,6 +238,24 @@ TEST(Planner, FewestGpusOnlyCountsDeepSpeedAccepts) {
             EXPECT_EQ(r.value, 48u);
         }
     }
+    // MiCS replicas with optimizer offload: DeepSpeed refuses them, so the
+    // only accepted count is the shard group itself (16, two nodes); fit
+    // must find it when the estimate at 16 fits, although 24, 32, ... are
+    // refused.
+    EstimateInput mics16 = in;
+    mics16.zero.mics_shard_size = 16;
+    for (const auto& r : fewest_gpus(mics16, 8)) {
+        if (r.option.stage != 3 || r.option.offload_optimizer != OffloadDevice::cpu ||
+            r.option.offload_param != OffloadDevice::none)
+            continue;
+        EstimateInput at16 = mics16;
+        at16.zero.stage = 3;
+        at16.zero.offload_optimizer = OffloadDevice::cpu;
+        at16.cluster.gpus = 16;
+        at16.cluster.nodes = 2;
+        ASSERT_LE(estimate(at16).per_gpu.total, *in.cluster.gpu_memory);
+        EXPECT_EQ(r.value, 16u) << r.note;
+    }
     EstimateInput hpz = in;
     hpz.zero.zero_hpz_partition_size = 3;
     for (const auto& r : fewest_gpus(hpz, 8)) {

@@ -787,12 +787,22 @@ static FitRow fewest_for_option(const EstimateInput& base, const ZeroOption& o, 
         // accepts only some counts (MiCS replicas with optimizer offload:
         // exactly the shard group) fitting is not monotonic over k, so the
         // first accepted whole-node counts are tried in order (64 at most).
+        // A count that does not fit even without a fragmentation allowance
+        // is ruled out without replaying it.
+        EstimateInput bare = in;
+        bare.residual.fragmentation_provider = nullptr;
+        bare.residual.fragmentation_fraction = 0.0;
+        auto fits_bare = [&](int64_t n) {
+            bare.cluster.gpus = n;
+            bare.cluster.nodes = n <= gpus_per_node ? 1 : n / gpus_per_node;
+            return fits_of(memory_estimate(bare));
+        };
         int64_t tried = 0;
         for (int64_t k = 1; k <= kmax && tried < 64 && !found; ++k) {
             const int64_t n = k * node_step;
             if (n <= gpus_per_node || !allowed(n)) continue;
             ++tried;
-            if (fits_at(n)) found = n;
+            if (fits_bare(n) && fits_at(n)) found = n;
         }
     }
     row.value = uint64_t(found);
