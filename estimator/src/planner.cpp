@@ -754,11 +754,12 @@ static std::string no_allowed_count(const EstimateInput& base, int64_t step, int
 static FitRow fewest_for_option(const EstimateInput& base, const ZeroOption& o, int64_t gpus_per_node,
                                 int64_t max_gpus, EstimateInput& in) {
     apply_option_at_base_batch(base, o, in);
-    auto fits_at = [&](int64_t n) {
-        in.cluster.gpus = n;
-        in.cluster.nodes = n <= gpus_per_node ? 1 : n / gpus_per_node;
-        return fits_of(memory_estimate(in));
+    auto fits_in = [&](EstimateInput& e, int64_t n) {
+        e.cluster.gpus = n;
+        e.cluster.nodes = n <= gpus_per_node ? 1 : n / gpus_per_node;
+        return fits_of(memory_estimate(e));
     };
+    auto fits_at = [&](int64_t n) { return fits_in(in, n); };
     FitRow row;
     row.option = o;
     int64_t found = 0;
@@ -792,17 +793,12 @@ static FitRow fewest_for_option(const EstimateInput& base, const ZeroOption& o, 
         EstimateInput bare = in;
         bare.residual.fragmentation_provider = nullptr;
         bare.residual.fragmentation_fraction = 0.0;
-        auto fits_bare = [&](int64_t n) {
-            bare.cluster.gpus = n;
-            bare.cluster.nodes = n <= gpus_per_node ? 1 : n / gpus_per_node;
-            return fits_of(memory_estimate(bare));
-        };
         int64_t tried = 0;
         for (int64_t k = 1; k <= kmax && tried < 64 && !found; ++k) {
             const int64_t n = k * node_step;
             if (n <= gpus_per_node || !allowed(n)) continue;
             ++tried;
-            if (fits_bare(n) && fits_at(n)) found = n;
+            if (fits_in(bare, n) && fits_at(n)) found = n;
         }
     }
     row.value = uint64_t(found);
