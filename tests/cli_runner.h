@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -18,6 +19,7 @@ struct Outcome {
     int exit_code = -1;
     std::string out;  // stdout
     std::string err;  // stderr
+    double seconds = 0;  // wall time of the whole command, s
 };
 
 /// A scratch file name unique to this process (concurrent test runs must
@@ -32,12 +34,16 @@ inline std::string slurp(const std::string& path) {
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-/// Runs `zeromem <args>` through the shell, capturing stdout and stderr.
-inline Outcome zeromem(const std::string& args) {
+/// Runs `command` (a shell command line without redirections) through the
+/// shell with stdin from /dev/null, capturing exit code, stdout, stderr and
+/// its wall time. A command killed by a signal reports exit_code -1.
+inline Outcome run_shell(const std::string& command) {
     const std::string out = temp_path("out.txt"), err = temp_path("err.txt");
-    const std::string cmd = std::string("'") + ZEROMEM_BINARY + "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
+    const std::string cmd = command + " >'" + out + "' 2>'" + err + "' </dev/null";
+    const auto t0 = std::chrono::steady_clock::now();
     const int status = std::system(cmd.c_str());
     Outcome r;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     r.out = slurp(out);
     r.err = slurp(err);
@@ -45,6 +51,9 @@ inline Outcome zeromem(const std::string& args) {
     std::remove(err.c_str());
     return r;
 }
+
+/// Runs `zeromem <args>` through the shell, capturing stdout and stderr.
+inline Outcome zeromem(const std::string& args) { return run_shell(std::string("'") + ZEROMEM_BINARY + "' " + args); }
 
 /// Runs with --format json, expects exit status `exit_code` (0: answered
 /// and fits or no capacity given; 1: answered and does not fit; -1: either)
@@ -56,10 +65,14 @@ inline nlohmann::json json_of(const std::string& args, int exit_code = 0) {
     return nlohmann::json::parse(r.out);
 }
 
+#ifdef ZEROMEM_SOURCE_DATA_DIR
 /// A quoted path under the source tree's data/ (ZEROMEM_SOURCE_DATA_DIR).
 inline std::string data(const std::string& rel) { return std::string("'") + ZEROMEM_SOURCE_DATA_DIR + "/" + rel + "'"; }
+#endif
+#ifdef ZEROMEM_TEST_DATA_DIR
 /// A quoted path under tests/data (ZEROMEM_TEST_DATA_DIR).
 inline std::string testdata(const std::string& rel) { return std::string("'") + ZEROMEM_TEST_DATA_DIR + "/" + rel + "'"; }
+#endif
 
 /// Expects a nonzero exit, one clear line on stderr containing `must_contain`,
 /// and no crash.

@@ -3,6 +3,8 @@
 // no MPI) refusing unreadable or mismatched measurement files. Each bad
 // input exits 2 with one line naming the option; the expected texts are the
 // option names and the values written by the test, never our own output.
+#include "../cli_runner.h"
+
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -15,32 +17,12 @@
 
 namespace {
 
-struct Result {
-    int status = -1;
-    std::string out, err;
-};
+using Result = cli::Outcome;
 
-std::string scratch(const std::string& stem) {
-    return ::testing::TempDir() + "zeromem_cli_" + std::to_string(::getpid()) + "_" + stem;
-}
+std::string scratch(const std::string& stem) { return cli::temp_path("cli_" + stem); }
 
 // Runs the zeromem binary directly (no mpirun).
-Result run(const std::string& args) {
-    const std::string err = scratch("stderr.txt");
-    const std::string cmd = std::string(ZEROMEM_BINARY) + " " + args + " 2>" + err;
-    Result r;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    char buf[4096];
-    size_t n = 0;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    const int st = ::pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-    std::ifstream e(err);
-    std::stringstream ss;
-    ss << e.rdbuf();
-    r.err = ss.str();
-    return r;
-}
+Result run(const std::string& args) { return cli::zeromem(args); }
 
 size_t lines(const std::string& s) {
     size_t n = 0;
@@ -49,7 +31,7 @@ size_t lines(const std::string& s) {
 }
 
 void expect_refused(const Result& r, const std::string& option) {
-    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find(option), std::string::npos) << r.err;
     EXPECT_EQ(lines(r.err), 1u) << r.err;
     EXPECT_EQ(r.err.find("MPI_Abort"), std::string::npos) << r.err;
@@ -102,7 +84,7 @@ TEST(ValidateMeasurement, MustMatchTheInputs) {
         "world_size": 2, "oom": false, "ranks": []})";
     Result r = run("validate " + kModel + "--layers 2 --stage 3 --gpus 2 --measurement " + file);
     expect_refused(r, "--measurement");
-    EXPECT_NE(r.err.find("zeromem_cli"), std::string::npos) << r.err;  // names the file
+    EXPECT_NE(r.err.find(file), std::string::npos) << r.err;  // names the file
     EXPECT_NE(r.err.find("zero_optimization.stage 2 in the file, 3 in the inputs"), std::string::npos) << r.err;
 
     r = run("validate " + kModel + "--layers 4 --stage 2 --gpus 8 --measurement " + file);

@@ -3,6 +3,7 @@
 // input and against independent arithmetic on the model's shapes (the ~10M
 // Llama-shaped config in tests/data/runtime). Tolerances from issue 9:
 // parameters, gradients and optimizer states 1%, buffers 5%, activations 10%.
+#include "../cli_runner.h"
 #include "zeromem/estimate.h"
 #include "zeromem/request.h"
 
@@ -34,34 +35,13 @@ constexpr int64_t per_layer = 2 * h /*norms*/ + q * h + 2 * kv * h + h * q + 3 *
 constexpr int64_t psi = 2 * V * h + layers * per_layer + h /*final norm*/;
 static_assert(psi == 9900288, "the config's parameter count");
 
-struct Result {
-    int status = -1;
-    std::string out, err;
-    double seconds = 0;
-};
+using Result = cli::Outcome;
 
-std::string scratch(const std::string& stem) {
-    return ::testing::TempDir() + "zeromem_rt_" + std::to_string(::getpid()) + "_" + stem;
-}
+std::string scratch(const std::string& stem) { return cli::temp_path("rt_" + stem); }
 
+// Runs `np` ranks of the zeromem binary under mpirun, `env` prefixed to the command line.
 Result run(int np, const std::string& args, const std::string& env = "") {
-    const std::string err = scratch("stderr.txt");
-    const std::string cmd = env + " " ZEROMEM_MPIRUN " --oversubscribe -np " + std::to_string(np) + " " ZEROMEM_BINARY
-                            " " + args + " 2>" + err;
-    Result r;
-    const auto t0 = std::chrono::steady_clock::now();
-    FILE* p = ::popen(cmd.c_str(), "r");
-    char buf[4096];
-    size_t n = 0;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    const int st = ::pclose(p);
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-    std::ifstream e(err);
-    std::stringstream ss;
-    ss << e.rdbuf();
-    r.err = ss.str();
-    return r;
+    return cli::run_shell(env + " " ZEROMEM_MPIRUN " --oversubscribe -np " + std::to_string(np) + " " ZEROMEM_BINARY " " + args);
 }
 
 std::string model_args(const std::string& ds, const std::string& extra = "") {
@@ -71,7 +51,7 @@ std::string model_args(const std::string& ds, const std::string& extra = "") {
 
 json measure_json(int np, const std::string& ds, const std::string& extra = "") {
     const Result r = run(np, model_args(ds, extra));
-    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.exit_code, 0) << r.err;
     return json::parse(r.out);
 }
 
@@ -355,7 +335,7 @@ INSTANTIATE_TEST_SUITE_P(Host, Offload, ::testing::Values(1, 2, 3),
 // Out of memory is a result: a 30 MB device cannot hold stage 0's 16Ψ.
 TEST(Failure, OutOfMemoryIsAResult) {
     const Result r = run(2, model_args("ds_stage0.json", "--gpu-memory 30MB --steps 1"));
-    ASSERT_EQ(r.status, 1) << r.err;  // a measured OOM does not fit: exit 1
+    ASSERT_EQ(r.exit_code, 1) << r.err;  // a measured OOM does not fit: exit 1
     const json m = json::parse(r.out);
     EXPECT_TRUE(m.at("oom").get<bool>());
     const json& d = m.at("ranks")[0].at("oom_detail");
@@ -366,7 +346,7 @@ TEST(Failure, OutOfMemoryIsAResult) {
 // A rank killed with SIGKILL takes the job down in bounded time.
 TEST(Failure, KilledRankEndsTheJob) {
     const Result r = run(2, model_args("ds_stage2.json"), "ZEROMEM_TEST_KILL_RANK=1");
-    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.exit_code, 0);
     EXPECT_LT(r.seconds, 120.0);
     EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;  // mpirun names the rank that died
     EXPECT_NE(r.err.find("signal 9"), std::string::npos) << r.err;
@@ -375,7 +355,7 @@ TEST(Failure, KilledRankEndsTheJob) {
 // A rank that fails says so and aborts every rank.
 TEST(Failure, FailingRankAbortsAllWithAMessage) {
     const Result r = run(2, model_args("ds_stage3.json"), "ZEROMEM_TEST_FAIL_RANK=1");
-    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.exit_code, 0);
     EXPECT_LT(r.seconds, 120.0);
     EXPECT_NE(r.err.find("rank 1: error: injected failure"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("aborting all ranks"), std::string::npos) << r.err;
@@ -385,14 +365,14 @@ TEST(Failure, FailingRankAbortsAllWithAMessage) {
 // watchdog aborts every rank after --phase-timeout seconds with a message.
 TEST(Failure, HungRankIsAbortedByTheWatchdog) {
     const Result r = run(2, model_args("ds_stage2.json", "--phase-timeout 5"), "ZEROMEM_TEST_HANG_RANK=1");
-    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.exit_code, 0);
     EXPECT_LT(r.seconds, 60.0);
     EXPECT_NE(r.err.find("made no progress for 5 s"), std::string::npos) << r.err;
 }
 
 TEST(Failure, BadInputIsOneLineAndStatus2) {
     const Result r = run(2, "measure --backend host --params 7e9 --seq-len 64");
-    EXPECT_EQ(r.status, 2);
+    EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("--model or --hf-config"), std::string::npos) << r.err;
 }
 
@@ -401,7 +381,7 @@ TEST(Failure, BadInputIsOneLineAndStatus2) {
 TEST(Collectives, BusBandwidthFollowsNcclTests) {
     const int np = 4;
     const Result r = run(np, "measure --backend host --collectives --min-bytes 4KiB --max-bytes 64KiB --iters 2 --format json");
-    ASSERT_EQ(r.status, 0) << r.err;
+    ASSERT_EQ(r.exit_code, 0) << r.err;
     const json rows = json::parse(r.out).at("collectives");
     ASSERT_EQ(rows.size(), 3u * 5u);  // 3 ops x {4, 8, 16, 32, 64} KiB
     for (const auto& row : rows) {
@@ -418,11 +398,11 @@ TEST(Collectives, BusBandwidthFollowsNcclTests) {
 TEST(Validate, JsonAndExitStatus) {
     const std::string file = scratch("m.json");
     Result r = run(2, model_args("ds_stage2.json", "--output " + file));
-    ASSERT_EQ(r.status, 0) << r.err;
+    ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::string base = "validate --hf-config " + kConfig + " --ds-config " + kData +
                              "/ds_stage2.json --seq-len 64 --gpus 2 --measurement " + file + " --format json";
     r = run(1, base);
-    ASSERT_EQ(r.status, 0) << r.err << r.out;
+    ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
     const json v = json::parse(r.out);
     EXPECT_TRUE(v.at("pass").get<bool>());
     ASSERT_GE(v.at("components").size(), 25u);
@@ -445,13 +425,13 @@ TEST(Validate, JsonAndExitStatus) {
     std::ofstream(off) << doubled.dump();
     r = run(1, "validate --hf-config " + kConfig + " --ds-config " + kData +
                    "/ds_stage2.json --seq-len 64 --gpus 2 --measurement " + off);
-    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_EQ(r.exit_code, 1) << r.err;
     EXPECT_NE(r.out.find("FAIL"), std::string::npos);
     // The stage-2 measurement held against stage-0 inputs is another run:
     // refused as bad input (exit 2), naming the setting that differs.
     r = run(1, "validate --hf-config " + kConfig + " --ds-config " + kData +
                    "/ds_stage0.json --seq-len 64 --gpus 2 --measurement " + file);
-    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find("zero_optimization.stage 2 in the file, 0 in the inputs"), std::string::npos) << r.err;
 }
 
@@ -465,7 +445,7 @@ TEST(HostMemory, OverTheShareIsAnOomResultWithExitOne) {
     static_assert(deep_psi > (int64_t{1} << 31), "past 32 bits");
     const Result r = run(2, model_args("ds_stage2.json", "--layers " + std::to_string(deep)),
                          "ZEROMEM_TEST_MEM_AVAILABLE=200000000");
-    ASSERT_EQ(r.status, 1) << r.err;
+    ASSERT_EQ(r.exit_code, 1) << r.err;
     const json m = json::parse(r.out);
     EXPECT_TRUE(m.at("oom").get<bool>());
     EXPECT_EQ(m.at("model").at("params").get<int64_t>(), deep_psi);
@@ -479,7 +459,7 @@ TEST(HostMemory, OverTheShareIsAnOomResultWithExitOne) {
     const Result t = run(2, "measure --backend host --hf-config " + kConfig + " --ds-config " + kData +
                                 "/ds_stage2.json --seq-len 64 --layers " + std::to_string(deep),
                          "ZEROMEM_TEST_MEM_AVAILABLE=200000000");
-    EXPECT_EQ(t.status, 1) << t.err;
+    EXPECT_EQ(t.exit_code, 1) << t.err;
     EXPECT_NE(t.out.find(std::to_string(deep_psi) + " params"), std::string::npos) << t.out;
     EXPECT_NE(t.out.find("OUT OF MEMORY"), std::string::npos) << t.out;
 }
@@ -488,7 +468,7 @@ TEST(HostMemory, OverTheShareIsAnOomResultWithExitOne) {
 // (exit 2) and nothing is measured.
 TEST(MeasureInput, OutputCheckedBeforeTheRun) {
     const Result r = run(2, model_args("ds_stage2.json", "--output /nonexistent_zeromem_dir/x.json"));
-    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find("--output"), std::string::npos) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
 }
@@ -496,7 +476,7 @@ TEST(MeasureInput, OutputCheckedBeforeTheRun) {
 // A command-line error is printed once, by rank 0, not once per rank.
 TEST(MeasureInput, UnknownFlagPrintedOnce) {
     const Result r = run(2, model_args("ds_stage2.json", "--no-such-flag"));
-    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(r.exit_code, 2) << r.err;
     size_t n = 0;
     for (size_t at = r.err.find("--no-such-flag"); at != std::string::npos; at = r.err.find("--no-such-flag", at + 1)) ++n;
     EXPECT_EQ(n, 1u) << r.err;
@@ -516,14 +496,14 @@ TEST_P(GradAccum, TwoMicroStepsValidate) {
     const Result r = run(2, "validate --backend host --hf-config " + kConfig + " --ds-config " + kData + "/ds_stage" +
                                 std::to_string(stage) + ".json --seq-len 64 --grad-accum 2 --format json");
     if (stage <= 2) {
-        ASSERT_EQ(r.status, 0) << r.err << r.out;
+        ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
         EXPECT_TRUE(json::parse(r.out).at("pass").get<bool>());
         return;
     }
     // ZeRO-3: every component passes except the forward/backward
     // temporary_buffers, which the estimate over-counts by the known ZeRO-3
     // gathering terms (see stage3_gap): measured below the estimate there.
-    ASSERT_EQ(r.status, 1) << r.err << r.out;
+    ASSERT_EQ(r.exit_code, 1) << r.err << r.out;
     for (const auto& c : json::parse(r.out).at("components")) {
         const std::string name = c["name"], ph = c["phase"];
         if (std::fabs(c["rel_error"].get<double>()) <= 0.05) continue;
