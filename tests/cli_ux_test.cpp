@@ -321,6 +321,9 @@ TEST(CliUx, WarningsForAcceptedNonsense) {
         {"estimate --model llama-2-7b --gradient-checkpointing selective", "flash attention"},
         {"estimate --params 7000", "fewer than a million"},
         {"estimate --params 7e9 --optimizer sgd", "sgd_nomomentum"},
+        // llama-2: 4096 positions; 4000 prompt + 200 new = 4200 tokens
+        {"estimate --model llama-2-7b --seq-len 4000 --eval-generate --max-new-tokens 200", "4200 tokens"},
+        {"estimate --model llama-2-7b --eval-generate --prompt-len 4090 --max-new-tokens 7", "4097 tokens"},
     };
     for (const auto& [args, what] : cases) {
         const Outcome r = zeromem(args);
@@ -329,6 +332,9 @@ TEST(CliUx, WarningsForAcceptedNonsense) {
     }
     EXPECT_FALSE(has(zeromem("estimate --model llama-2-7b --gradient-checkpointing selective --attention eager").err,
                      "flash attention"));
+    // 4090 + 6 = 4096 tokens fit llama-2's 4096 positions exactly.
+    EXPECT_FALSE(has(zeromem("estimate --model llama-2-7b --eval-generate --prompt-len 4090 --max-new-tokens 6").err,
+                     "max_position_embeddings"));
 }
 
 // The V100 has no bf16 (NVIDIA Volta): --dtype bf16 is refused by every

@@ -39,6 +39,19 @@ void add_plausibility_warnings(const Request& req, const EstimateInput& in, std:
         if (a->max_position_embeddings > 0 && t.seq_len > a->max_position_embeddings)
             w.push_back("--seq-len " + std::to_string(t.seq_len) + " is longer than the model's " +
                         std::to_string(a->max_position_embeddings) + " max_position_embeddings");
+        // GenerationMixin warns when the generated length exceeds the
+        // model's maximum (transformers generation/utils.py
+        // _validate_generated_length); learned positions then index past
+        // their embedding table.
+        if (in.generation && a->max_position_embeddings > 0) {
+            const int64_t prompt = in.generation->prompt_len.value_or(t.seq_len);
+            const int64_t total = prompt + in.generation->max_new_tokens;
+            if (total > a->max_position_embeddings)
+                w.push_back("--eval-generate: prompt " + std::to_string(prompt) + " + --max-new-tokens " +
+                            std::to_string(in.generation->max_new_tokens) + " = " + std::to_string(total) +
+                            " tokens, longer than the model's " + std::to_string(a->max_position_embeddings) +
+                            " max_position_embeddings");
+        }
         if (t.lora_rank > a->hidden_size && a->hidden_size > 0)
             w.push_back("--lora-rank " + std::to_string(t.lora_rank) + " is above the hidden size " +
                         std::to_string(a->hidden_size) + ": the adapters are larger than the layers they adapt");
