@@ -218,6 +218,28 @@ TEST(Workload, FlagsAreCheckedAndNamed) {
     EXPECT_TRUE(contains(error_of([&] { require_single_model(one, "fit"); }), "--workload dpo"));
 }
 
+// DeepSpeed-Chat uses the actor's tokenizer for all four models: a critic or
+// reward model of another vocabulary (Llama-3: 128256 tokens; Llama-2 actor:
+// 32000, both from the presets' config.json) is warned about; one of the
+// same vocabulary (Mistral-7B: 32000) is not.
+TEST(Workload, PpoSideModelOfAnotherVocabularyIsWarned) {
+    Request q = llama_request("ppo", 3);
+    q.critic_model = "llama-3-8b";
+    const Resolved r = resolve(q);
+    bool critic = false;
+    for (const auto& w : r.warnings) critic = critic || (contains(w, "critic model") && contains(w, "128256") && contains(w, "32000"));
+    EXPECT_TRUE(critic);
+    Request same = llama_request("ppo", 3);
+    same.critic_model = "mistral-7b";
+    same.reward_model = "mistral-7b";
+    for (const auto& w : resolve(same).warnings) EXPECT_FALSE(contains(w, "vocab_size")) << w;
+    Request reward = llama_request("ppo", 3);
+    reward.reward_model = "llama-3-8b";
+    bool warned = false;
+    for (const auto& w : resolve(reward).warnings) warned = warned || contains(w, "reward model");
+    EXPECT_TRUE(warned);
+}
+
 TEST(Workload, JsonCarriesEveryModelPerPhaseAndTheSums) {
     Request q = llama_request("dpo", 3);
     q.gpu_memory = "80GiB";

@@ -120,6 +120,21 @@ void resolve_reference(const Request& req, Resolved& r) {
                                                                    "as TRL prepare_deepspeed and DeepSpeed-Chat do)");
 }
 
+// DeepSpeed-Chat scores the actor's tokens with the actor's tokenizer and
+// resizes the critic's and reward model's embeddings to it
+// (dschat/utils/model/model_utils.py create_critic_model,
+// resize_token_embeddings): a side model of another vocabulary is counted
+// with its own vocab_size, which the run would not keep; said as a warning.
+void warn_other_vocabulary(const std::optional<ModelArch>& side, const ModelArch& actor, const char* role,
+                           std::vector<std::string>& warnings) {
+    if (!side || side->vocab_size == actor.vocab_size) return;
+    warnings.push_back(std::string("--workload ppo: the ") + role + " model " + side->name + " has vocab_size " +
+                       std::to_string(side->vocab_size) +
+                       ", the actor " + std::to_string(actor.vocab_size) +
+                       ": DeepSpeed-Chat uses the actor's tokenizer for every model and resizes the others' "
+                       "embeddings to it; zeromem counts this model's own vocabulary");
+}
+
 // PPO's critic (trained) and reward (frozen) models.
 void resolve_critic_reward(const Request& req, Resolved& r, const std::string& data_dir) {
     const EstimateInput& in = r.input;
@@ -149,6 +164,8 @@ void resolve_critic_reward(const Request& req, Resolved& r, const std::string& d
                              (critic_arch ? "" : " (default: the actor's architecture with a value head)");
     r.provenance["reward"] = w.reward.model.name + ", stage " + std::to_string(w.reward.stage) +
                              (reward_arch ? "" : " (default: the critic's model; DeepSpeed-Chat starts the critic from it)");
+    warn_other_vocabulary(critic_arch, *in.model.arch, "critic", r.warnings);
+    warn_other_vocabulary(reward_arch, *in.model.arch, "reward", r.warnings);
 }
 
 }  // namespace
