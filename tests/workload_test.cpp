@@ -391,3 +391,28 @@ TEST(Workload, PpoFrozenMoeModelsUnderExpertParallelism) {
     for (const auto& n : w6.notes) noted = noted || contains(n, "does not divide its 6 experts");
     EXPECT_TRUE(noted);
 }
+
+// PPO rollouts at stage 3 under --ep-size 8 on 16 GPUs: the actor gathers
+// only its rank's model for generation, b_m · (non-expert + routed / 8) =
+// 2 · (46,702,792,704 − 45,097,156,608 + 5,637,144,576) = 14,485,561,344 B,
+// not the whole 2 · 46.7e9 (deepspeed/moe/layer.py num_local_experts).
+TEST(Workload, PpoRolloutGatherUnderExpertParallelismHoldsTheLocalExperts) {
+    constexpr uint64_t kMixPsi = 46702792704ULL, kRouted = 32ULL * 8 * 3 * 4096 * 14336;
+    Request q;
+    q.model = "mixtral-8x7b";
+    q.gpus = 16;
+    q.stage = 3;
+    q.micro_batch = 1;
+    q.fragmentation = 0.0;
+    q.workload = "ppo";
+    q.ep_size = 8;
+    q.rollout_prompt_len = 256;
+    q.rollout_new_tokens = 256;
+    const Resolved r = resolve(q);
+    const WorkloadEstimate w = estimate_workload(r.input, r.workload, true);
+    uint64_t gathered = 0;
+    for (const auto& t : w.terms)
+        if (contains(t.component, "actor: parameters gathered for generation")) gathered = t.bytes;
+    EXPECT_EQ(gathered, 2 * (kMixPsi - kRouted + kRouted / 8));
+    EXPECT_EQ(gathered, 14485561344ULL);
+}

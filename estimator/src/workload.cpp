@@ -320,7 +320,10 @@ WorkloadPhase ppo_generation(const EstimateInput& in, const WorkloadSettings& w,
     const RolloutSettings& r = w.rollout;
     const ModelArch& a = *in.model.arch;
     const uint64_t bm = u(dtype_bytes(in.train.dtype));
-    const uint64_t gathered = in.zero.stage == 3 ? bm * in.model.params : 0;
+    // Under expert parallelism the actor's rank holds and gathers only its
+    // num_experts / E_p local experts (deepspeed/moe/layer.py MoE.__init__).
+    const uint64_t held = expert_split(in).held;
+    const uint64_t gathered = in.zero.stage == 3 ? bm * held : 0;
     GenerationShape shape;
     shape.batch = r.batch;
     shape.prompt_len = r.prompt_len;
@@ -336,8 +339,10 @@ WorkloadPhase ppo_generation(const EstimateInput& in, const WorkloadSettings& w,
     const uint64_t at_last = gm.kv_cache.bytes + gm.step_logits.bytes;
     const uint64_t generating = std::max(at_prefill, at_last);
     if (in.zero.stage == 3)
-        ex.term("actor: parameters gathered for generation", "b_m · Ψ (the whole 16-bit model, beside its partition)",
-                "b_m=" + num(bm) + ", Ψ=" + num(in.model.params), gathered, kSrcGather);
+        ex.term("actor: parameters gathered for generation",
+                in.moe.ep() > 1 ? "b_m · (non-expert + routed experts / E_p) (the rank's 16-bit model, beside its partition)"
+                                : "b_m · Ψ (the whole 16-bit model, beside its partition)",
+                "b_m=" + num(bm) + ", held=" + num(held), gathered, kSrcGather);
     ex.term(std::string("actor: ") + gm.kv_cache.name, gm.kv_cache.formula,
             "batch=" + num(u(r.batch)) + ", tokens=" + num(u(r.prompt_len + r.new_tokens)) + ", layers=" +
                 num(u(a.num_layers)) + ", kv heads=" + num(u(a.num_kv_heads)) + ", head_dim=" + num(u(a.head_dim)),
