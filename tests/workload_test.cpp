@@ -360,6 +360,21 @@ TEST(Workload, DpoReferenceUnderExpertParallelismHoldsItsLocalExperts) {
     EXPECT_EQ(share(phase(w3, "backward"), "reference")->gpu_bytes, 2ULL * (100352256ULL + 2818572288ULL));
 }
 
+// Mixtral-8x7B under PPO with --ep-size 8, 256 + 256 rollout tokens.
+Request mixtral_ppo_request(int64_t gpus, int64_t stage) {
+    Request q;
+    q.model = "mixtral-8x7b";
+    q.gpus = gpus;
+    q.stage = stage;
+    q.micro_batch = 1;
+    q.fragmentation = 0.0;
+    q.workload = "ppo";
+    q.ep_size = 8;
+    q.rollout_prompt_len = 256;
+    q.rollout_new_tokens = 256;
+    return q;
+}
+
 // PPO under --ep-size 8 at stage 2 (frozen models at stage 0): the
 // reference and the Mixtral reward (value head Linear(h, 1) instead of the
 // 32000 x 4096 LM head) hold 1 of 8 experts per block; a reward model
@@ -367,17 +382,7 @@ TEST(Workload, DpoReferenceUnderExpertParallelismHoldsItsLocalExperts) {
 TEST(Workload, PpoFrozenMoeModelsUnderExpertParallelism) {
     constexpr uint64_t kMixPsi = 46702792704ULL, kRouted = 32ULL * 8 * 3 * 4096 * 14336;
     const uint64_t value_params = kMixPsi - 32000ULL * 4096 + 4096;
-    Request q;
-    q.model = "mixtral-8x7b";
-    q.gpus = 8;
-    q.stage = 2;
-    q.micro_batch = 1;
-    q.fragmentation = 0.0;
-    q.workload = "ppo";
-    q.ep_size = 8;
-    q.rollout_prompt_len = 256;
-    q.rollout_new_tokens = 256;
-    Resolved r = resolve(q);
+    Resolved r = resolve(mixtral_ppo_request(8, 2));
     ASSERT_EQ(r.workload.reward.model.params, value_params);
     const WorkloadEstimate w = estimate_workload(r.input, r.workload);
     const WorkloadPhase& gen = phase(w, "generation");
@@ -398,17 +403,7 @@ TEST(Workload, PpoFrozenMoeModelsUnderExpertParallelism) {
 // not the whole 2 · 46.7e9 (deepspeed/moe/layer.py num_local_experts).
 TEST(Workload, PpoRolloutGatherUnderExpertParallelismHoldsTheLocalExperts) {
     constexpr uint64_t kMixPsi = 46702792704ULL, kRouted = 32ULL * 8 * 3 * 4096 * 14336;
-    Request q;
-    q.model = "mixtral-8x7b";
-    q.gpus = 16;
-    q.stage = 3;
-    q.micro_batch = 1;
-    q.fragmentation = 0.0;
-    q.workload = "ppo";
-    q.ep_size = 8;
-    q.rollout_prompt_len = 256;
-    q.rollout_new_tokens = 256;
-    const Resolved r = resolve(q);
+    const Resolved r = resolve(mixtral_ppo_request(16, 3));
     const WorkloadEstimate w = estimate_workload(r.input, r.workload, true);
     uint64_t gathered = 0;
     for (const auto& t : w.terms)
