@@ -10,6 +10,7 @@
 // all of them count as evidence. The constants that are fitted (speed.h):
 // stage3_launch_cost on G7, the 2021 fetch cost on G1 and G3,
 // cpu_adam_memory_efficiency on G8 - those cases are not evidence for them.
+#include "speed_test_helpers.h"
 #include "zeromem/ds_config.h"
 #include "zeromem/estimate.h"
 #include "zeromem/gpu.h"
@@ -26,6 +27,7 @@
 #include <string>
 
 using namespace zeromem;
+using namespace zeromem::speed_testing;
 
 namespace {
 
@@ -46,17 +48,6 @@ double measured(const std::string& id, const std::string& label) {
     }
     throw std::runtime_error("no run '" + label + "' in set " + id);
 }
-
-ModelInfo with_arch(const ModelArch& a) {
-    ModelInfo m;
-    m.arch = a;
-    m.params = count_params(a).total;
-    m.largest_layer_params = count_params(a).largest_module;
-    m.name = a.name;
-    return m;
-}
-
-ModelInfo from_hf(const nlohmann::json& cfg) { return with_arch(arch_from_hf_config(cfg, "test")); }
 
 SpeedHardware hw(const std::string& gpu, Dtype d, const std::string& intra = "", const std::string& inter = "") {
     return speed_hardware(load_gpu_preset(gpu, kData), d, intra, inter, kData);
@@ -84,19 +75,6 @@ SpeedConstants torch_ddp() {
     SpeedConstants k;
     k.stage0_overlap = k.overlap_fraction;
     return k;
-}
-
-/// Samples per second over the whole cluster.
-double samples_per_s(const EstimateInput& in, const SpeedHardware& h, const SpeedConstants& k = {}) {
-    return step_time(in, h, k).tokens_per_s / double(in.train.seq_len);
-}
-
-// |got / want - 1| <= tol.
-::testing::AssertionResult within(double got, double want, double tol) {
-    const double rel = got / want - 1.0;
-    if (std::fabs(rel) <= tol) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "got " << got << ", measured " << want << " (" << rel * 100
-                                         << "%, tolerance " << tol * 100 << "%)";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 // Expected values are the published measurements copied from section 8 (and
 // section 4 for the side-by-side tables), or arithmetic written out here.
 // Assumptions where a source is silent are stated next to each case.
+#include "speed_test_helpers.h"
 #include "zeromem/estimate.h"
 #include "zeromem/gpu.h"
 #include "zeromem/model.h"
@@ -18,28 +19,11 @@
 #include <string>
 
 using namespace zeromem;
+using namespace zeromem::speed_testing;
 
 namespace {
 
 const std::string kData = ZEROMEM_SOURCE_DATA_DIR;
-
-ModelInfo preset(const std::string& name) {
-    ModelInfo m;
-    m.arch = load_model_preset(name, kData);
-    m.params = count_params(*m.arch).total;
-    m.largest_layer_params = count_params(*m.arch).largest_module;
-    m.name = name;
-    return m;
-}
-
-ModelInfo from_hf(const nlohmann::json& cfg) {
-    ModelInfo m;
-    m.arch = arch_from_hf_config(cfg, "test");
-    m.params = count_params(*m.arch).total;
-    m.largest_layer_params = count_params(*m.arch).largest_module;
-    m.name = "test";
-    return m;
-}
 
 // GPT-2 family configs (openai-community/gpt2-{medium,large} config.json).
 ModelInfo gpt2(int64_t h, int64_t layers, int64_t heads) {
@@ -89,19 +73,6 @@ EstimateInput input(const ModelInfo& m, int64_t gpus, int64_t nodes, int stage, 
     in.train.dtype = d;
     in.train.checkpointing = ck;
     return in;
-}
-
-double samples_per_s(const EstimateInput& in, const SpeedHardware& h, const SpeedConstants& k = {}) {
-    const StepTime t = step_time(in, h, k);
-    return t.tokens_per_s / double(in.train.seq_len);
-}
-
-// |got / want - 1| <= tol.
-::testing::AssertionResult within(double got, double want, double tol) {
-    const double rel = got / want - 1.0;
-    if (std::fabs(rel) <= tol) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "got " << got << ", measured " << want << " (" << rel * 100
-                                         << "%, tolerance " << tol * 100 << "%)";
 }
 
 }  // namespace
