@@ -13,18 +13,7 @@
 #include <string>
 #include <sys/wait.h>
 
-namespace {
-
-using cli::Outcome;
-using cli::expect_error;
-using cli::json_of;
-using cli::temp_path;
-using cli::zeromem;
-using cli::slurp;
-using cli::data;
-using cli::testdata;
-
-}  // namespace
+using namespace cli;
 
 const std::string kLlama = "--model llama-2-7b --gpus 8 --gpu A100-80GB --host-memory 1TB --seq-len 4096";
 

@@ -13,18 +13,7 @@
 #include <string>
 #include <sys/wait.h>
 
-namespace {
-
-using cli::Outcome;
-using cli::expect_error;
-using cli::json_of;
-using cli::temp_path;
-using cli::zeromem;
-using cli::slurp;
-using cli::data;
-using cli::testdata;
-
-}  // namespace
+using namespace cli;
 
 TEST(Cli, VersionAndHelp) {
     Outcome r = zeromem("--version");
