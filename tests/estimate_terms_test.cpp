@@ -7,6 +7,7 @@
 #include "zeromem/estimate.h"
 #include "zeromem/model.h"
 #include "zeromem/planner.h"
+#include "zeromem/request.h"
 #include "zeromem/terms.h"
 
 #include "estimate_inputs.h"
@@ -155,6 +156,37 @@ TEST(Issue7Section1, Bf16OptimizerBuffers) {
     EstimateInput fp16 = testinputs::params_input(P, 8, 1, Dtype::fp16);
     fp16.train.grad_accum_dtype = Dtype::fp32;
     EXPECT_EQ(phase(estimate(fp16), "backward").per_gpu.gradients, 4 * P);
+}
+
+// BF16_Optimizer's all-reduce cast comes after the boundary backward has
+// freed the activations (engine.py _backward_epilogue: backward_epilogue ->
+// update_hp_grads, then allreduce_gradients -> buffered_allreduce_fallback
+// -> allreduce_bucket's tensor.to(communication_data_type)); the simulator's
+// replay found the estimator adding it to the activation peak. llama-2-7b,
+// Ψ = 6,738,415,616 (a multiple of 2 x N_d = 16), N_d = 8, Tn = 842,301,952,
+// steady state (m and v exist), no activations at the boundary:
+//   bf16 params 2Ψ 13,476,831,232 + bf16 param.grad 2Ψ 13,476,831,232
+//   + fp32 gradient buffer 4Ψ 26,953,662,464 + fp32 partition 4Tn
+//   3,369,207,808 + m, v 8Tn 6,738,415,616 + bf16 cast 2Ψ 13,476,831,232
+//   = 77,491,779,584 B,
+// above the activation peak without the cast for this model (micro batch 1
+// x 4096 tokens, no checkpointing).
+TEST(Issue7Section1, Bf16OptimizerCastAfterTheActivations) {
+    Request r;
+    r.model = "llama-2-7b";
+    r.gpus = 8;
+    r.stage = 1;
+    r.cuda_context = "0";
+    r.fragmentation = 0.0;
+    Resolved res = resolve_request(r, ZEROMEM_SOURCE_DATA_DIR);
+    res.input.train.grad_accum_dtype = Dtype::fp32;
+    ASSERT_EQ(count_params(*res.input.model.arch).total, 6738415616u);
+    const Estimate e = estimate(res.input);
+    const GpuMemory& b = phase(e, "steady_backward").per_gpu;
+    EXPECT_EQ(b.activations, 0u);
+    EXPECT_EQ(b.temporary_buffers, 13476831232u);
+    EXPECT_EQ(b.total, 77491779584u);
+    EXPECT_EQ(e.per_gpu.total, 77491779584u);
 }
 
 // ZeRO-1/2 CPU offload: temp_grad_buffer_for_gpu_offload (L · b_m) is

@@ -1488,9 +1488,21 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     // The first forward and backward run before Adam's m and v exist (the
     // optimizer allocates them lazily at its first step).
     const GpuMemory fwd = with(gradients_before_backward(c, st), false, act.forward, tmp_fwd);
-    const GpuMemory bwd = with(st.gradients, false, act.backward, tmp_bwd);
+    // BF16_Optimizer's all-reduce cast (bf16_optimizer_allreduce_cast) is
+    // made after the boundary backward has freed every activation:
+    // engine.py _backward_epilogue -> allreduce_gradients ->
+    // buffered_allreduce_fallback. The backward is then the larger of the
+    // activation peak without the cast and the boundary with it, no activations.
+    const uint64_t cast = terms::bf16_optimizer_allreduce_cast(sz).bytes;
+    auto backward = [&](bool moments) {
+        const GpuMemory peak = with(st.gradients, moments, act.backward, tmp_bwd - cast);
+        if (cast == 0) return peak;
+        const GpuMemory boundary = with(st.gradients, moments, 0, tmp_bwd);
+        return boundary.total >= peak.total ? boundary : peak;
+    };
+    const GpuMemory bwd = backward(false);
     const GpuMemory step = optimizer_step_gpu(c, st, ex);
-    const GpuMemory sbwd = with(st.gradients, true, act.backward, tmp_bwd);
+    const GpuMemory sbwd = backward(true);
     const uint64_t save_tmp = sum_bytes(persistent_temporaries(sz)) + (gather_save ? c.L * c.bm : 0);
     GpuMemory save = with(gradients_after_step(c, st), true, 0, save_tmp);
     // hpZ secondary partitions are dropped after the step (stage3.py _post_step).
@@ -1530,7 +1542,8 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     for (const auto& n : zeropp_notes(in)) ex.note(n);
     if (sz.bf16_optimizer)
         ex.note("bf16 + ZeRO-1 + fp32 gradient accumulation: DeepSpeed builds BF16_Optimizer "
-                "(engine._do_optimizer_sanity_check), whose fp32 gradient buffer exists from load on.");
+                "(engine._do_optimizer_sanity_check), whose fp32 gradient buffer exists from load on; its all-reduce "
+                "cast to the communication dtype comes after the boundary backward has freed the activations.");
     if (c.pp > 1 && in.train.grad_accum > 1)
         ex.note("pipeline parallelism with gradient accumulation: memory can grow with the accumulation steps "
                 "(autograd buffers kept until the boundary, DeepSpeed #5198); not modelled beyond pp micro batches in flight.");

@@ -215,7 +215,10 @@ Term engine_allreduce_bucket_flatten(const Sizes& s);
 
 /// BF16_Optimizer: `allreduce_bucket` casts the fp32 gradient buffer to the
 /// communication dtype, b_c · Ψ_t, unless that is fp32 (engine.py
-/// `allreduce_bucket`, `tensor.to(self.communication_data_type)`).
+/// `allreduce_bucket`, `tensor.to(self.communication_data_type)`). It runs
+/// at the accumulation boundary after the backward (engine.py
+/// `_backward_epilogue`), when no activation is alive: the full convention
+/// counts it beside the model states, not on the activation peak.
 Term bf16_optimizer_allreduce_cast(const Sizes& s);
 
 /// ZeRO-3 IPG bucket: reduce_bucket_size · b_c, allocated at init, never
