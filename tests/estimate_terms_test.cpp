@@ -189,6 +189,37 @@ TEST(Issue7Section1, Bf16OptimizerCastAfterTheActivations) {
     EXPECT_EQ(e.per_gpu.total, 77491779584u);
 }
 
+// engine.py _do_optimizer_sanity_check also returns BFLOAT16 without ZeRO
+// (stage 0) for bf16 weights with bf16 gradient accumulation under pipeline
+// parallelism (the PipelineEngine); without a pipeline it is DDP_BFLOAT16
+// (FP16_Optimizer, unpartitioned fp32 master). BF16_Optimizer partitions the
+// fp32 master and the optimizer over the data-parallel group
+// (_setup_for_real_optimizer) and keeps a bf16 accumulation buffer of the
+// whole flat group. 16 GPUs, pp = 2: N_d = 8; without an architecture a
+// pipeline rank holds Ψ_t = 14e9 / 2 = 7e9, Tn = 875e6. torch foreach AdamW
+// (T = 4 B per element). At the step: params 2Ψ_t; gradients = bf16
+// param.grad 2Ψ_t + bf16 buffer 2Ψ_t = 28e9; fp32 partition 4Tn + m, v 8Tn =
+// 10.5e9; temporaries: grad_partition.to(fp32) 4Tn + optimizer temporary
+// 4Tn = 7e9. No all-reduce cast (communication dtype = buffer dtype = bf16).
+TEST(Issue7Section1, Bf16OptimizerWithoutZeroUnderPipeline) {
+    const uint64_t Tr = 7000000000, Tn = Tr / 8;
+    EstimateInput in = testinputs::params_input(2 * Tr, 16, 0, Dtype::bf16);
+    in.cluster.nodes = 2;
+    in.cluster.pp = 2;
+    in.train.client_fused = false;
+    const Estimate e = estimate(in);
+    const GpuMemory& st = phase(e, "optimizer_step").per_gpu;
+    EXPECT_EQ(st.parameters, 2 * Tr);
+    EXPECT_EQ(st.gradients, 4 * Tr);
+    EXPECT_EQ(st.optimizer_states, 12 * Tn);
+    EXPECT_EQ(st.temporary_buffers, 8 * Tn);
+    EXPECT_EQ(phase(e, "load").per_gpu.gradients, 2 * Tr);
+    EXPECT_EQ(phase(e, "backward").per_gpu.temporary_buffers, 0u);
+    // Without the pipeline: FP16_Optimizer, 4Ψ_t master + 8Ψ_t m, v, unpartitioned.
+    in.cluster.pp = 1;
+    EXPECT_EQ(phase(estimate(in), "optimizer_step").per_gpu.optimizer_states, 12 * 2 * Tr);
+}
+
 // ZeRO-1/2 CPU offload: temp_grad_buffer_for_gpu_offload (L · b_m) is
 // created in stage_1_and_2.py __init__ and never freed, so it is live in
 // every phase; the boundary backward adds the larger of the `.double()`
