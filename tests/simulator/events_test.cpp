@@ -10,6 +10,7 @@
 //   final norm 64, lm_head 128x64 = 8192
 //   total 8192 + 2 x 65664 + 64 + 8192 = 147776; per rank 147776 / 2 = 73888.
 #include "tiny_model.h"
+#include "zeromem/sim_writers.h"
 #include "zeromem/simulator.h"
 #include "zeromem/types.h"
 
@@ -426,6 +427,14 @@ TEST(SimEvents, Bf16OptimizerSteadyPeakIsTheAllreduceCast) {
     EXPECT_EQ(r.peak_allocated, 5u * 295936 + 591360 + 297472);
     // The fragmentation provider replays it (no fallback to the fixed fraction).
     EXPECT_NE(replay_fragmentation(tiny_bf16_optimizer()), std::nullopt);
+    // --explain names the bf16_optimizer.py / engine.py code of every event.
+    for (const EventExplanation& e : explain(r)) {
+        EXPECT_STRNE(e.source, "") << e.term;
+        EXPECT_STRNE(e.estimator_term, "") << e.term;
+    }
+    EXPECT_NE(std::string(event_source("bf16_optimizer_fp32_grad_buffer")).find("bf16_optimizer.py"), std::string::npos);
+    EXPECT_NE(std::string(event_estimator_term("bf16_optimizer_allreduce_cast")).find("bf16_optimizer_allreduce_cast"),
+              std::string::npos);
     // fp32 accumulation at stage 2 stays DeepSpeedZeroOptimizer (no BF16_Optimizer buffer).
     EstimateInput z2 = tiny_bf16_optimizer();
     z2.zero.stage = 2;
