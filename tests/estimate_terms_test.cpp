@@ -7,6 +7,7 @@
 #include "zeromem/estimate.h"
 #include "zeromem/model.h"
 #include "zeromem/planner.h"
+#include "zeromem/request.h"
 #include "zeromem/terms.h"
 
 #include "estimate_inputs.h"
@@ -155,6 +156,68 @@ TEST(Issue7Section1, Bf16OptimizerBuffers) {
     EstimateInput fp16 = testinputs::params_input(P, 8, 1, Dtype::fp16);
     fp16.train.grad_accum_dtype = Dtype::fp32;
     EXPECT_EQ(phase(estimate(fp16), "backward").per_gpu.gradients, 4 * P);
+}
+
+// BF16_Optimizer's all-reduce cast comes after the boundary backward has
+// freed the activations (engine.py _backward_epilogue: backward_epilogue ->
+// update_hp_grads, then allreduce_gradients -> buffered_allreduce_fallback
+// -> allreduce_bucket's tensor.to(communication_data_type)); the simulator's
+// replay found the estimator adding it to the activation peak. llama-2-7b,
+// Ψ = 6,738,415,616 (a multiple of 2 x N_d = 16), N_d = 8, Tn = 842,301,952,
+// steady state (m and v exist), no activations at the boundary:
+//   bf16 params 2Ψ 13,476,831,232 + bf16 param.grad 2Ψ 13,476,831,232
+//   + fp32 gradient buffer 4Ψ 26,953,662,464 + fp32 partition 4Tn
+//   3,369,207,808 + m, v 8Tn 6,738,415,616 + bf16 cast 2Ψ 13,476,831,232
+//   = 77,491,779,584 B,
+// above the activation peak without the cast for this model (micro batch 1
+// x 4096 tokens, no checkpointing).
+TEST(Issue7Section1, Bf16OptimizerCastAfterTheActivations) {
+    Request r;
+    r.model = "llama-2-7b";
+    r.gpus = 8;
+    r.stage = 1;
+    r.cuda_context = "0";
+    r.fragmentation = 0.0;
+    Resolved res = resolve_request(r, ZEROMEM_SOURCE_DATA_DIR);
+    res.input.train.grad_accum_dtype = Dtype::fp32;
+    ASSERT_EQ(count_params(*res.input.model.arch).total, 6738415616u);
+    const Estimate e = estimate(res.input);
+    const GpuMemory& b = phase(e, "steady_backward").per_gpu;
+    EXPECT_EQ(b.activations, 0u);
+    EXPECT_EQ(b.temporary_buffers, 13476831232u);
+    EXPECT_EQ(b.total, 77491779584u);
+    EXPECT_EQ(e.per_gpu.total, 77491779584u);
+}
+
+// engine.py _do_optimizer_sanity_check also returns BFLOAT16 without ZeRO
+// (stage 0) for bf16 weights with bf16 gradient accumulation under pipeline
+// parallelism (the PipelineEngine); without a pipeline it is DDP_BFLOAT16
+// (FP16_Optimizer, unpartitioned fp32 master). BF16_Optimizer partitions the
+// fp32 master and the optimizer over the data-parallel group
+// (_setup_for_real_optimizer) and keeps a bf16 accumulation buffer of the
+// whole flat group. 16 GPUs, pp = 2: N_d = 8; without an architecture a
+// pipeline rank holds Ψ_t = 14e9 / 2 = 7e9, Tn = 875e6. torch foreach AdamW
+// (T = 4 B per element). At the step: params 2Ψ_t; gradients = bf16
+// param.grad 2Ψ_t + bf16 buffer 2Ψ_t = 28e9; fp32 partition 4Tn + m, v 8Tn =
+// 10.5e9; temporaries: grad_partition.to(fp32) 4Tn + optimizer temporary
+// 4Tn = 7e9. No all-reduce cast (communication dtype = buffer dtype = bf16).
+TEST(Issue7Section1, Bf16OptimizerWithoutZeroUnderPipeline) {
+    const uint64_t Tr = 7000000000, Tn = Tr / 8;
+    EstimateInput in = testinputs::params_input(2 * Tr, 16, 0, Dtype::bf16);
+    in.cluster.nodes = 2;
+    in.cluster.pp = 2;
+    in.train.client_fused = false;
+    const Estimate e = estimate(in);
+    const GpuMemory& st = phase(e, "optimizer_step").per_gpu;
+    EXPECT_EQ(st.parameters, 2 * Tr);
+    EXPECT_EQ(st.gradients, 4 * Tr);
+    EXPECT_EQ(st.optimizer_states, 12 * Tn);
+    EXPECT_EQ(st.temporary_buffers, 8 * Tn);
+    EXPECT_EQ(phase(e, "load").per_gpu.gradients, 2 * Tr);
+    EXPECT_EQ(phase(e, "backward").per_gpu.temporary_buffers, 0u);
+    // Without the pipeline: FP16_Optimizer, 4Ψ_t master + 8Ψ_t m, v, unpartitioned.
+    in.cluster.pp = 1;
+    EXPECT_EQ(phase(estimate(in), "optimizer_step").per_gpu.optimizer_states, 12 * 2 * Tr);
 }
 
 // ZeRO-1/2 CPU offload: temp_grad_buffer_for_gpu_offload (L · b_m) is

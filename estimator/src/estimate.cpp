@@ -244,6 +244,22 @@ void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer&
 // full convention: what DeepSpeed v0.19.6 allocates
 // ---------------------------------------------------------------------------
 
+// DeepSpeed v0.19.6 engine.py _do_optimizer_sanity_check returns BFLOAT16
+// (then _configure_optimizer -> _configure_bf16_optimizer builds
+// BF16_Optimizer) in two cases: ZeRO enabled (stage >= 1) at stage 1 with
+// bf16 weights, fp32 gradient accumulation and no CPU optimizer offload
+// (zero_cpu_offload); ZeRO disabled (stage 0) with bf16 weights, bf16
+// gradient accumulation (grad_accum_dtype unset or bf16) and pipeline
+// parallelism (the PipelineEngine). Stage 0 without a pipeline builds
+// FP16_Optimizer (DDP_BFLOAT16).
+bool selects_bf16_optimizer(const EstimateInput& in) {
+    const auto& t = in.train;
+    if (t.dtype != Dtype::bf16) return false;
+    const Dtype acc = t.grad_accum_dtype.value_or(t.dtype);
+    if (in.zero.stage == 1) return acc == Dtype::fp32 && in.zero.offload_optimizer != OffloadDevice::cpu;
+    return in.zero.stage == 0 && acc == Dtype::bf16 && in.cluster.pp > 1;
+}
+
 // Parameters held by one tensor/pipeline rank (Megatron-DeepSpeed layout):
 // the first pipeline stage, the most loaded one, holds ceil(L/pp) layers and
 // the input embedding; with pp = 1 it also holds the LM head. Everything
@@ -540,7 +556,7 @@ void set_zeropp_sizes(FullContext& c) {
 std::vector<StateTensor> optimizer_tensors(const FullContext& c, std::string& why) {
     const auto& in = c.in;
     const int s = in.zero.stage;
-    if (s == 0) {
+    if (s == 0 && !c.sz.bf16_optimizer) {
         if (in.model.arch && c.T == c.P && c.pp == 1) {
             auto v = model_state_tensors(*in.model.arch, c.tp);
             if (!v.empty()) {
@@ -735,10 +751,8 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
     const KernelChoice kc = step_kernel(in, c.facts);
     s.kernel = kc.kernel;
     c.kernel_why = kc.why;
+    s.bf16_optimizer = selects_bf16_optimizer(in);
     set_optimizer_state(c);
-    // engine._do_optimizer_sanity_check: bf16 + ZeRO-1 + fp32 accumulation +
-    // no offload selects BF16_Optimizer.
-    s.bf16_optimizer = z.stage == 1 && t.dtype == Dtype::bf16 && c.ba == 4 && !s.offload_optimizer;
     set_host_sizes(c);
     set_zeropp_sizes(c);
     return c;
@@ -826,7 +840,7 @@ GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
                 "DeepSpeed v0.19.6 deepspeed/moe/layer.py MoE.__init__ (num_local_experts), utils/groups.py "
                 "_create_expert_and_data_parallel, runtime/zero/stage_1_and_2.py (real_dp_process_group)");
     }
-    if (s == 0) {
+    if (s == 0 && !c.sz.bf16_optimizer) {
         st.gradients = c.bm * c.Tr;
         if (ex.on) ex.term("gradients", "b_m · Ψ_t (autograd param.grad, full)", "b_m=" + n2s(c.bm) + ", Ψ_t=" + n2s(c.Tr),
                            st.gradients, "autograd; FP16_Optimizer sets p.grad = None in step");
@@ -845,7 +859,8 @@ GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
                 "b_a=" + n2s(c.ba) + ", Ψ_t=" + n2s(c.Tr) + ", N_d=" + n2s(c.N), st.gradients,
                 "DeepSpeed v0.19.6 stage3.py _setup_for_real_optimizer (grad_partitions_flat_buffer)");
     }
-    const uint64_t opt_numel = s == 0 ? c.Tr : c.Tn;
+    // BF16_Optimizer partitions the fp32 master and the optimizer over N_d at stage 0 too.
+    const uint64_t opt_numel = s == 0 && !c.sz.bf16_optimizer ? c.Tr : c.Tn;
     if (!off_opt) {
         st.master_weights = (s == 0 && !c.sz.half) ? 0 : 4 * opt_numel;
         st.momentum = c.opt_state.first;
@@ -854,7 +869,8 @@ GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
     st.optimizer_states = st.master_weights + st.momentum + st.variance;
     if (ex.on) ex.term("optimizer_states",
             off_opt ? "0 (fp32 master and optimizer states offloaded)"
-                    : (s == 0 ? "4Ψ_t master + optimizer bytes · Ψ_t" : "(4 + optimizer bytes) · ceil(Ψ_t/N_d)"),
+                    : (s == 0 && !c.sz.bf16_optimizer ? "4Ψ_t master + optimizer bytes · Ψ_t"
+                                                      : "(4 + optimizer bytes) · ceil(Ψ_t/N_d)"),
             "Ψ_t=" + n2s(c.Tr) + ", N_d=" + n2s(c.N) + ", " + to_string(in.train.optimizer) + " states " +
                 n2s(c.opt_state.total()) + " B on " + c.opt_state_why + "; allocated at the first step",
             st.optimizer_states, c.src);
@@ -982,8 +998,8 @@ std::vector<terms::Term> forward_temporaries(const terms::Sizes& s) {
 }
 
 std::vector<terms::Term> backward_temporaries(const terms::Sizes& s) {
-    if (s.stage == 0) return {terms::engine_allreduce_bucket_flatten(s)};
     if (s.bf16_optimizer) return {terms::engine_allreduce_bucket_flatten(s), terms::bf16_optimizer_allreduce_cast(s)};
+    if (s.stage == 0) return {terms::engine_allreduce_bucket_flatten(s)};
     if (s.stage <= 2)
         return {terms::zero12_ipg_bucket(s), terms::zero12_allreduce_bucket_flatten(s),
                 terms::zero2_autograd_grad_before_bucket_copy(s), terms::zero2_accumulated_partition(s),
@@ -1021,13 +1037,13 @@ GpuMemory optimizer_step_gpu(const FullContext& c, const GpuMemory& st, const Ex
     const terms::Sizes& s = c.sz;
     terms::StepMoments mo;
     uint64_t grads_flatten = 0, grads_optimizer = 0;  // 16-bit/accumulation gradients alive in each moment
-    if (s.stage == 0) {
+    if (s.bf16_optimizer) {
+        mo = terms::bf16_optimizer_step(s);
+        grads_flatten = grads_optimizer = st.gradients;
+    } else if (s.stage == 0) {
         mo = terms::zero0_step(s);
         grads_flatten = st.gradients;
         grads_optimizer = mo.gradients_live_at_optimizer ? st.gradients : 0;
-    } else if (s.bf16_optimizer) {
-        mo = terms::bf16_optimizer_step(s);
-        grads_flatten = grads_optimizer = st.gradients;
     } else if (s.stage <= 2) {
         mo = terms::zero12_step(s);
         grads_flatten = terms::grads_in_partition(s).bytes;
@@ -1150,7 +1166,8 @@ GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& e
         ld.parameters = st.parameters;
         ld.gradients = terms::bf16_optimizer_fp32_grad_buffer(s).bytes;
         ld.temporary_buffers = sum_terms(persistent_temporaries(s), "load", c, ex);
-        if (s.stage >= 1 && zero12_flattens_on_gpu(c)) whole.parameters = module_bytes(c) + c.bm * c.Tr;
+        // BF16_Optimizer flattens where the params are, the GPU (bf16_optimizer.py _setup_for_real_optimizer).
+        if (s.bf16_optimizer || (s.stage >= 1 && zero12_flattens_on_gpu(c))) whole.parameters = module_bytes(c) + c.bm * c.Tr;
     }
     finish_gpu(ld, c.in);
     if (whole.parameters > 0) {
@@ -1297,7 +1314,7 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
     const uint64_t module_state = c.bm * c.Tr + to_bytes(c.frozen_bytes);
     uint64_t largest_gpu_opt = 0;
     if (z.offload_optimizer == OffloadDevice::none)
-        largest_gpu_opt = 4 * (s == 0 ? c.Tr : (s == 3 ? c.sz.sub : c.Tn));
+        largest_gpu_opt = 4 * (s == 0 && !c.sz.bf16_optimizer ? c.Tr : (s == 3 ? c.sz.sub : c.Tn));
     const bool gather_save = s == 3 && z.stage3_gather_16bit_weights_on_model_save;
     const std::vector<terms::HostTerm> list = terms::host_terms(c.sz, module_state, largest_gpu_opt, gather_save, c.bm * c.P);
     uint64_t init = 0, backward = 0, lazy = 0, load_tmp = 0, save_rank = 0, save_node = 0;
@@ -1488,9 +1505,21 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     // The first forward and backward run before Adam's m and v exist (the
     // optimizer allocates them lazily at its first step).
     const GpuMemory fwd = with(gradients_before_backward(c, st), false, act.forward, tmp_fwd);
-    const GpuMemory bwd = with(st.gradients, false, act.backward, tmp_bwd);
+    // BF16_Optimizer's all-reduce cast (bf16_optimizer_allreduce_cast) is
+    // made after the boundary backward has freed every activation:
+    // engine.py _backward_epilogue -> allreduce_gradients ->
+    // buffered_allreduce_fallback. The backward is then the larger of the
+    // activation peak without the cast and the boundary with it, no activations.
+    const uint64_t cast = terms::bf16_optimizer_allreduce_cast(sz).bytes;
+    auto backward = [&](bool moments) {
+        const GpuMemory peak = with(st.gradients, moments, act.backward, tmp_bwd - cast);
+        if (cast == 0) return peak;
+        const GpuMemory boundary = with(st.gradients, moments, 0, tmp_bwd);
+        return boundary.total >= peak.total ? boundary : peak;
+    };
+    const GpuMemory bwd = backward(false);
     const GpuMemory step = optimizer_step_gpu(c, st, ex);
-    const GpuMemory sbwd = with(st.gradients, true, act.backward, tmp_bwd);
+    const GpuMemory sbwd = backward(true);
     const uint64_t save_tmp = sum_bytes(persistent_temporaries(sz)) + (gather_save ? c.L * c.bm : 0);
     GpuMemory save = with(gradients_after_step(c, st), true, 0, save_tmp);
     // hpZ secondary partitions are dropped after the step (stage3.py _post_step).
@@ -1529,8 +1558,11 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         ex.note("no architecture: ZeRO-3 persistent (small) parameters are not counted.");
     for (const auto& n : zeropp_notes(in)) ex.note(n);
     if (sz.bf16_optimizer)
-        ex.note("bf16 + ZeRO-1 + fp32 gradient accumulation: DeepSpeed builds BF16_Optimizer "
-                "(engine._do_optimizer_sanity_check), whose fp32 gradient buffer exists from load on.");
+        ex.note(std::string(sz.stage == 1 ? "bf16 + ZeRO-1 + fp32 gradient accumulation"
+                                          : "bf16 without ZeRO under pipeline parallelism") +
+                ": DeepSpeed builds BF16_Optimizer (engine._do_optimizer_sanity_check), whose gradient accumulation "
+                "buffer exists from load on and whose fp32 master and optimizer states are partitioned over N_d; its all-reduce "
+                "cast to the communication dtype comes after the boundary backward has freed the activations.");
     if (c.pp > 1 && in.train.grad_accum > 1)
         ex.note("pipeline parallelism with gradient accumulation: memory can grow with the accumulation steps "
                 "(autograd buffers kept until the boundary, DeepSpeed #5198); not modelled beyond pp micro batches in flight.");

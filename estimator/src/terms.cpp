@@ -61,8 +61,9 @@ Term grads_in_partition(const Sizes& s) {
 }
 
 Term bf16_optimizer_fp32_grad_buffer(const Sizes& s) {
-    return make("BF16_Optimizer fp32 gradient buffer", "4 · Ψ_t (from init)",
-                "runtime/bf16_optimizer.py _setup_for_real_optimizer (fp32_flat_buffer)", s.bf16_optimizer ? 4 * s.Tr : 0);
+    return make("BF16_Optimizer gradient accumulation buffer", "b_a · Ψ_t (from init; fp32 at stage 1)",
+                "runtime/bf16_optimizer.py _setup_for_real_optimizer (fp32_flat_buffer, dtype grad_acc_dtype)",
+                s.bf16_optimizer ? s.ba * s.Tr : 0);
 }
 
 Term zero12_ipg_bucket(const Sizes& s) {
@@ -127,7 +128,7 @@ Term engine_allreduce_bucket_flatten(const Sizes& s) {
 }
 
 Term bf16_optimizer_allreduce_cast(const Sizes& s) {
-    const bool on = s.bf16_optimizer && s.bc != 4;
+    const bool on = s.bf16_optimizer && s.bc != s.ba;
     return make("allreduce cast to communication_data_type", "b_c · Ψ_t (fp32 gradient buffer cast)",
                 "runtime/engine.py allreduce_bucket (tensor.to(communication_data_type))", on ? s.bc * s.Tr : 0);
 }
@@ -226,8 +227,12 @@ StepMoments zero0_step(const Sizes& s) {
 StepMoments bf16_optimizer_step(const Sizes& s) {
     StepMoments m;
     const uint64_t T = step_temporary_bytes_per_element(s.kernel);
-    m.optimizer = make("step: optimizer temporary (fp32 grads already there)", "T · Tn",
-                       "runtime/bf16_optimizer.py step", T * s.Tn);
+    // step: param_partition.grad = grad_partition.to(fp32) when the buffer is
+    // not fp32 (bf16 accumulation at stage 0 under a pipeline), kept through
+    // optimizer.step() and set to None after it.
+    const uint64_t cast = s.ba != 4 ? 4 : 0;
+    m.optimizer = make("step: optimizer temporary (+ fp32 copy of the gradient partition if b_a != 4)",
+                       "T · Tn (+ 4 · Tn)", "runtime/bf16_optimizer.py step", (T + cast) * s.Tn);
     m.gradients_live_at_optimizer = true;
     m.overflow_check = make("step: overflow check", "0", kBf16, 0);
     return m;

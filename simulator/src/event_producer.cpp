@@ -66,6 +66,13 @@ private:
     void init_fp16_optimizer();
     void init_zero12_flatten_bit16_groups();
     void init_zero3_partitions();
+    void zero3_setup_for_real_optimizer();
+
+    // --- BF16_Optimizer (runtime/bf16_optimizer.py) ---
+    void bf16_optimizer_init();
+    void bf16_update_hp_grads();
+    void bf16_allreduce_gradients(uint32_t m);
+    void bf16_optimizer_step(bool first);
     std::vector<std::vector<uint64_t>> module_to_device();
 
     // --- forward / backward ---
@@ -116,6 +123,8 @@ private:
     int stage_ = 0;
     uint64_t N_ = 1, bm_ = 2, ba_ = 2, bc_ = 2, sc_ = 1;
     bool half_ = true, off_opt_ = false, off_par_ = false, overlap_ = false;
+    bool bf16_opt_ = false;  // DeepSpeed runs BF16_Optimizer (runs_bf16_optimizer)
+    uint64_t padded_ = 0;    // BF16_Optimizer: flat group numel, aligned to 2 x N_d
     Stream ag_ = Stream::compute, rd_ = Stream::compute;
     uint64_t bucket_ = 0, T_ = 0, Tn_ = 0;
     uint64_t step_temporary_ = 0;  // optimizer temporary bytes per element stepped
@@ -228,6 +237,19 @@ void refuse_oversized_tensors(const EstimateInput& in) {
                          "simulator refuses them (its byte arithmetic is 64-bit)");
 }
 
+// engine.py _do_optimizer_sanity_check returns BFLOAT16, and
+// _configure_optimizer builds BF16_Optimizer (_configure_bf16_optimizer),
+// when ZeRO is enabled (stage >= 1) at stage 1 with bf16 weights, fp32
+// gradient accumulation (data_types.grad_accum_dtype) and no CPU optimizer
+// offload (zero_cpu_offload); without ZeRO also for bf16 with bf16
+// accumulation under pipeline parallelism, which the simulator refuses
+// (tp = pp = 1). The estimator's Sizes::bf16_optimizer is the same test.
+bool runs_bf16_optimizer(const EstimateInput& in) {
+    const Dtype acc = in.train.grad_accum_dtype.value_or(in.train.dtype);
+    return in.zero.stage == 1 && in.train.dtype == Dtype::bf16 && acc == Dtype::fp32 &&
+           in.zero.offload_optimizer != OffloadDevice::cpu;
+}
+
 Producer::Producer(const EstimateInput& in, const SimOptions& opt) : in_(in), opt_(opt) {
     if (opt.steps < 1 || opt.steps > kMaxSteps)
         throw InputError("--steps: must be between 1 and " + std::to_string(kMaxSteps) + ", got " + std::to_string(opt.steps));
@@ -250,14 +272,7 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt) : in_(in), op
     if (N_ == 0) throw InputError("--gpus: must be a positive number of GPUs");
     bm_ = static_cast<uint64_t>(dtype_bytes(t.dtype));
     ba_ = static_cast<uint64_t>(dtype_bytes(t.grad_accum_dtype.value_or(t.dtype)));
-    // bf16 + ZeRO-1 + fp32 gradient accumulation: DeepSpeed builds
-    // BF16_Optimizer (engine.py _configure_bf16_optimizer, runtime/
-    // bf16_optimizer.py), whose buffers this producer does not replay yet;
-    // refused rather than replayed as DeepSpeedZeroOptimizer (the estimator's
-    // Sizes::bf16_optimizer condition).
-    if (z.stage == 1 && t.dtype == Dtype::bf16 && ba_ == 4 && z.offload_optimizer == OffloadDevice::none)
-        throw InputError("data_types.grad_accum_dtype: fp32 gradient accumulation with bf16 at ZeRO stage 1 runs "
-                         "DeepSpeed's BF16_Optimizer, which the simulator does not replay (use `zeromem estimate`)");
+    bf16_opt_ = runs_bf16_optimizer(in);
     bc_ = static_cast<uint64_t>(dtype_bytes(t.communication_dtype.value_or(t.dtype)));
     half_ = t.dtype != Dtype::fp32;
     sc_ = half_ ? 1 : 2;
@@ -349,6 +364,33 @@ void Producer::init_zero12_flatten_bit16_groups() {
     else alloc("temp_grad_buffer_for_gpu_offload", bm_ * largest, Stream::compute, root_);
 }
 
+// BF16_Optimizer.__init__ -> _setup_for_real_optimizer (runtime/
+// bf16_optimizer.py), one param group: the engine has moved the module to
+// the GPU; _flatten_dense_tensors_aligned appends a zero pad (align_dense_
+// tensors, to a multiple of nccl_start_alignment_factor 2 x N_d elements)
+// and concatenates into bf16_groups_flat on the GPU (two 16-bit copies);
+// _update_storage_to_flattened_tensor points the params into it, freeing
+// the originals. The fp32 master partition is
+// bf16_dp_partitions[rank].clone().float() (the 16-bit clone goes with the
+// statement), and fp32_groups_gradients_flat is zeros_like(bf16_groups_flat,
+// dtype=grad_acc_dtype): the whole flat group, not a partition, kept to the
+// end of training (the estimator's bf16_optimizer_fp32_grad_buffer).
+void Producer::bf16_optimizer_init() {
+    std::vector<std::pair<uint64_t, uint32_t>> params;
+    for (uint32_t i = 0; i < mods_.size(); ++i)
+        for (uint64_t p : mods_[i].params) params.emplace_back(alloc("parameter", bm_ * p, Stream::compute, i + 1), i + 1);
+    padded_ = ceil_div(T_, 2 * N_) * 2 * N_;
+    Tn_ = padded_ / N_;
+    const uint64_t pad = padded_ > T_ ? alloc("alignment_padding", bm_ * (padded_ - T_), Stream::compute, root_) : 0;
+    alloc("bf16_groups_flat", bm_ * padded_, Stream::compute, root_);
+    release(pad, root_);
+    for (const auto& [id, m] : params) release(id, m);
+    const uint64_t clone = alloc("bf16_partition_clone", bm_ * Tn_, Stream::compute, root_);
+    alloc("fp32_partition", 4 * Tn_, Stream::compute, root_);
+    release(clone, root_);
+    alloc("bf16_optimizer_fp32_grad_buffer", ba_ * padded_, Stream::compute, root_);
+}
+
 // Stage 3 (partition_parameters.py zero.Init, stage3.py __init__): persistent
 // params stay whole; the rest are partitioned (ceil(numel/N_d) each) and
 // defragmented into lp_param_buffer through host memory; then the
@@ -422,8 +464,17 @@ void Producer::init_zero3_partitions() {
         log_.events.push_back({Action::empty_cache, Stream::compute, phase_, root_, 0, 0, "empty_cache"});
         alloc("lp_param_buffer", bm_ * parts, Stream::compute, root_);
     }
-    if (!off_opt_) alloc("grad_partitions_flat_buffer", ba_ * parts, Stream::compute, root_);
-    if (z.contiguous_gradients) ipg_bucket_z3_ = alloc("ipg_bucket", bc_ * bucket_, Stream::compute, root_);
+    zero3_setup_for_real_optimizer();
+}
+
+// stage3.py _setup_for_real_optimizer, in its order: _create_fp32_partitions
+// (one fp32 partition per sub-group), initialize_optimizer_states (a zeroed
+// fp32 gradient_buffer of the largest sub-group, a local freed when the
+// function returns after group.grad = None), then the IPG bucket
+// (contiguous_gradients) and grad_partitions_flat_buffer. The
+// gradient_buffer is therefore never alive beside the bucket or the flat
+// gradient buffer (the estimator's zero3_init_gradient_buffer moment).
+void Producer::zero3_setup_for_real_optimizer() {
     if (!off_opt_) {
         uint64_t largest = 0;
         for (uint64_t sg : sub_groups_) {
@@ -432,6 +483,8 @@ void Producer::init_zero3_partitions() {
         }
         release(alloc("fp32_gradient_buffer", 4 * largest, Stream::compute, root_), root_);
     }
+    if (in_.zero.contiguous_gradients) ipg_bucket_z3_ = alloc("ipg_bucket", bc_ * bucket_, Stream::compute, root_);
+    if (!off_opt_) alloc("grad_partitions_flat_buffer", ba_ * Tn_, Stream::compute, root_);
 }
 
 // ---------------------------------------------------------------------------
@@ -580,7 +633,7 @@ void Producer::gradients(uint32_t m) {
             // param.grad, full size, kept to the step (accumulated in place).
             if (!grads_exist_) full_grads_[m][k] = alloc("gradient", bm_ * p, Stream::compute, m + 1);
             // ZeRO-1 with overlap_comm reduces in the hooks of the boundary backward.
-            if (stage_ == 1 && overlap_ && boundary_) {
+            if (stage_ == 1 && !bf16_opt_ && overlap_ && boundary_) {
                 zero12_add_grad_to_ipg_bucket(m, p);
                 zero1_free_copied_gradient(m, k, p);
             }
@@ -828,6 +881,9 @@ void Producer::micro_step(uint64_t global_micro, bool boundary) {
         zero12_reduce_ipg_grads(root_);
         zero12_release_ipg_buffers(root_);
         zero2_keep_all_grad_tensors(boundary);
+    } else if (bf16_opt_) {
+        bf16_update_hp_grads();
+        if (boundary) bf16_allreduce_gradients(root_);
     } else if (stage_ == 1 && boundary) {
         if (overlap_) {
             zero12_reduce_ipg_grads(root_);
@@ -837,6 +893,53 @@ void Producer::micro_step(uint64_t global_micro, bool boundary) {
         }
     }
     if (stage_ <= 1) grads_exist_ = true;
+}
+
+// BF16_Optimizer.backward_epilogue -> update_hp_grads (immediate_grad_update
+// false, DeepSpeed's default; engine.py _backward_epilogue calls it before
+// allreduce_gradients): per parameter, _update_hp_grad adds
+// lp.grad.to(fp32) into its view of the fp32 gradient buffer; the fp32 copy
+// (4 B per element of that parameter) goes with the statement. The bf16
+// param.grad stays: backward_prologue's clear_lp_grads zeroes it in place
+// (set_to_none=False) and autograd accumulates into it.
+void Producer::bf16_update_hp_grads() {
+    if (ba_ == bm_) return;  // grad_acc_dtype bf16: .to() returns the tensor itself
+    for (uint32_t i = 0; i < mods_.size(); ++i) {
+        if (mods_[i].shares_params_with >= 0) continue;  // tied: one parameter, one grad
+        for (uint64_t p : mods_[i].params) release(alloc("lp_grad_fp32_copy", ba_ * p, Stream::compute, i + 1), i + 1);
+    }
+}
+
+// engine.py allreduce_gradients at the accumulation boundary (BF16_Optimizer
+// has no reduce_gradients) -> buffered_allreduce_fallback with
+// get_grads_for_reduction() = [fp32_groups_gradients_flat] ->
+// allreduce_no_retain -> allreduce_and_copy -> allreduce_bucket: flatten of
+// one tensor is a view (torch/csrc/utils/tensor_flatten.h); on the default
+// stream (the engine uses no side stream here), the all-reduce
+// is in place unless communication_data_type (bf16 by default with bf16)
+// differs from the buffer's dtype: tensor.to(communication_data_type), the
+// whole flat buffer, copied back and freed (the estimator's
+// bf16_optimizer_allreduce_cast).
+void Producer::bf16_allreduce_gradients(uint32_t m) {
+    if (bc_ == ba_) return;
+    release(alloc("bf16_optimizer_allreduce_cast", bc_ * padded_, Stream::compute, m), m);
+}
+
+// BF16_Optimizer.step: the norm and clip work per gradient view (no
+// buffer), param_partition.grad = the fp32 buffer's partition view (no copy
+// when grad_acc_dtype is fp32), optimizer.step() on the fp32 partition
+// (m and v created at the first step; torch's foreach temporary),
+// update_lp_params copies into this rank's bf16 partition and all-gathers
+// in place into bf16_groups_flat (runtime/utils.py all_gather_dp_groups),
+// clear_hp_grads zeroes the fp32 buffer (kept); then the engine
+// (_take_model_step, bfloat16_enabled) calls optimizer.zero_grad(), whose
+// clear_lp_grads(set_to_none=True) frees the bf16 param.grads.
+void Producer::bf16_optimizer_step(bool first) {
+    const uint32_t m = root_;
+    const uint64_t cast = ba_ != 4 ? alloc("fp32_gradient_partition", 4 * Tn_, Stream::compute, m) : 0;
+    adam_state_and_temporary(Tn_, first, m);
+    release(cast, m);  // grad_acc_dtype not fp32: param_partition.grad = None after the step
+    release_full_gradients(m);
 }
 
 // stage_1_and_2.py independent_gradient_partition_epilogue (no offload):
@@ -889,6 +992,10 @@ void Producer::adam_state_and_temporary(uint64_t numel, bool first, uint32_t m) 
 void Producer::optimizer_step(bool first) {
     phase_ = Phase::optimizer_step;
     const uint32_t m = root_;
+    if (bf16_opt_) {
+        bf16_optimizer_step(first);
+        return;
+    }
     if (stage_ == 0) {
         // fp16/fused_optimizer.py step: per-parameter p.grad.to(fp32) copies
         // and their _flatten_dense_tensors with the 16-bit grads alive; the
@@ -953,7 +1060,8 @@ void Producer::release_full_gradients(uint32_t m) {
 
 EventLog Producer::run() {
     phase_ = Phase::load;
-    if (stage_ == 0) init_fp16_optimizer();
+    if (bf16_opt_) bf16_optimizer_init();
+    else if (stage_ == 0) init_fp16_optimizer();
     else if (stage_ <= 2) init_zero12_flatten_bit16_groups();
     else init_zero3_partitions();
     visits_ = module_visits();

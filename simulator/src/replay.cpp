@@ -14,9 +14,11 @@ const char* const kComponents[kComponentCount] = {"parameters", "gradients", "op
 
 const char* estimator_component(const std::string& t) {
     if (t == "parameter" || t == "bit16_groups_flat" || t == "persistent_parameter" || t == "param_partition" ||
-        t == "lp_param_buffer")
+        t == "lp_param_buffer" || t == "bf16_groups_flat")
         return kComponents[0];
-    if (t == "gradient" || t == "grads_in_partition" || t == "grad_partitions_flat_buffer") return kComponents[1];
+    if (t == "gradient" || t == "grads_in_partition" || t == "grad_partitions_flat_buffer" ||
+        t == "bf16_optimizer_fp32_grad_buffer")
+        return kComponents[1];
     if (t == "fp32_master" || t == "fp32_partition" || t == "exp_avg" || t == "exp_avg_sq" || t == "momentum_buffer")
         return kComponents[2];
     static const char* const acts[] = {"embedding_dropout_mask", "layernorm_input", "attention_input", "query", "key", "value",

@@ -10,6 +10,7 @@
 //   final norm 64, lm_head 128x64 = 8192
 //   total 8192 + 2 x 65664 + 64 + 8192 = 147776; per rank 147776 / 2 = 73888.
 #include "tiny_model.h"
+#include "zeromem/sim_writers.h"
 #include "zeromem/simulator.h"
 #include "zeromem/types.h"
 
@@ -177,11 +178,14 @@ TEST(SimEvents, Stage3LoadPartitions) {
     for (uint64_t b : kParamBytes) want.emplace_back("free", "param_partition", b / 2);
     want.emplace_back("empty_cache", "empty_cache", 0);
     want.emplace_back("alloc", "lp_param_buffer", 147776);  // 73888 x 2 B
-    want.emplace_back("alloc", "grad_partitions_flat_buffer", 147776);
-    want.emplace_back("alloc", "ipg_bucket", 40000);
+    // stage3.py _setup_for_real_optimizer: _create_fp32_partitions, then
+    // initialize_optimizer_states (its local gradient_buffer freed on
+    // return), then the IPG bucket and grad_partitions_flat_buffer.
     want.emplace_back("alloc", "fp32_partition", 4 * 73888);  // one sub-group (73888 < sub_group_size)
     want.emplace_back("alloc", "fp32_gradient_buffer", 4 * 73888);
     want.emplace_back("free", "fp32_gradient_buffer", 4 * 73888);
+    want.emplace_back("alloc", "ipg_bucket", 40000);
+    want.emplace_back("alloc", "grad_partitions_flat_buffer", 147776);
     EXPECT_EQ(rows(log, Phase::load), want);
 }
 
@@ -206,23 +210,25 @@ TEST(SimEvents, Stage3WithoutZeroInitMaterialisesTheWholeModel) {
     for (uint64_t b : kParamBytes) want.emplace_back("free", "param_partition", b / 2);
     want.emplace_back("empty_cache", "empty_cache", 0);
     want.emplace_back("alloc", "lp_param_buffer", 147776);
-    want.emplace_back("alloc", "grad_partitions_flat_buffer", 147776);
-    want.emplace_back("alloc", "ipg_bucket", 40000);
     want.emplace_back("alloc", "fp32_partition", 4 * 73888);
     want.emplace_back("alloc", "fp32_gradient_buffer", 4 * 73888);
     want.emplace_back("free", "fp32_gradient_buffer", 4 * 73888);
+    want.emplace_back("alloc", "ipg_bucket", 40000);
+    want.emplace_back("alloc", "grad_partitions_flat_buffer", 147776);
     EXPECT_EQ(rows(log, Phase::load), want);
     // Load peak, requested bytes: the whole module 295552 + the embedding's
     // partition 8192 before the embedding is freed = 303744 B; later moments
-    // hold less (each partition replaces a tensor twice its size), and the
-    // final load state is 5 norms 640 + 147776 + 147776 + 40000 + 295552 +
-    // 295552 (fp32 gradient buffer) = 927296 B, above both.
+    // hold less (each partition replaces a tensor twice its size). The load
+    // peak is initialize_optimizer_states' gradient_buffer moment: 5 norms
+    // 640 + lp_param_buffer 147776 + fp32_partition 295552 + gradient_buffer
+    // 295552 = 739520 B; the end of the load (buffer freed, then IPG bucket
+    // 40000 + grad_partitions_flat_buffer 147776) holds 631744 B.
     const SimResult r = replay(log, opt, std::nullopt);
     uint64_t load_peak = 0;
     for (const auto& p : r.phases)
         if (p.phase == Phase::load) load_peak = p.peak_allocated;
-    // Allocated (512 B blocks): norms 5 x 512 + 147968 + 147968 + 40448 + 2 x 295936.
-    EXPECT_EQ(load_peak, 5 * 512 + 147968 + 147968 + 40448 + 2 * 295936);
+    // Allocated (512 B blocks): norms 5 x 512 + 147968 + 2 x 295936.
+    EXPECT_EQ(load_peak, 5 * 512 + 147968 + 2 * 295936);
     // After module.to(device) (21 allocations) the whole module is live:
     // 295552 B requested, the 5 norms of 128 B in 512 B blocks: 297472 B.
     ASSERT_GT(r.timeline.size(), 21u);
@@ -332,16 +338,108 @@ TEST(SimEvents, BadInputThrows) {
     EstimateInput no_arch = tiny(0);
     no_arch.model.arch.reset();
     EXPECT_THROW(produce_events(no_arch, SimOptions{}), InputError);
-    // BF16_Optimizer (bf16, stage 1, fp32 gradient accumulation) is refused,
-    // not replayed as DeepSpeedZeroOptimizer; with fp32 accumulation at stage
-    // 2 DeepSpeedZeroOptimizer runs and is replayed.
-    EstimateInput bf16_opt = tiny(1);
-    bf16_opt.train.dtype = Dtype::bf16;
-    bf16_opt.train.grad_accum_dtype = Dtype::fp32;
-    EXPECT_THROW(produce_events(bf16_opt, SimOptions{}), InputError);
-    EXPECT_EQ(replay_fragmentation(bf16_opt), std::nullopt);
-    bf16_opt.zero.stage = 2;
-    EXPECT_NO_THROW(produce_events(bf16_opt, SimOptions{}));
+}
+
+// BF16_Optimizer (engine.py _do_optimizer_sanity_check: bf16, ZeRO stage 1,
+// data_types.grad_accum_dtype fp32, no CPU optimizer offload), replayed
+// from runtime/bf16_optimizer.py. The tiny model: Ψ = 147776, N_d = 2, the
+// flat group aligned to 2 x N_d = 4 elements (147776 = 4 x 36944: no
+// padding), partition Tn = 73888; bf16 2 B, fp32 4 B, communication in
+// bf16 (the model dtype), fused optimizer (no step temporary).
+EstimateInput tiny_bf16_optimizer() {
+    EstimateInput in = tiny(1);
+    in.train.dtype = Dtype::bf16;
+    in.train.grad_accum_dtype = Dtype::fp32;
+    return in;
+}
+
+TEST(SimEvents, Bf16OptimizerInitBackwardAndStep) {
+    SimOptions opt;
+    opt.steps = 1;
+    const EventLog log = produce_events(tiny_bf16_optimizer(), opt);
+    // Init (_setup_for_real_optimizer): the module on the GPU, its aligned
+    // flat copy (2 x 147776 B), the params pointed into it (originals
+    // freed), the fp32 master partition from a bf16 clone of this rank's
+    // partition (clone 2 x 73888 B, fp32 4 x 73888 B), and the fp32 gradient
+    // buffer over the whole flat group (4 x 147776 B).
+    std::vector<Row> want;
+    for (uint64_t b : kParamBytes) want.emplace_back("alloc", "parameter", b);
+    want.emplace_back("alloc", "bf16_groups_flat", 295552);
+    for (uint64_t b : kParamBytes) want.emplace_back("free", "parameter", b);
+    want.emplace_back("alloc", "bf16_partition_clone", 147776);
+    want.emplace_back("alloc", "fp32_partition", 295552);
+    want.emplace_back("free", "bf16_partition_clone", 147776);
+    want.emplace_back("alloc", "bf16_optimizer_fp32_grad_buffer", 591104);
+    EXPECT_EQ(rows(log, Phase::load), want);
+    // Backward: autograd's bf16 param.grad per parameter in backward order
+    // (kept, no IPG bucket); then update_hp_grads adds each one, cast to
+    // fp32 (4 B per element = twice its bf16 bytes), into the buffer, in
+    // group (module) order; at the boundary the engine casts the whole fp32
+    // buffer to bf16 for the all-reduce (2 x 147776 B).
+    want.clear();
+    for (size_t i = kParamBytes.size(); i-- > 0;) want.emplace_back("alloc", "gradient", kParamBytes[i]);
+    for (uint64_t b : kParamBytes) {
+        want.emplace_back("alloc", "lp_grad_fp32_copy", 2 * b);
+        want.emplace_back("free", "lp_grad_fp32_copy", 2 * b);
+    }
+    want.emplace_back("alloc", "bf16_optimizer_allreduce_cast", 295552);
+    want.emplace_back("free", "bf16_optimizer_allreduce_cast", 295552);
+    EXPECT_EQ(rows(log, Phase::backward,
+                   {"gradient", "lp_grad_fp32_copy", "bf16_optimizer_allreduce_cast", "ipg_bucket", "allreduce_flat_buffer",
+                    "grads_in_partition"}),
+              want);
+    // Step: Adam's m and v on the fp32 partition (4 x 73888 B each) at the
+    // first step, the fp32 buffer's partition view as the grad (no copy),
+    // the all-gather in place; then zero_grad(set_to_none) frees the bf16
+    // param.grads in module order. The fp32 buffer stays.
+    want.clear();
+    want.emplace_back("alloc", "exp_avg", 295552);
+    want.emplace_back("alloc", "exp_avg_sq", 295552);
+    for (uint64_t b : kParamBytes) want.emplace_back("free", "gradient", b);
+    EXPECT_EQ(rows(log, Phase::optimizer_step), want);
+    // Peak at the first step: bf16_groups_flat 295552 + fp32_partition
+    // 295552 + fp32 gradient buffer 591104 + bf16 grads 295552 + exp_avg
+    // 295552 + exp_avg_sq 295552 = 2068864 B requested (the boundary cast
+    // moment before it holds 1773312 B).
+    const SimResult r = replay(log, opt, std::nullopt);
+    EXPECT_EQ(r.peak_requested, 2068864u);
+    EXPECT_EQ(r.peak_event, "exp_avg_sq");
+    // Blocks: 295552 -> 295936, 591104 -> 591360 (512-multiples); the grads
+    // 295552 - 5 x 128 + 5 x 512 = 297472: 4 x 295936 + 591360 + 297472.
+    EXPECT_EQ(r.peak_allocated, 4u * 295936 + 591360 + 297472);
+    // By estimator component: parameters, gradients (bf16 grads + fp32
+    // buffer), optimizer states (fp32 partition + m + v), activations, temporaries.
+    const std::array<uint64_t, kComponentCount> want_terms = {295552, 295552 + 591104, 3 * 295552, 0, 0};
+    EXPECT_EQ(r.peak_composition, want_terms);
+}
+
+// From the second step on, m and v exist at the boundary: the all-reduce
+// cast (295552 B) then sits on top of flat params 295552 + fp32 partition
+// 295552 + bf16 grads 295552 + fp32 buffer 591104 + m 295552 + v 295552 =
+// 2364416 B requested, above the step's 2068864 B.
+TEST(SimEvents, Bf16OptimizerSteadyPeakIsTheAllreduceCast) {
+    SimOptions opt;
+    opt.steps = 2;
+    const SimResult r = simulate(tiny_bf16_optimizer(), opt);
+    EXPECT_EQ(r.peak_requested, 2364416u);
+    EXPECT_EQ(r.peak_event, "bf16_optimizer_allreduce_cast");
+    // Blocks: 5 x 295936 (flat, fp32, m, v, cast) + 591360 + 297472.
+    EXPECT_EQ(r.peak_allocated, 5u * 295936 + 591360 + 297472);
+    // The fragmentation provider replays it (no fallback to the fixed fraction).
+    EXPECT_NE(replay_fragmentation(tiny_bf16_optimizer()), std::nullopt);
+    // --explain names the bf16_optimizer.py / engine.py code of every event.
+    for (const EventExplanation& e : explain(r)) {
+        EXPECT_STRNE(e.source, "") << e.term;
+        EXPECT_STRNE(e.estimator_term, "") << e.term;
+    }
+    EXPECT_NE(std::string(event_source("bf16_optimizer_fp32_grad_buffer")).find("bf16_optimizer.py"), std::string::npos);
+    EXPECT_NE(std::string(event_estimator_term("bf16_optimizer_allreduce_cast")).find("bf16_optimizer_allreduce_cast"),
+              std::string::npos);
+    // fp32 accumulation at stage 2 stays DeepSpeedZeroOptimizer (no BF16_Optimizer buffer).
+    EstimateInput z2 = tiny_bf16_optimizer();
+    z2.zero.stage = 2;
+    for (const auto& e : produce_events(z2, opt).events)
+        EXPECT_STRNE(e.term, "bf16_optimizer_fp32_grad_buffer");
 }
 
 // ZeRO-1 reduces at the accumulation boundary: after the backward without

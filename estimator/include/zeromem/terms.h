@@ -69,8 +69,9 @@ struct Sizes {
     uint64_t sub = 0;             ///< ZeRO-3 sub-group: min(sub_group_size, Tn)
     int64_t grad_accum = 1;       ///< gradient_accumulation_steps
     StepKernel kernel = StepKernel::torch_foreach;
-    /// bf16 + ZeRO-1 + grad_accum_dtype fp32 + no offload: the engine builds
-    /// BF16_Optimizer (engine._do_optimizer_sanity_check).
+    /// The engine builds BF16_Optimizer (engine._do_optimizer_sanity_check):
+    /// bf16 + ZeRO-1 + grad_accum_dtype fp32 + no CPU offload, or bf16 +
+    /// stage 0 + bf16 accumulation under pipeline parallelism (pp > 1).
     bool bf16_optimizer = false;
 
     // --- host (section 3 of issue 7; ../shared/reference/host_memory.md) ---
@@ -169,8 +170,10 @@ Term zero12_backward_gradients(const Sizes& s);
 /// during the flatten (see zero12_step_flatten_moment).
 Term grads_in_partition(const Sizes& s);
 
-/// BF16_Optimizer's fp32 gradient buffer, 4·Ψ_t from init
-/// (bf16_optimizer.py `_setup_for_real_optimizer`, `fp32_flat_buffer`).
+/// BF16_Optimizer's gradient accumulation buffer, b_a·Ψ_t from init (fp32,
+/// 4·Ψ_t, at stage 1; bf16 at stage 0 under a pipeline), the whole flat
+/// group, not a partition (bf16_optimizer.py `_setup_for_real_optimizer`,
+/// `fp32_flat_buffer = zeros_like(bf16_groups_flat, dtype=grad_acc_dtype)`).
 Term bf16_optimizer_fp32_grad_buffer(const Sizes& s);
 
 // --- GPU temporaries: backward ---------------------------------------------
@@ -215,7 +218,10 @@ Term engine_allreduce_bucket_flatten(const Sizes& s);
 
 /// BF16_Optimizer: `allreduce_bucket` casts the fp32 gradient buffer to the
 /// communication dtype, b_c · Ψ_t, unless that is fp32 (engine.py
-/// `allreduce_bucket`, `tensor.to(self.communication_data_type)`).
+/// `allreduce_bucket`, `tensor.to(self.communication_data_type)`). It runs
+/// at the accumulation boundary after the backward (engine.py
+/// `_backward_epilogue`), when no activation is alive: the full convention
+/// counts it beside the model states, not on the activation peak.
 Term bf16_optimizer_allreduce_cast(const Sizes& s);
 
 /// ZeRO-3 IPG bucket: reduce_bucket_size · b_c, allocated at init, never
@@ -330,8 +336,9 @@ Term zero3_init_gradient_buffer(const Sizes& s);
 ///  after p.grad = None. fp32 training: no copy, optimizer T·Ψ_t only.
 StepMoments zero0_step(const Sizes& s);
 
-/// BF16_Optimizer `step`: the gradients are already fp32 (no copy):
-/// optimizer T·Tn.
+/// BF16_Optimizer `step`: with an fp32 buffer the partition's gradient is a
+/// view (no copy): optimizer T·Tn; with a bf16 buffer `grad_partition.to(fp32)`
+/// adds 4·Tn for the optimizer's step.
 StepMoments bf16_optimizer_step(const Sizes& s);
 
 // --- host RAM, per rank -------------------------------------------------------
