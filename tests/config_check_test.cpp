@@ -538,3 +538,29 @@ TEST(CheckMemory, HigherStageUsingMoreThanALowerOne) {
     ASSERT_NE(f, nullptr);
     EXPECT_HAS(f->message, "more than stage");
 }
+
+// Without ZeRO, DeepSpeed 0.19.6 raises NotImplementedError for bf16 weights
+// with fp32 accumulation (engine.py _do_optimizer_sanity_check "unsupported
+// mix"); v0.18.4 built BF16_Optimizer for it. With the model known, a ZeRO-1
+// config of the same dtypes is checked without trying the refused stage 0.
+TEST(Check, DtypeMixWithoutZero) {
+    const json z0 = json::parse(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
+        "data_types": {"grad_accum_dtype": "fp32"}, "zero_optimization": {"stage": 0}})");
+    CheckOptions o;
+    const auto found = check(z0, o);
+    const Finding* f = find(found, "/data_types/grad_accum_dtype", Severity::error);
+    ASSERT_NE(f, nullptr);
+    EXPECT_HAS(f->message, "unsupported mix");
+    EXPECT_HAS(f->fix, "ZeRO stage 1-3");
+    o.deepspeed_version = "0.18.4";
+    const auto older = check(z0, o);
+    EXPECT_EQ(find(older, "/data_types/grad_accum_dtype", Severity::error), nullptr);
+
+    json z1 = z0;
+    z1["zero_optimization"]["stage"] = 1;
+    Request r;
+    r.model = "llama-2-7b";
+    r.gpus = 8;
+    const auto fs = check(z1, with_memory(z1, r));
+    for (const auto& x : fs) EXPECT_NE(x.severity, Severity::error) << x.pointer << ": " << x.message;
+}

@@ -3,6 +3,7 @@
 #include "zeromem/config_check.h"
 #include "zeromem/zeropp.h"
 #include "zeromem/optimizer_state.h"
+#include "zeromem/optimizer_wrapper.h"
 
 #include "zeromem/util.h"
 
@@ -342,13 +343,18 @@ void client_optimizer_findings(const json& config, const CheckOptions& o, Findin
 }
 
 /// The JSON pointer a library message names ("zero_optimization.mics_shard_size: ..."
-/// -> "/zero_optimization/mics_shard_size"), or "" when it names none.
+/// -> "/zero_optimization/mics_shard_size", "data_types.grad_accum_dtype: ..."
+/// -> "/data_types/grad_accum_dtype"), or "" when it names none.
 std::string pointer_named(const std::string& message) {
-    const std::string prefix = "zero_optimization.";
-    if (message.rfind(prefix, 0) != 0) return "";
-    const auto colon = message.find(':');
-    if (colon == std::string::npos) return "";
-    return "/zero_optimization/" + message.substr(prefix.size(), colon - prefix.size());
+    for (const std::string prefix : {"zero_optimization.", "data_types."}) {
+        if (message.rfind(prefix, 0) != 0) continue;
+        const auto colon = message.find(':');
+        if (colon == std::string::npos) return "";
+        std::string ptr = "/" + message.substr(0, colon);
+        std::replace(ptr.begin(), ptr.end(), '.', '/');
+        return ptr;
+    }
+    return "";
 }
 
 /// `message` without the dotted key it starts with when pointer_named finds
@@ -378,6 +384,36 @@ void zeropp_findings(const json& config, const CheckOptions& o, Findings& out) {
         validate_zeropp(in);
     } catch (const InputError& e) {
         out.push_back({Severity::error, pointer_named(e.what()), without_named_key(e.what()), "change the value named"});
+    }
+}
+
+/// The dtype mix DeepSpeed refuses without ZeRO (zeromem/optimizer_wrapper.h),
+/// from the config alone: stage 0 with a data_types.grad_accum_dtype other
+/// than the model dtype. The model dtype is fp16/bf16 "enabled" (an "auto"
+/// counts as off, as without the HF Trainer's flags).
+void dtype_findings(const json& config, const std::string& version, Findings& out) {
+    const json* acc = at(config, "/data_types/grad_accum_dtype");
+    if (stage_of(config) != 0 || !acc || !acc->is_string()) return;
+    auto enabled = [&](const char* ptr) {
+        const json* e = at(config, ptr);
+        return e && e->is_boolean() && e->get<bool>();
+    };
+    EstimateInput in;
+    in.stack.deepspeed = version;
+    in.train.dtype = enabled("/bf16/enabled") || enabled("/bfloat16/enabled") ? Dtype::bf16
+                     : enabled("/fp16/enabled")                                ? Dtype::fp16
+                                                                               : Dtype::fp32;
+    try {
+        in.train.grad_accum_dtype = parse_dtype(acc->get<std::string>(), "data_types.grad_accum_dtype");
+    } catch (const InputError&) {
+        return;  // the schema findings name a value DeepSpeed does not know
+    }
+    if (in.train.grad_accum_dtype == in.train.dtype) return;
+    if (const auto why = optimizer_wrapper_refusal(in)) {
+        const std::string reason = without_named_key(*why);
+        const auto fix = reason.find("; use ");
+        out.push_back({Severity::error, "/data_types/grad_accum_dtype", reason.substr(0, fix),
+                       fix == std::string::npos ? "" : reason.substr(fix + 2)});
     }
 }
 
@@ -462,6 +498,7 @@ void memory_findings(const CheckOptions& o, Findings& out) {
                            "offload less, or use NVMe offload"});
     }
     for (int s = 0; s < in.zero.stage; ++s) {
+        if (optimizer_wrapper_refusal(with_stage(in, s))) continue;  // DeepSpeed refuses the dtypes there
         const uint64_t lower = estimate(with_stage(in, s)).per_gpu.total;
         if (lower < need) {
             out.push_back({Severity::warning, "/zero_optimization/stage",
@@ -501,6 +538,7 @@ std::vector<Finding> check_ds_config(const json& config, const CheckOptions& o) 
     if (schema_ok) version_findings(config, version, out);
     if (schema_ok) client_optimizer_findings(config, o, out);
     optimizer_type_findings(config, out);
+    if (schema_ok) dtype_findings(config, version, out);
     if (schema_ok && o.memory && count_findings(out, Severity::error) == 0) {
         try {
             memory_findings(o, out);

@@ -1,4 +1,5 @@
 #include "zeromem/estimate.h"
+#include "zeromem/optimizer_wrapper.h"
 
 #include "zeromem/optimizer_state.h"
 #include "zeromem/terms.h"
@@ -46,6 +47,7 @@ void validate(const EstimateInput& in) {
     if (in.cluster.pp > 1 && in.zero.stage >= 2)
         throw InputError("--pp: DeepSpeed's pipeline engine supports ZeRO stage 0 or 1 only; stage " +
                          std::to_string(in.zero.stage) + " with pipeline parallelism is rejected (runtime/pipe/engine.py)");
+    if (const auto why = optimizer_wrapper_refusal(in)) throw InputError(*why);
     if (in.train.load_in_bits != 16 && in.train.load_in_bits != 8 && in.train.load_in_bits != 4)
         throw InputError("--load-in: must be 4bit or 8bit");
     const auto& z = in.zero;
@@ -244,20 +246,10 @@ void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer&
 // full convention: what DeepSpeed v0.19.6 allocates
 // ---------------------------------------------------------------------------
 
-// DeepSpeed v0.19.6 engine.py _do_optimizer_sanity_check returns BFLOAT16
-// (then _configure_optimizer -> _configure_bf16_optimizer builds
-// BF16_Optimizer) in two cases: ZeRO enabled (stage >= 1) at stage 1 with
-// bf16 weights, fp32 gradient accumulation and no CPU optimizer offload
-// (zero_cpu_offload); ZeRO disabled (stage 0) with bf16 weights, bf16
-// gradient accumulation (grad_accum_dtype unset or bf16) and pipeline
-// parallelism (the PipelineEngine). Stage 0 without a pipeline builds
-// FP16_Optimizer (DDP_BFLOAT16).
+// DeepSpeed builds BF16_Optimizer (zeromem/optimizer_wrapper.h: engine.py
+// _do_optimizer_sanity_check, by DeepSpeed version).
 bool selects_bf16_optimizer(const EstimateInput& in) {
-    const auto& t = in.train;
-    if (t.dtype != Dtype::bf16) return false;
-    const Dtype acc = t.grad_accum_dtype.value_or(t.dtype);
-    if (in.zero.stage == 1) return acc == Dtype::fp32 && in.zero.offload_optimizer != OffloadDevice::cpu;
-    return in.zero.stage == 0 && acc == Dtype::bf16 && in.cluster.pp > 1;
+    return optimizer_wrapper(in) == OptimizerWrapper::bf16_optimizer;
 }
 
 // Parameters held by one tensor/pipeline rank (Megatron-DeepSpeed layout):
@@ -670,7 +662,7 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
                             static_cast<uint64_t>(a.vocab_size) * static_cast<uint64_t>(a.hidden_size), pc.lm_head});
     }
     c.bm = static_cast<uint64_t>(dtype_bytes(t.dtype));
-    c.ba = static_cast<uint64_t>(dtype_bytes(t.grad_accum_dtype.value_or(t.dtype)));
+    c.ba = static_cast<uint64_t>(dtype_bytes(effective_grad_accum_dtype(in)));
     c.bc = static_cast<uint64_t>(dtype_bytes(t.communication_dtype.value_or(t.dtype)));
     c.osb = static_cast<uint64_t>(optimizer_state_bytes(t.optimizer));
     c.src = z.stage == 0 ? kSrcZ0 : (z.stage == 3 ? kSrcZ3 : kSrcZ12);
@@ -1558,8 +1550,10 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
         ex.note("no architecture: ZeRO-3 persistent (small) parameters are not counted.");
     for (const auto& n : zeropp_notes(in)) ex.note(n);
     if (sz.bf16_optimizer)
-        ex.note(std::string(sz.stage == 1 ? "bf16 + ZeRO-1 + fp32 gradient accumulation"
-                                          : "bf16 without ZeRO under pipeline parallelism") +
+        ex.note(std::string(sz.stage == 1    ? "bf16 + ZeRO-1 + fp32 gradient accumulation"
+                            : c.ba == 4      ? "bf16 with fp32 gradient accumulation without ZeRO (DeepSpeed " +
+                                                   in.stack.deepspeed + ", before 0.18.5)"
+                                             : "bf16 without ZeRO under pipeline parallelism") +
                 ": DeepSpeed builds BF16_Optimizer (engine._do_optimizer_sanity_check), whose gradient accumulation "
                 "buffer exists from load on and whose fp32 master and optimizer states are partitioned over N_d; its all-reduce "
                 "cast to the communication dtype comes after the boundary backward has freed the activations.");

@@ -2,6 +2,7 @@
 // estimate(), time from step_time(); nothing is re-derived here.
 #include "zeromem/planner.h"
 #include "zeromem/workload.h"
+#include "zeromem/optimizer_wrapper.h"
 
 #include "zeromem/util.h"
 #include "zeromem/zeropp.h"
@@ -104,6 +105,23 @@ std::string tok_s(double v) {
 
 std::string gib(uint64_t bytes) { return format_gib(double(bytes)) + " GiB"; }
 
+// Why DeepSpeed refuses option `o` with `base`'s settings on `data_parallel`
+// ranks, or nothing: ZeRO++ / MiCS combinations (zeropp_allows) and dtype
+// mixes without ZeRO (optimizer_wrapper_refusal).
+std::optional<std::string> option_refusal(const EstimateInput& base, const ZeroOption& o, int64_t data_parallel) {
+    if (!zeropp_allows(base.zero, o.stage, o.offload_optimizer, o.offload_param, data_parallel))
+        return std::string("not with the ZeRO++ / MiCS settings given (DeepSpeed refuses the combination, "
+                           "zeromem/zeropp.h zeropp_allows)");
+    if (o.stage != 0) return std::nullopt;
+    EstimateInput at = base;
+    at.zero.stage = o.stage;
+    return optimizer_wrapper_refusal(at);
+}
+
+bool option_allowed(const EstimateInput& base, const ZeroOption& o, int64_t data_parallel) {
+    return !option_refusal(base, o, data_parallel);
+}
+
 }  // namespace
 
 std::string ZeroOption::label() const {
@@ -169,9 +187,8 @@ std::vector<Candidate> compare_options(const EstimateInput& base, const SpeedHar
     EstimateInput in = base;
     std::vector<Candidate> rows;
     for (ZeroOption o : stage_offload_options()) {
-        // Skip what DeepSpeed refuses with the ZeRO++ / MiCS settings given.
-        if (!zeropp_allows(base.zero, o.stage, o.offload_optimizer, o.offload_param, base.cluster.data_parallel()))
-            continue;
+        // Skip what DeepSpeed refuses with the settings given.
+        if (!option_allowed(base, o, base.cluster.data_parallel())) continue;
         for (Checkpointing ck : {Checkpointing::none, Checkpointing::full}) {
             o.checkpointing = ck;
             Candidate c = base_candidate(base, o);
@@ -215,6 +232,7 @@ std::vector<OrderingGroup> ordering_groups(const std::vector<Candidate>& rows) {
         OrderingGroup og{g.name, -1};
         for (size_t i = 0; i < rows.size(); ++i) {
             const Candidate& r = rows[i];
+            og.evaluated = og.evaluated || g.match(r.option);
             if (g.match(r.option) && r.fits &&
                 (og.row < 0 || r.time.tokens_per_s > rows[size_t(og.row)].time.tokens_per_s))
                 og.row = int(i);
@@ -241,7 +259,10 @@ std::vector<std::string> ordering_statement(const std::vector<Candidate>& rows) 
         const Candidate* x = best[i];
         const Candidate* y = best[i + 1];
         std::string s = std::string(a) + " > " + b + ": ";
-        if (!x && !y) {
+        if (!groups[i].evaluated || !groups[i + 1].evaluated) {
+            s += std::string(groups[i].evaluated ? b : a) +
+                 " is refused by DeepSpeed with the settings given (not evaluated); not comparable.";
+        } else if (!x && !y) {
             s += "neither fits; not comparable.";
         } else if (!x) {
             s += std::string(a) + " does not fit at micro batch 1, " + b + " does (" + tok_s(y->time.tokens_per_s) +
@@ -440,10 +461,8 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
     };
     std::optional<Candidate> fit;
     for (const Rung& rung : ladder) {
-        if (!zeropp_allows(base.zero, rung.opt.stage, rung.opt.offload_optimizer, rung.opt.offload_param,
-                           base.cluster.data_parallel())) {
-            r.steps.push_back({rung.step, rung.action, "not with the ZeRO++ / MiCS settings given (DeepSpeed refuses the "
-                               "combination, zeromem/zeropp.h zeropp_allows); skipped", {}});
+        if (const auto why = option_refusal(base, rung.opt, base.cluster.data_parallel())) {
+            r.steps.push_back({rung.step, rung.action, *why + "; skipped", {}});
             continue;
         }
         Candidate c = base_candidate(base, rung.opt);
@@ -507,9 +526,8 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
     Candidate best = *r.first_fit;
     const int64_t bucket0 = model_bucket(base);
     for (ZeroOption o : stage_offload_options()) {
-        // Skip what DeepSpeed refuses with the ZeRO++ / MiCS settings given.
-        if (!zeropp_allows(base.zero, o.stage, o.offload_optimizer, o.offload_param, base.cluster.data_parallel()))
-            continue;
+        // Skip what DeepSpeed refuses with the settings given.
+        if (!option_allowed(base, o, base.cluster.data_parallel())) continue;
         for (C ck : space.checkpointing) {
             o.checkpointing = ck;
             for (bool ov : space.overlap_comm) {
@@ -644,9 +662,8 @@ std::vector<FitRow> largest_model(const EstimateInput& base) {
     in.model.arch.reset();
     in.model.largest_layer_params = 0;
     for (const ZeroOption& o : stage_offload_options()) {
-        // Skip what DeepSpeed refuses with the ZeRO++ / MiCS settings given.
-        if (!zeropp_allows(base.zero, o.stage, o.offload_optimizer, o.offload_param, base.cluster.data_parallel()))
-            continue;
+        // Skip what DeepSpeed refuses with the settings given.
+        if (!option_allowed(base, o, base.cluster.data_parallel())) continue;
         apply_option_at_base_batch(no_generation, o, in);
         auto fits_at = [&](uint64_t p) {
             in.model.params = p;
@@ -724,8 +741,8 @@ static int64_t gpu_count_step(const EstimateInput& base, int stage) {
 
 // Whether DeepSpeed accepts `n` GPUs for option `o`: a multiple of `step`,
 // zero_hpz_partition_size dividing n when below n (utils/groups.py
-// _create_zero_param_parallel_group), no MiCS replicas with offload
-// (zeropp_allows).
+// _create_zero_param_parallel_group), no MiCS replicas with offload, no
+// dtype mix without ZeRO (option_allowed).
 // With mics_hierarchical_params_gather the shard group spans whole nodes of
 // more than one (mics_utils.py create_mics_comm_groups asserts it).
 static bool gpu_count_allowed(const EstimateInput& base, const ZeroOption& o, int64_t step, int64_t n,
@@ -736,8 +753,7 @@ static bool gpu_count_allowed(const EstimateInput& base, const ZeroOption& o, in
     if (o.stage == 3 && m > 0 && base.zero.mics_hierarchical_params_gather &&
         (n <= gpus_per_node || m <= gpus_per_node || m % gpus_per_node != 0))
         return false;
-    return zeropp_allows(base.zero, o.stage, o.offload_optimizer, o.offload_param,
-                         n / (base.cluster.tp * base.cluster.pp));
+    return option_allowed(base, o, n / (base.cluster.tp * base.cluster.pp));
 }
 
 // Why no GPU count up to `max_gpus` is one DeepSpeed accepts for the option.

@@ -72,6 +72,7 @@ std::vector<Candidate> compare_options(const EstimateInput& base, const SpeedHar
 struct OrderingGroup {
     std::string name;  ///< "stage 0", ..., "stage 3 + offload"
     int row = -1;      ///< index into the rows of the group's fastest fitting option; -1 when none fits
+    bool evaluated = false;  ///< some row is in the group (false: DeepSpeed refuses the group's options)
 };
 
 /// The six groups in the recipe's order, each with its fastest fitting row
