@@ -15,11 +15,7 @@ using zeromem::InputError;
 
 namespace {
 
-int floor_log2(uint64_t v) {
-    int r = -1;
-    while (v) { v >>= 1; ++r; }
-    return r;
-}
+int floor_log2(uint64_t v) { return v ? 63 - __builtin_clzll(v) : -1; }
 
 bool is_pow2(uint64_t v) { return v && (v & (v - 1)) == 0; }
 
@@ -230,6 +226,7 @@ bool CachingAllocator::alloc_block(bool small, Stream stream, uint64_t seg_size,
     s.first = bi;
     segments_.push_back(s);
     reserved_ += seg_size;
+    free_segment_bytes_ += seg_size;
     record("segment_alloc", s.addr, seg_size, stream, time);
     pool(small).insert(bi);
     fresh_ = bi;
@@ -328,6 +325,7 @@ std::optional<uint32_t> CachingAllocator::malloc(uint64_t size, Stream stream, u
         got = fresh_;
     }
     const uint32_t bi = *got;
+    if (whole_segment(blocks_[bi])) free_segment_bytes_ -= blocks_[bi].size;
     if (should_split(blocks_[bi], rounded)) {
         const uint32_t ri = new_block();  // may reallocate blocks_: index, not reference
         Block& b = blocks_[bi];
@@ -387,6 +385,7 @@ void CachingAllocator::free(uint32_t handle, uint64_t time) {
         nx.in_use = false;
         free_slots_.push_back(ni);
     }
+    if (whole_segment(*b)) free_segment_bytes_ += b->size;
     p.insert(bi);
 }
 
@@ -398,6 +397,7 @@ void CachingAllocator::release_segment(uint32_t seg, uint64_t time) {
     free_slots_.push_back(bi);
     s.live = false;
     reserved_ -= s.size;
+    free_segment_bytes_ -= s.size;
     record("segment_free", s.addr, s.size, s.stream, time);
 }
 
@@ -458,6 +458,22 @@ void CachingAllocator::release_cached_blocks(uint64_t time) {
 }
 
 void CachingAllocator::empty_cache(uint64_t time) { release_cached_blocks(time); }
+
+// What release_cached_blocks above would give back, without doing it.
+uint64_t CachingAllocator::releasable() const {
+    uint64_t bytes = free_segment_bytes_;
+    if (!cfg_.expandable_segments) return bytes;
+    for (const Segment& s : segments_) {
+        if (!s.live || !s.expandable) continue;
+        uint32_t last = s.first;
+        while (blocks_[last].next >= 0) last = static_cast<uint32_t>(blocks_[last].next);
+        const Block& b = blocks_[last];
+        if (b.allocated || b.size == 0) continue;
+        const uint64_t page = s.small ? kSmallBuffer : kLargeBuffer;
+        bytes += (b.size / page) * page;
+    }
+    return bytes;
+}
 
 std::vector<SegmentInfo> CachingAllocator::segments() const {
     std::vector<SegmentInfo> out;

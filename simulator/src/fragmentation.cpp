@@ -39,36 +39,38 @@ std::optional<EventLog> fragmentation_events(const EstimateInput& in, SimOptions
     }
 }
 
-// The events up to and including timeline point `t` (spans produce no
-// timeline point), then torch.cuda.empty_cache().
-EventLog until_then_empty_cache(const EventLog& log, uint64_t t) {
-    EventLog out;
-    out.modules = log.modules;
-    uint64_t points = 0;
-    for (const Event& e : log.events) {
-        if (points > t) break;
-        out.events.push_back(e);
-        if (e.action != Action::span_begin && e.action != Action::span_end) ++points;
-    }
-    Event ec = out.events.empty() ? Event{} : out.events.back();
-    ec.action = Action::empty_cache;
-    ec.bytes = 0;
-    ec.term = "empty_cache";
-    out.events.push_back(ec);
-    return out;
-}
-
 // Reserved minus allocated at the allocated peak, without the wholly free
 // segments: PyTorch gives those back (release_cached_blocks) and retries
 // before it reports an OOM, so only the unallocated parts of segments in use
-// are memory the job cannot have. Replays up to the peak a second time and
-// ends with empty_cache.
+// are memory the job cannot have. One pass through the allocator, recording
+// no timeline: at each event that raises memory_allocated() above every
+// earlier value (or at the first event, when nothing is ever allocated), it
+// notes memory_reserved() less what torch.cuda.empty_cache() would release
+// there (CachingAllocator::releasable). The same figure as replaying up to
+// replay()'s peak_allocated_t and then empty_cache.
 uint64_t reserved_minus_allocated(const EventLog& log, const SimOptions& opt) {
-    const SimResult res = replay(log, opt, std::nullopt);
-    if (res.timeline.empty()) return 0;
-    const SimResult at_peak = replay(until_then_empty_cache(log, res.peak_allocated_t), opt, std::nullopt);
-    const TimelinePoint& last = at_peak.timeline.back();
-    return last.reserved - std::min(last.reserved, last.allocated);
+    CachingAllocator a(opt.alloc, std::nullopt, false);
+    std::vector<uint32_t> handle(log.events.size() + 1, 0);
+    uint64_t t = 0, peak = 0, at_peak = 0;
+    for (const Event& e : log.events) {
+        if (e.action == Action::span_begin || e.action == Action::span_end) continue;
+        if (e.action == Action::empty_cache) {
+            a.empty_cache(t);
+        } else if (e.action == Action::alloc) {
+            const std::optional<uint32_t> h = a.malloc(e.bytes, e.stream, t);  // unlimited: never nullopt
+            if (handle.size() <= e.tensor) handle.resize(e.tensor + 1, 0);
+            handle[e.tensor] = h.value_or(0);
+        } else {
+            a.free(handle[e.tensor], t);
+        }
+        if (t == 0 || a.allocated() > peak) {
+            peak = std::max(peak, a.allocated());
+            const uint64_t reserved = a.reserved() - a.releasable();
+            at_peak = reserved - std::min(reserved, a.allocated());
+        }
+        ++t;
+    }
+    return at_peak;
 }
 
 // The replay's input written out field by field: two inputs with the same

@@ -100,6 +100,12 @@ public:
     uint64_t peak_allocated() const { return peak_allocated_; }
     uint64_t peak_reserved() const { return peak_reserved_; }
     uint64_t num_alloc_retries() const { return retries_; }
+    /// Bytes torch.cuda.empty_cache() would give back now (release_cached_blocks):
+    /// segments that are one free block, plus the free trailing pages of
+    /// expandable segments. memory_reserved() after empty_cache() is
+    /// reserved() minus this. O(1) without expandable segments (a running
+    /// sum); with them, a walk over each expandable segment's blocks.
+    uint64_t releasable() const;
     /// Size of the block behind a live handle, bytes.
     uint64_t block_size(uint32_t handle) const { return blocks_[handle].size; }
     const std::optional<OomInfo>& oom() const { return oom_; }
@@ -134,6 +140,10 @@ private:
     bool alloc_block(bool small, Stream stream, uint64_t seg_size, uint64_t rounded, uint64_t time);
     bool grow_expandable(bool small, Stream stream, uint64_t rounded, uint64_t time);
     bool should_split(const Block& b, uint64_t rounded) const;
+    /// Whether block `b` alone makes up a segment that is not expandable.
+    bool whole_segment(const Block& b) const {
+        return b.prev < 0 && b.next < 0 && !segments_[b.segment].expandable;
+    }
     void release_segment(uint32_t seg, uint64_t time);
     void release_available_cached_blocks(uint64_t need, uint64_t time);
     void release_cached_blocks(uint64_t time);
@@ -151,6 +161,7 @@ private:
     uint64_t next_addr_ = 0x7f0000000000ULL;
     uint64_t allocated_ = 0, reserved_ = 0, requested_ = 0;
     uint64_t peak_allocated_ = 0, peak_reserved_ = 0, retries_ = 0;
+    uint64_t free_segment_bytes_ = 0;  ///< sizes of the non-expandable segments that are one free block
     std::optional<OomInfo> oom_;
     std::vector<TraceEntry> trace_;
 };
