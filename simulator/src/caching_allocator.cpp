@@ -159,9 +159,28 @@ bool CachingAllocator::Cmp::operator()(uint32_t x, uint32_t y) const {
 
 CachingAllocator::CachingAllocator(AllocatorConfig cfg, std::optional<uint64_t> capacity, bool record_trace)
     : cfg_(cfg), capacity_(capacity), record_trace_(record_trace),
-      small_free_(Cmp{&blocks_}), large_free_(Cmp{&blocks_}) {
+      small_free_(Cmp{&blocks_}, PoolAlloc<uint32_t>(&nodes_)), large_free_(Cmp{&blocks_}, PoolAlloc<uint32_t>(&nodes_)) {
     blocks_.emplace_back();  // index 0: the search key of get_free_block
     blocks_.reserve(1024);
+}
+
+void* CachingAllocator::NodePool::take(std::size_t bytes) {
+    if (node_bytes_ == 0) node_bytes_ = bytes;
+    if (bytes != node_bytes_) return ::operator new(bytes);  // not a node size this pool serves
+    if (free_.empty()) {
+        constexpr std::size_t kNodes = 256;
+        const std::size_t words = (bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
+        chunks_.push_back(std::make_unique<std::max_align_t[]>(words * kNodes));
+        for (std::size_t i = kNodes; i-- > 0;) free_.push_back(chunks_.back().get() + i * words);
+    }
+    void* p = free_.back();
+    free_.pop_back();
+    return p;
+}
+
+void CachingAllocator::NodePool::give(void* node, std::size_t bytes) {
+    if (bytes == node_bytes_) free_.push_back(node);
+    else ::operator delete(node);
 }
 
 uint32_t CachingAllocator::new_block() {

@@ -6,7 +6,9 @@
 #include "zeromem/sim_events.h"
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -83,6 +85,9 @@ public:
     /// unlimited. `record_trace`: keep TraceEntry records for the snapshot.
     explicit CachingAllocator(AllocatorConfig cfg = {}, std::optional<uint64_t> capacity = std::nullopt,
                               bool record_trace = false);
+    /// Not copyable or movable: the free-block sets refer to this object's blocks and node pool.
+    CachingAllocator(const CachingAllocator&) = delete;
+    CachingAllocator& operator=(const CachingAllocator&) = delete;
 
     /// DeviceCachingAllocator::malloc: round, best fit on `stream`, else a
     /// new segment; on a capacity miss first release cached blocks and retry
@@ -132,7 +137,43 @@ private:
         const std::vector<Block>* b;
         bool operator()(uint32_t x, uint32_t y) const;
     };
-    using FreeSet = std::set<uint32_t, Cmp>;
+    /// Recycles the free-block sets' tree nodes (all of one size): a replay
+    /// inserts and erases a node for nearly every event, and going to the
+    /// heap each time was a third of the allocator's cost.
+    class NodePool {
+    public:
+        NodePool() = default;
+        NodePool(const NodePool&) = delete;
+        NodePool& operator=(const NodePool&) = delete;
+        void* take(std::size_t bytes);
+        void give(void* node, std::size_t bytes);
+
+    private:
+        std::size_t node_bytes_ = 0;
+        std::vector<void*> free_;
+        std::vector<std::unique_ptr<std::max_align_t[]>> chunks_;
+    };
+    /// std::allocator interface over a NodePool, for the sets' nodes.
+    template <typename T>
+    struct PoolAlloc {
+        using value_type = T;
+        NodePool* pool;
+        explicit PoolAlloc(NodePool* p) : pool(p) {}
+        template <typename U>
+        PoolAlloc(const PoolAlloc<U>& o) : pool(o.pool) {}  // NOLINT: rebinding, as std::set needs
+        T* allocate(std::size_t n) {
+            return n == 1 ? static_cast<T*>(pool->take(sizeof(T))) : std::allocator<T>().allocate(n);
+        }
+        void deallocate(T* p, std::size_t n) {
+            if (n == 1) pool->give(p, sizeof(T));
+            else std::allocator<T>().deallocate(p, n);
+        }
+        template <typename U>
+        bool operator==(const PoolAlloc<U>& o) const { return pool == o.pool; }
+        template <typename U>
+        bool operator!=(const PoolAlloc<U>& o) const { return pool != o.pool; }
+    };
+    using FreeSet = std::set<uint32_t, Cmp, PoolAlloc<uint32_t>>;
 
     uint32_t new_block();
     FreeSet& pool(bool small) { return small ? small_free_ : large_free_; }
@@ -156,6 +197,7 @@ private:
     std::vector<Block> blocks_;
     std::vector<uint32_t> free_slots_;
     std::vector<Segment> segments_;
+    NodePool nodes_;  // before the sets: they give their nodes back to it when destroyed
     FreeSet small_free_, large_free_;
     uint32_t fresh_ = 0;  ///< block made by the last alloc_block
     uint64_t next_addr_ = 0x7f0000000000ULL;
