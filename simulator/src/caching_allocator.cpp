@@ -149,18 +149,11 @@ uint64_t allocation_size(uint64_t rounded) {
     return kRoundLarge * ((rounded + kRoundLarge - 1) / kRoundLarge);
 }
 
-bool CachingAllocator::Cmp::operator()(uint32_t x, uint32_t y) const {
-    const Block& a = (*b)[x];
-    const Block& c = (*b)[y];
-    if (a.stream != c.stream) return a.stream < c.stream;
-    if (a.size != c.size) return a.size < c.size;
-    return a.addr < c.addr;
-}
-
 CachingAllocator::CachingAllocator(AllocatorConfig cfg, std::optional<uint64_t> capacity, bool record_trace)
     : cfg_(cfg), capacity_(capacity), record_trace_(record_trace),
-      small_free_(Cmp{&blocks_}, PoolAlloc<uint32_t>(&nodes_)), large_free_(Cmp{&blocks_}, PoolAlloc<uint32_t>(&nodes_)) {
-    blocks_.emplace_back();  // index 0: the search key of get_free_block
+      small_free_(std::less<FreeKey>(), PoolAlloc<FreeKey>(&nodes_)),
+      large_free_(std::less<FreeKey>(), PoolAlloc<FreeKey>(&nodes_)) {
+    blocks_.emplace_back();  // index 0: never a block (handles start at 1)
     blocks_.reserve(1024);
 }
 
@@ -209,16 +202,13 @@ void CachingAllocator::bump_peaks() {
 // rounded (ties: lowest address), minus the two oversize rejections (A.4).
 std::optional<uint32_t> CachingAllocator::get_free_block(bool small, Stream stream, uint64_t rounded) {
     FreeSet& p = pool(small);
-    blocks_[0].stream = stream;
-    blocks_[0].size = rounded;
-    blocks_[0].addr = 0;
-    const auto it = p.lower_bound(0);
+    const auto it = p.lower_bound(FreeKey{stream, rounded, 0, 0});
     if (it == p.end()) return std::nullopt;
-    const Block& b = blocks_[*it];
+    const Block& b = blocks_[it->block];
     if (b.stream != stream) return std::nullopt;
     if (rounded < cfg_.max_split_size && b.size >= cfg_.max_split_size) return std::nullopt;
     if (rounded >= cfg_.max_split_size && b.size >= rounded + cfg_.max_non_split_rounding_size) return std::nullopt;
-    const uint32_t i = *it;
+    const uint32_t i = it->block;
     p.erase(it);
     return i;
 }
@@ -247,7 +237,7 @@ bool CachingAllocator::alloc_block(bool small, Stream stream, uint64_t seg_size,
     reserved_ += seg_size;
     free_segment_bytes_ += seg_size;
     record("segment_alloc", s.addr, seg_size, stream, time);
-    pool(small).insert(bi);
+    pool(small).insert(key(bi));
     fresh_ = bi;
     return true;
 }
@@ -288,7 +278,7 @@ bool CachingAllocator::grow_expandable(bool small, Stream stream, uint64_t round
     const uint64_t map = page * ((need + page - 1) / page);
     if (capacity_ && reserved_ + map > *capacity_) return false;
     if (trailing_free) {
-        if (blocks_[last].size > 0) pool(small).erase(last);
+        if (blocks_[last].size > 0) pool(small).erase(key(last));
         blocks_[last].size += map;
     } else {
         const uint32_t bi = new_block();
@@ -305,7 +295,7 @@ bool CachingAllocator::grow_expandable(bool small, Stream stream, uint64_t round
     record("segment_map", s.addr + s.size, map, stream, time);
     s.size += map;
     reserved_ += map;
-    pool(small).insert(last);
+    pool(small).insert(key(last));
     fresh_ = last;
     return true;
 }
@@ -340,7 +330,7 @@ std::optional<uint32_t> CachingAllocator::malloc(uint64_t size, Stream stream, u
         }
         // The new (or grown) block is the largest free one on this stream;
         // take it directly, as alloc_block hands its block to the caller.
-        pool(small).erase(fresh_);
+        pool(small).erase(key(fresh_));
         got = fresh_;
     }
     const uint32_t bi = *got;
@@ -359,7 +349,7 @@ std::optional<uint32_t> CachingAllocator::malloc(uint64_t size, Stream stream, u
         if (b.next >= 0) blocks_[static_cast<std::size_t>(b.next)].prev = static_cast<int32_t>(ri);
         b.next = static_cast<int32_t>(ri);
         b.size = rounded;
-        pool(r.small).insert(ri);
+        pool(r.small).insert(key(ri));
     }
     Block& b = blocks_[bi];
     b.allocated = true;
@@ -384,7 +374,7 @@ void CachingAllocator::free(uint32_t handle, uint64_t time) {
     // CCA free_block: merge with free neighbours of the same segment.
     if (b->prev >= 0 && !blocks_[static_cast<std::size_t>(b->prev)].allocated) {
         const uint32_t pi = static_cast<uint32_t>(b->prev);
-        p.erase(pi);
+        p.erase(key(pi));
         Block& pr = blocks_[pi];
         pr.size += b->size;
         pr.next = b->next;
@@ -396,7 +386,7 @@ void CachingAllocator::free(uint32_t handle, uint64_t time) {
     }
     if (b->next >= 0 && !blocks_[static_cast<std::size_t>(b->next)].allocated) {
         const uint32_t ni = static_cast<uint32_t>(b->next);
-        p.erase(ni);
+        p.erase(key(ni));
         Block& nx = blocks_[ni];
         b->size += nx.size;
         b->next = nx.next;
@@ -405,13 +395,13 @@ void CachingAllocator::free(uint32_t handle, uint64_t time) {
         free_slots_.push_back(ni);
     }
     if (whole_segment(*b)) free_segment_bytes_ += b->size;
-    p.insert(bi);
+    p.insert(key(bi));
 }
 
 void CachingAllocator::release_segment(uint32_t seg, uint64_t time) {
     Segment& s = segments_[seg];
     const uint32_t bi = s.first;
-    pool(s.small).erase(bi);
+    pool(s.small).erase(key(bi));
     blocks_[bi].in_use = false;
     free_slots_.push_back(bi);
     s.live = false;
@@ -461,13 +451,13 @@ void CachingAllocator::release_cached_blocks(uint64_t time) {
         const uint64_t page = s.small ? kSmallBuffer : kLargeBuffer;
         const uint64_t unmap = (b.size / page) * page;
         if (unmap == 0) continue;
-        pool(s.small).erase(last);
+        pool(s.small).erase(key(last));
         b.size -= unmap;
         s.size -= unmap;
         reserved_ -= unmap;
         record("segment_unmap", s.addr + s.size, unmap, s.stream, time);
         if (b.size > 0) {
-            pool(s.small).insert(last);
+            pool(s.small).insert(key(last));
         } else if (b.prev >= 0) {
             blocks_[static_cast<std::size_t>(b.prev)].next = -1;
             b.in_use = false;

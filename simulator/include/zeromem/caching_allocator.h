@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -133,10 +134,20 @@ private:
         bool small = false, expandable = false, live = false;
         uint32_t first = 0;
     };
-    struct Cmp {
-        const std::vector<Block>* b;
-        bool operator()(uint32_t x, uint32_t y) const;
+    /// A free block as the pools order it (CCA BlockComparatorSize: stream,
+    /// then size, then address), with its index; the key is copied into the
+    /// set so comparisons do not go through blocks_.
+    struct FreeKey {
+        Stream stream = Stream::compute;
+        uint64_t size = 0, addr = 0;
+        uint32_t block = 0;
+        bool operator<(const FreeKey& o) const {
+            if (stream != o.stream) return stream < o.stream;
+            if (size != o.size) return size < o.size;
+            return addr < o.addr;
+        }
     };
+    FreeKey key(uint32_t i) const { return {blocks_[i].stream, blocks_[i].size, blocks_[i].addr, i}; }
     /// Recycles the free-block sets' tree nodes (all of one size): a replay
     /// inserts and erases a node for nearly every event, and going to the
     /// heap each time was a third of the allocator's cost.
@@ -173,7 +184,7 @@ private:
         template <typename U>
         bool operator!=(const PoolAlloc<U>& o) const { return pool != o.pool; }
     };
-    using FreeSet = std::set<uint32_t, Cmp, PoolAlloc<uint32_t>>;
+    using FreeSet = std::set<FreeKey, std::less<FreeKey>, PoolAlloc<FreeKey>>;
 
     uint32_t new_block();
     FreeSet& pool(bool small) { return small ? small_free_ : large_free_; }
