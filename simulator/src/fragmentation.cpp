@@ -165,10 +165,39 @@ std::string input_key(const EstimateInput& in) {
     return k.str();
 }
 
+// What the allocator sees of an event log (alloc/free/empty_cache events:
+// action, stream, tensor id, bytes; spans and names left out), hashed to
+// 128 bits: two logs with the same fingerprint give the same allowance.
+struct LogFingerprint {
+    uint64_t a = 0xcbf29ce484222325ULL, b = 0x9e3779b97f4a7c15ULL;
+    bool operator==(const LogFingerprint& o) const { return a == o.a && b == o.b; }
+    void add(uint64_t w) {
+        a = (a ^ w) * 0x100000001b3ULL;  // FNV-1a over 64-bit words
+        uint64_t z = b + w + 0x9e3779b97f4a7c15ULL;  // splitmix64 finaliser, chained
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        b = z ^ (z >> 31);
+    }
+};
+
+LogFingerprint fingerprint(const EventLog& log) {
+    LogFingerprint f;
+    for (const Event& e : log.events) {
+        if (e.action == Action::span_begin || e.action == Action::span_end) continue;
+        f.add(static_cast<uint64_t>(e.action) << 8 | static_cast<uint64_t>(e.stream));
+        f.add(e.tensor);
+        f.add(e.bytes);
+    }
+    return f;
+}
+
 // The allowances of the last replays, by input key: the planner evaluates
 // the same option many times (1217 estimates but about 73 distinct replays
 // for `plan --model llama-2-7b --gpus 8`), so a hit skips producing the
-// events as well as replaying them.
+// events as well as replaying them. A miss produces the events and looks
+// their fingerprint up before replaying: inputs that differ only where the
+// GPU's allocations do not (optimizer or parameter offload to nvme rather
+// than cpu, for instance) share one replay.
 class FragmentationCache {
 public:
     std::optional<uint64_t> get(const EstimateInput& in) {
@@ -180,8 +209,8 @@ public:
                 if (k == key) return bytes;
         }
         const std::optional<EventLog> log = fragmentation_events(in, opt);
-        const std::optional<uint64_t> bytes =
-            log ? std::optional<uint64_t>(reserved_minus_allocated(*log, opt)) : std::nullopt;
+        std::optional<uint64_t> bytes;
+        if (log) bytes = by_log(*log, opt);
         const std::lock_guard<std::mutex> lock(mu_);
         if (entries_.size() == kEntries) entries_.erase(entries_.begin());
         entries_.emplace_back(key, bytes);
@@ -189,9 +218,24 @@ public:
     }
 
 private:
+    uint64_t by_log(const EventLog& log, const SimOptions& opt) {
+        const LogFingerprint f = fingerprint(log);
+        {
+            const std::lock_guard<std::mutex> lock(mu_);
+            for (const auto& [g, bytes] : logs_)
+                if (g == f) return bytes;
+        }
+        const uint64_t bytes = reserved_minus_allocated(log, opt);
+        const std::lock_guard<std::mutex> lock(mu_);
+        if (logs_.size() == kEntries) logs_.erase(logs_.begin());
+        logs_.emplace_back(f, bytes);
+        return bytes;
+    }
+
     static constexpr size_t kEntries = 512;
     std::mutex mu_;
     std::vector<std::pair<std::string, std::optional<uint64_t>>> entries_;
+    std::vector<std::pair<LogFingerprint, uint64_t>> logs_;
 };
 
 }  // namespace
