@@ -171,21 +171,21 @@ std::string input_key(const EstimateInput& in) {
 struct LogFingerprint {
     uint64_t a = 0xcbf29ce484222325ULL, b = 0x9e3779b97f4a7c15ULL;
     bool operator==(const LogFingerprint& o) const { return a == o.a && b == o.b; }
+    // Two independent multiply-xor chains (FNV-1a over 64-bit words, and a
+    // rotate-multiply chain with another odd constant).
     void add(uint64_t w) {
-        a = (a ^ w) * 0x100000001b3ULL;  // FNV-1a over 64-bit words
-        uint64_t z = b + w + 0x9e3779b97f4a7c15ULL;  // splitmix64 finaliser, chained
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-        b = z ^ (z >> 31);
+        a = (a ^ w) * 0x100000001b3ULL;
+        b = ((b << 23 | b >> 41) ^ w) * 0xbf58476d1ce4e5b9ULL;
     }
 };
 
+// Tensor ids stay below 2^48 (one per event) and bytes below 2^50
+// (refuse_oversized_tensors), so two words per event keep every field.
 LogFingerprint fingerprint(const EventLog& log) {
     LogFingerprint f;
     for (const Event& e : log.events) {
         if (e.action == Action::span_begin || e.action == Action::span_end) continue;
-        f.add(static_cast<uint64_t>(e.action) << 8 | static_cast<uint64_t>(e.stream));
-        f.add(e.tensor);
+        f.add(e.tensor << 16 | static_cast<uint64_t>(e.action) << 8 | static_cast<uint64_t>(e.stream));
         f.add(e.bytes);
     }
     return f;
