@@ -94,7 +94,9 @@ namespace {
 // `zeromem compare` runs it (a fresh cached provider per run, so every
 // distinct option is replayed once): arg 0 = llama-2-7b, 8 x A100-80GB,
 // global batch 64, seq 4096 (README's compare example, 22 options, 16
-// distinct replays); arg 1 = llama-2-70b, 64 GPUs, global batch 512, seq 4096.
+// distinct replays); arg 1 = llama-2-70b, 64 GPUs (--nodes left at 1, as
+// `zeromem compare --model llama-2-70b --gpus 64` runs), global batch 512,
+// seq 4096 (22 options, 17 distinct replays).
 zeromem::EstimateInput compare_input(bool big) {
     using namespace zeromem;
     EstimateInput in;
@@ -105,7 +107,6 @@ zeromem::EstimateInput compare_input(bool big) {
     in.model.largest_layer_params = pc.largest_module;
     in.model.name = name;
     in.cluster.gpus = big ? 64 : 8;
-    in.cluster.nodes = big ? 8 : 1;
     in.cluster.gpu_memory = 85899345920ull;
     in.cluster.host_memory = big ? 2000000000000ull : 1000000000000ull;
     in.train.seq_len = 4096;
