@@ -237,7 +237,7 @@ bool CachingAllocator::alloc_block(bool small, Stream stream, uint64_t seg_size,
     reserved_ += seg_size;
     free_segment_bytes_ += seg_size;
     record("segment_alloc", s.addr, seg_size, stream, time);
-    pool(small).insert(key(bi));
+    pool_insert(small, bi);
     fresh_ = bi;
     return true;
 }
@@ -278,7 +278,7 @@ bool CachingAllocator::grow_expandable(bool small, Stream stream, uint64_t round
     const uint64_t map = page * ((need + page - 1) / page);
     if (capacity_ && reserved_ + map > *capacity_) return false;
     if (trailing_free) {
-        if (blocks_[last].size > 0) pool(small).erase(key(last));
+        if (blocks_[last].size > 0) pool_erase(small, last);
         blocks_[last].size += map;
     } else {
         const uint32_t bi = new_block();
@@ -295,7 +295,7 @@ bool CachingAllocator::grow_expandable(bool small, Stream stream, uint64_t round
     record("segment_map", s.addr + s.size, map, stream, time);
     s.size += map;
     reserved_ += map;
-    pool(small).insert(key(last));
+    pool_insert(small, last);
     fresh_ = last;
     return true;
 }
@@ -330,7 +330,7 @@ std::optional<uint32_t> CachingAllocator::malloc(uint64_t size, Stream stream, u
         }
         // The new (or grown) block is the largest free one on this stream;
         // take it directly, as alloc_block hands its block to the caller.
-        pool(small).erase(key(fresh_));
+        pool_erase(small, fresh_);
         got = fresh_;
     }
     const uint32_t bi = *got;
@@ -349,7 +349,7 @@ std::optional<uint32_t> CachingAllocator::malloc(uint64_t size, Stream stream, u
         if (b.next >= 0) blocks_[static_cast<std::size_t>(b.next)].prev = static_cast<int32_t>(ri);
         b.next = static_cast<int32_t>(ri);
         b.size = rounded;
-        pool(r.small).insert(key(ri));
+        pool_insert(r.small, ri);
     }
     Block& b = blocks_[bi];
     b.allocated = true;
@@ -370,11 +370,10 @@ void CachingAllocator::free(uint32_t handle, uint64_t time) {
     record("free_requested", b->addr, b->requested, b->stream, time);
     record("free_completed", b->addr, b->requested, b->stream, time);
     b->requested = 0;
-    FreeSet& p = pool(b->small);
     // CCA free_block: merge with free neighbours of the same segment.
     if (b->prev >= 0 && !blocks_[static_cast<std::size_t>(b->prev)].allocated) {
         const uint32_t pi = static_cast<uint32_t>(b->prev);
-        p.erase(key(pi));
+        pool_erase(b->small, pi);
         Block& pr = blocks_[pi];
         pr.size += b->size;
         pr.next = b->next;
@@ -386,7 +385,7 @@ void CachingAllocator::free(uint32_t handle, uint64_t time) {
     }
     if (b->next >= 0 && !blocks_[static_cast<std::size_t>(b->next)].allocated) {
         const uint32_t ni = static_cast<uint32_t>(b->next);
-        p.erase(key(ni));
+        pool_erase(b->small, ni);
         Block& nx = blocks_[ni];
         b->size += nx.size;
         b->next = nx.next;
@@ -395,13 +394,13 @@ void CachingAllocator::free(uint32_t handle, uint64_t time) {
         free_slots_.push_back(ni);
     }
     if (whole_segment(*b)) free_segment_bytes_ += b->size;
-    p.insert(key(bi));
+    pool_insert(b->small, bi);
 }
 
 void CachingAllocator::release_segment(uint32_t seg, uint64_t time) {
     Segment& s = segments_[seg];
     const uint32_t bi = s.first;
-    pool(s.small).erase(key(bi));
+    pool_erase(s.small, bi);
     blocks_[bi].in_use = false;
     free_slots_.push_back(bi);
     s.live = false;
@@ -451,13 +450,13 @@ void CachingAllocator::release_cached_blocks(uint64_t time) {
         const uint64_t page = s.small ? kSmallBuffer : kLargeBuffer;
         const uint64_t unmap = (b.size / page) * page;
         if (unmap == 0) continue;
-        pool(s.small).erase(key(last));
+        pool_erase(s.small, last);
         b.size -= unmap;
         s.size -= unmap;
         reserved_ -= unmap;
         record("segment_unmap", s.addr + s.size, unmap, s.stream, time);
         if (b.size > 0) {
-            pool(s.small).insert(key(last));
+            pool_insert(s.small, last);
         } else if (b.prev >= 0) {
             blocks_[static_cast<std::size_t>(b.prev)].next = -1;
             b.in_use = false;

@@ -121,13 +121,6 @@ public:
     const AllocatorConfig& config() const { return cfg_; }
 
 private:
-    struct Block {
-        uint64_t addr = 0, size = 0, requested = 0;
-        Stream stream = Stream::compute;
-        bool small = false, allocated = false, in_use = false;
-        int32_t prev = -1, next = -1;  ///< neighbours in the same segment
-        uint32_t segment = 0;
-    };
     struct Segment {
         uint64_t addr = 0, size = 0, reserve = 0;
         Stream stream = Stream::compute;
@@ -185,9 +178,20 @@ private:
         bool operator!=(const PoolAlloc<U>& o) const { return pool != o.pool; }
     };
     using FreeSet = std::set<FreeKey, std::less<FreeKey>, PoolAlloc<FreeKey>>;
+    struct Block {
+        uint64_t addr = 0, size = 0, requested = 0;
+        Stream stream = Stream::compute;
+        bool small = false, allocated = false, in_use = false;
+        int32_t prev = -1, next = -1;  ///< neighbours in the same segment
+        uint32_t segment = 0;
+        FreeSet::iterator pos{};  ///< its entry in its pool while it is free (erased without a search)
+    };
 
     uint32_t new_block();
     FreeSet& pool(bool small) { return small ? small_free_ : large_free_; }
+    /// Puts free block `i` into its pool (small or large) / takes it out.
+    void pool_insert(bool small, uint32_t i) { blocks_[i].pos = pool(small).insert(key(i)).first; }
+    void pool_erase(bool small, uint32_t i) { pool(small).erase(blocks_[i].pos); }
     std::optional<uint32_t> get_free_block(bool small, Stream stream, uint64_t rounded);
     bool alloc_block(bool small, Stream stream, uint64_t seg_size, uint64_t rounded, uint64_t time);
     bool grow_expandable(bool small, Stream stream, uint64_t rounded, uint64_t time);
