@@ -15,11 +15,7 @@ using zeromem::InputError;
 
 namespace {
 
-int floor_log2(uint64_t v) {
-    int r = -1;
-    while (v) { v >>= 1; ++r; }
-    return r;
-}
+int floor_log2(uint64_t v) { return v ? 63 - __builtin_clzll(v) : -1; }
 
 bool is_pow2(uint64_t v) { return v && (v & (v - 1)) == 0; }
 
@@ -153,19 +149,31 @@ uint64_t allocation_size(uint64_t rounded) {
     return kRoundLarge * ((rounded + kRoundLarge - 1) / kRoundLarge);
 }
 
-bool CachingAllocator::Cmp::operator()(uint32_t x, uint32_t y) const {
-    const Block& a = (*b)[x];
-    const Block& c = (*b)[y];
-    if (a.stream != c.stream) return a.stream < c.stream;
-    if (a.size != c.size) return a.size < c.size;
-    return a.addr < c.addr;
-}
-
 CachingAllocator::CachingAllocator(AllocatorConfig cfg, std::optional<uint64_t> capacity, bool record_trace)
     : cfg_(cfg), capacity_(capacity), record_trace_(record_trace),
-      small_free_(Cmp{&blocks_}), large_free_(Cmp{&blocks_}) {
-    blocks_.emplace_back();  // index 0: the search key of get_free_block
+      small_free_(std::less<FreeKey>(), PoolAlloc<FreeKey>(&nodes_)),
+      large_free_(std::less<FreeKey>(), PoolAlloc<FreeKey>(&nodes_)) {
+    blocks_.emplace_back();  // index 0: never a block (handles start at 1)
     blocks_.reserve(1024);
+}
+
+void* CachingAllocator::NodePool::take(std::size_t bytes) {
+    if (node_bytes_ == 0) node_bytes_ = bytes;
+    if (bytes != node_bytes_) return ::operator new(bytes);  // not a node size this pool serves
+    if (free_.empty()) {
+        constexpr std::size_t kNodes = 256;
+        const std::size_t words = (bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
+        chunks_.push_back(std::make_unique<std::max_align_t[]>(words * kNodes));
+        for (std::size_t i = kNodes; i-- > 0;) free_.push_back(chunks_.back().get() + i * words);
+    }
+    void* p = free_.back();
+    free_.pop_back();
+    return p;
+}
+
+void CachingAllocator::NodePool::give(void* node, std::size_t bytes) {
+    if (bytes == node_bytes_) free_.push_back(node);
+    else ::operator delete(node);
 }
 
 uint32_t CachingAllocator::new_block() {
@@ -194,16 +202,13 @@ void CachingAllocator::bump_peaks() {
 // rounded (ties: lowest address), minus the two oversize rejections (A.4).
 std::optional<uint32_t> CachingAllocator::get_free_block(bool small, Stream stream, uint64_t rounded) {
     FreeSet& p = pool(small);
-    blocks_[0].stream = stream;
-    blocks_[0].size = rounded;
-    blocks_[0].addr = 0;
-    const auto it = p.lower_bound(0);
+    const auto it = p.lower_bound(FreeKey{stream, rounded, 0, 0});
     if (it == p.end()) return std::nullopt;
-    const Block& b = blocks_[*it];
+    const Block& b = blocks_[it->block];
     if (b.stream != stream) return std::nullopt;
     if (rounded < cfg_.max_split_size && b.size >= cfg_.max_split_size) return std::nullopt;
     if (rounded >= cfg_.max_split_size && b.size >= rounded + cfg_.max_non_split_rounding_size) return std::nullopt;
-    const uint32_t i = *it;
+    const uint32_t i = it->block;
     p.erase(it);
     return i;
 }
@@ -230,8 +235,9 @@ bool CachingAllocator::alloc_block(bool small, Stream stream, uint64_t seg_size,
     s.first = bi;
     segments_.push_back(s);
     reserved_ += seg_size;
+    free_segment_bytes_ += seg_size;
     record("segment_alloc", s.addr, seg_size, stream, time);
-    pool(small).insert(bi);
+    pool_insert(small, bi);
     fresh_ = bi;
     return true;
 }
@@ -272,7 +278,7 @@ bool CachingAllocator::grow_expandable(bool small, Stream stream, uint64_t round
     const uint64_t map = page * ((need + page - 1) / page);
     if (capacity_ && reserved_ + map > *capacity_) return false;
     if (trailing_free) {
-        if (blocks_[last].size > 0) pool(small).erase(last);
+        if (blocks_[last].size > 0) pool_erase(small, last);
         blocks_[last].size += map;
     } else {
         const uint32_t bi = new_block();
@@ -289,7 +295,7 @@ bool CachingAllocator::grow_expandable(bool small, Stream stream, uint64_t round
     record("segment_map", s.addr + s.size, map, stream, time);
     s.size += map;
     reserved_ += map;
-    pool(small).insert(last);
+    pool_insert(small, last);
     fresh_ = last;
     return true;
 }
@@ -324,10 +330,11 @@ std::optional<uint32_t> CachingAllocator::malloc(uint64_t size, Stream stream, u
         }
         // The new (or grown) block is the largest free one on this stream;
         // take it directly, as alloc_block hands its block to the caller.
-        pool(small).erase(fresh_);
+        pool_erase(small, fresh_);
         got = fresh_;
     }
     const uint32_t bi = *got;
+    if (whole_segment(blocks_[bi])) free_segment_bytes_ -= blocks_[bi].size;
     if (should_split(blocks_[bi], rounded)) {
         const uint32_t ri = new_block();  // may reallocate blocks_: index, not reference
         Block& b = blocks_[bi];
@@ -342,7 +349,7 @@ std::optional<uint32_t> CachingAllocator::malloc(uint64_t size, Stream stream, u
         if (b.next >= 0) blocks_[static_cast<std::size_t>(b.next)].prev = static_cast<int32_t>(ri);
         b.next = static_cast<int32_t>(ri);
         b.size = rounded;
-        pool(r.small).insert(ri);
+        pool_insert(r.small, ri);
     }
     Block& b = blocks_[bi];
     b.allocated = true;
@@ -363,11 +370,10 @@ void CachingAllocator::free(uint32_t handle, uint64_t time) {
     record("free_requested", b->addr, b->requested, b->stream, time);
     record("free_completed", b->addr, b->requested, b->stream, time);
     b->requested = 0;
-    FreeSet& p = pool(b->small);
     // CCA free_block: merge with free neighbours of the same segment.
     if (b->prev >= 0 && !blocks_[static_cast<std::size_t>(b->prev)].allocated) {
         const uint32_t pi = static_cast<uint32_t>(b->prev);
-        p.erase(pi);
+        pool_erase(b->small, pi);
         Block& pr = blocks_[pi];
         pr.size += b->size;
         pr.next = b->next;
@@ -379,7 +385,7 @@ void CachingAllocator::free(uint32_t handle, uint64_t time) {
     }
     if (b->next >= 0 && !blocks_[static_cast<std::size_t>(b->next)].allocated) {
         const uint32_t ni = static_cast<uint32_t>(b->next);
-        p.erase(ni);
+        pool_erase(b->small, ni);
         Block& nx = blocks_[ni];
         b->size += nx.size;
         b->next = nx.next;
@@ -387,17 +393,19 @@ void CachingAllocator::free(uint32_t handle, uint64_t time) {
         nx.in_use = false;
         free_slots_.push_back(ni);
     }
-    p.insert(bi);
+    if (whole_segment(*b)) free_segment_bytes_ += b->size;
+    pool_insert(b->small, bi);
 }
 
 void CachingAllocator::release_segment(uint32_t seg, uint64_t time) {
     Segment& s = segments_[seg];
     const uint32_t bi = s.first;
-    pool(s.small).erase(bi);
+    pool_erase(s.small, bi);
     blocks_[bi].in_use = false;
     free_slots_.push_back(bi);
     s.live = false;
     reserved_ -= s.size;
+    free_segment_bytes_ -= s.size;
     record("segment_free", s.addr, s.size, s.stream, time);
 }
 
@@ -442,13 +450,13 @@ void CachingAllocator::release_cached_blocks(uint64_t time) {
         const uint64_t page = s.small ? kSmallBuffer : kLargeBuffer;
         const uint64_t unmap = (b.size / page) * page;
         if (unmap == 0) continue;
-        pool(s.small).erase(last);
+        pool_erase(s.small, last);
         b.size -= unmap;
         s.size -= unmap;
         reserved_ -= unmap;
         record("segment_unmap", s.addr + s.size, unmap, s.stream, time);
         if (b.size > 0) {
-            pool(s.small).insert(last);
+            pool_insert(s.small, last);
         } else if (b.prev >= 0) {
             blocks_[static_cast<std::size_t>(b.prev)].next = -1;
             b.in_use = false;
@@ -458,6 +466,22 @@ void CachingAllocator::release_cached_blocks(uint64_t time) {
 }
 
 void CachingAllocator::empty_cache(uint64_t time) { release_cached_blocks(time); }
+
+// What release_cached_blocks above would give back, without doing it.
+uint64_t CachingAllocator::releasable() const {
+    uint64_t bytes = free_segment_bytes_;
+    if (!cfg_.expandable_segments) return bytes;
+    for (const Segment& s : segments_) {
+        if (!s.live || !s.expandable) continue;
+        uint32_t last = s.first;
+        while (blocks_[last].next >= 0) last = static_cast<uint32_t>(blocks_[last].next);
+        const Block& b = blocks_[last];
+        if (b.allocated || b.size == 0) continue;
+        const uint64_t page = s.small ? kSmallBuffer : kLargeBuffer;
+        bytes += (b.size / page) * page;
+    }
+    return bytes;
+}
 
 std::vector<SegmentInfo> CachingAllocator::segments() const {
     std::vector<SegmentInfo> out;

@@ -39,36 +39,38 @@ std::optional<EventLog> fragmentation_events(const EstimateInput& in, SimOptions
     }
 }
 
-// The events up to and including timeline point `t` (spans produce no
-// timeline point), then torch.cuda.empty_cache().
-EventLog until_then_empty_cache(const EventLog& log, uint64_t t) {
-    EventLog out;
-    out.modules = log.modules;
-    uint64_t points = 0;
-    for (const Event& e : log.events) {
-        if (points > t) break;
-        out.events.push_back(e);
-        if (e.action != Action::span_begin && e.action != Action::span_end) ++points;
-    }
-    Event ec = out.events.empty() ? Event{} : out.events.back();
-    ec.action = Action::empty_cache;
-    ec.bytes = 0;
-    ec.term = "empty_cache";
-    out.events.push_back(ec);
-    return out;
-}
-
 // Reserved minus allocated at the allocated peak, without the wholly free
 // segments: PyTorch gives those back (release_cached_blocks) and retries
 // before it reports an OOM, so only the unallocated parts of segments in use
-// are memory the job cannot have. Replays up to the peak a second time and
-// ends with empty_cache.
+// are memory the job cannot have. One pass through the allocator, recording
+// no timeline: at each event that raises memory_allocated() above every
+// earlier value (or at the first event, when nothing is ever allocated), it
+// notes memory_reserved() less what torch.cuda.empty_cache() would release
+// there (CachingAllocator::releasable). The same figure as replaying up to
+// replay()'s peak_allocated_t and then empty_cache.
 uint64_t reserved_minus_allocated(const EventLog& log, const SimOptions& opt) {
-    const SimResult res = replay(log, opt, std::nullopt);
-    if (res.timeline.empty()) return 0;
-    const SimResult at_peak = replay(until_then_empty_cache(log, res.peak_allocated_t), opt, std::nullopt);
-    const TimelinePoint& last = at_peak.timeline.back();
-    return last.reserved - std::min(last.reserved, last.allocated);
+    CachingAllocator a(opt.alloc, std::nullopt, false);
+    std::vector<uint32_t> handle(log.events.size() + 1, 0);
+    uint64_t t = 0, peak = 0, at_peak = 0;
+    for (const Event& e : log.events) {
+        if (e.action == Action::span_begin || e.action == Action::span_end) continue;
+        if (e.action == Action::empty_cache) {
+            a.empty_cache(t);
+        } else if (e.action == Action::alloc) {
+            const std::optional<uint32_t> h = a.malloc(e.bytes, e.stream, t);  // unlimited: never nullopt
+            if (handle.size() <= e.tensor) handle.resize(e.tensor + 1, 0);
+            handle[e.tensor] = h.value_or(0);
+        } else {
+            a.free(handle[e.tensor], t);
+        }
+        if (t == 0 || a.allocated() > peak) {
+            peak = std::max(peak, a.allocated());
+            const uint64_t reserved = a.reserved() - a.releasable();
+            at_peak = reserved - std::min(reserved, a.allocated());
+        }
+        ++t;
+    }
+    return at_peak;
 }
 
 // The replay's input written out field by field: two inputs with the same
@@ -163,10 +165,39 @@ std::string input_key(const EstimateInput& in) {
     return k.str();
 }
 
+// What the allocator sees of an event log (alloc/free/empty_cache events:
+// action, stream, tensor id, bytes; spans and names left out), hashed to
+// 128 bits: two logs with the same fingerprint give the same allowance.
+struct LogFingerprint {
+    uint64_t a = 0xcbf29ce484222325ULL, b = 0x9e3779b97f4a7c15ULL;
+    bool operator==(const LogFingerprint& o) const { return a == o.a && b == o.b; }
+    // Two independent multiply-xor chains (FNV-1a over 64-bit words, and a
+    // rotate-multiply chain with another odd constant).
+    void add(uint64_t w) {
+        a = (a ^ w) * 0x100000001b3ULL;
+        b = ((b << 23 | b >> 41) ^ w) * 0xbf58476d1ce4e5b9ULL;
+    }
+};
+
+// Tensor ids stay below 2^48 (one per event) and bytes below 2^50
+// (refuse_oversized_tensors), so two words per event keep every field.
+LogFingerprint fingerprint(const EventLog& log) {
+    LogFingerprint f;
+    for (const Event& e : log.events) {
+        if (e.action == Action::span_begin || e.action == Action::span_end) continue;
+        f.add(e.tensor << 16 | static_cast<uint64_t>(e.action) << 8 | static_cast<uint64_t>(e.stream));
+        f.add(e.bytes);
+    }
+    return f;
+}
+
 // The allowances of the last replays, by input key: the planner evaluates
 // the same option many times (1217 estimates but about 73 distinct replays
 // for `plan --model llama-2-7b --gpus 8`), so a hit skips producing the
-// events as well as replaying them.
+// events as well as replaying them. A miss produces the events and looks
+// their fingerprint up before replaying: inputs that differ only where the
+// GPU's allocations do not (optimizer or parameter offload to nvme rather
+// than cpu, for instance) share one replay.
 class FragmentationCache {
 public:
     std::optional<uint64_t> get(const EstimateInput& in) {
@@ -178,8 +209,8 @@ public:
                 if (k == key) return bytes;
         }
         const std::optional<EventLog> log = fragmentation_events(in, opt);
-        const std::optional<uint64_t> bytes =
-            log ? std::optional<uint64_t>(reserved_minus_allocated(*log, opt)) : std::nullopt;
+        std::optional<uint64_t> bytes;
+        if (log) bytes = by_log(*log, opt);
         const std::lock_guard<std::mutex> lock(mu_);
         if (entries_.size() == kEntries) entries_.erase(entries_.begin());
         entries_.emplace_back(key, bytes);
@@ -187,9 +218,24 @@ public:
     }
 
 private:
+    uint64_t by_log(const EventLog& log, const SimOptions& opt) {
+        const LogFingerprint f = fingerprint(log);
+        {
+            const std::lock_guard<std::mutex> lock(mu_);
+            for (const auto& [g, bytes] : logs_)
+                if (g == f) return bytes;
+        }
+        const uint64_t bytes = reserved_minus_allocated(log, opt);
+        const std::lock_guard<std::mutex> lock(mu_);
+        if (logs_.size() == kEntries) logs_.erase(logs_.begin());
+        logs_.emplace_back(f, bytes);
+        return bytes;
+    }
+
     static constexpr size_t kEntries = 512;
     std::mutex mu_;
     std::vector<std::pair<std::string, std::optional<uint64_t>>> entries_;
+    std::vector<std::pair<LogFingerprint, uint64_t>> logs_;
 };
 
 }  // namespace

@@ -41,27 +41,43 @@ int component_index(const char* term) {
     return kComponentCount - 1;
 }
 
-void note_peaks(SimResult& r, const EventLog& log, const Event& e, const CachingAllocator& a, uint64_t t,
+// The events that set the allocated and reserved peaks; their names are
+// copied into the result once, after the replay (set_peak_names).
+struct PeakEvents {
+    const Event* allocated = nullptr;
+    const Event* reserved = nullptr;
+};
+
+void note_peaks(SimResult& r, PeakEvents& pe, const Event& e, const CachingAllocator& a, uint64_t t,
                 const std::array<uint64_t, kComponentCount>& live) {
     r.peak_requested = std::max(r.peak_requested, a.requested());
     if (a.allocated() > r.peak_allocated) {
         r.peak_composition = live;
         r.peak_allocated = a.allocated();
         r.peak_allocated_t = t;
-        r.peak_event = e.term;
-        r.peak_module = log.modules[e.module];
+        pe.allocated = &e;
         r.reserved_at_peak = a.reserved();
     }
     if (a.reserved() > r.peak_reserved) {
         r.peak_reserved = a.reserved();
         r.peak_reserved_t = t;
-        r.peak_reserved_event = e.term;
-        r.peak_reserved_module = log.modules[e.module];
+        pe.reserved = &e;
     }
     PhasePeak& p = r.phases[static_cast<size_t>(e.phase)];
     p.seen = true;
     p.peak_allocated = std::max(p.peak_allocated, a.allocated());
     p.peak_reserved = std::max(p.peak_reserved, a.reserved());
+}
+
+void set_peak_names(SimResult& r, const EventLog& log, const PeakEvents& pe) {
+    if (pe.allocated) {
+        r.peak_event = pe.allocated->term;
+        r.peak_module = log.modules[pe.allocated->module];
+    }
+    if (pe.reserved) {
+        r.peak_reserved_event = pe.reserved->term;
+        r.peak_reserved_module = log.modules[pe.reserved->module];
+    }
 }
 
 }  // namespace
@@ -78,6 +94,7 @@ SimResult replay(const EventLog& log, const SimOptions& opt, std::optional<uint6
     std::array<uint64_t, kComponentCount> live{};
     std::vector<int> comp_of(log.events.size() + 1, 0);  // per tensor id
     std::unordered_map<const char*, int> comp_of_term;    // terms are string literals: look each up once
+    PeakEvents peak_events;
     for (const Event& e : log.events) {
         const uint64_t t = r.timeline.size();
         if (e.action == Action::span_begin) {
@@ -112,8 +129,9 @@ SimResult replay(const EventLog& log, const SimOptions& opt, std::optional<uint6
         const int64_t signed_bytes = e.action == Action::alloc ? static_cast<int64_t>(e.bytes)
                                      : e.action == Action::free ? -static_cast<int64_t>(e.bytes) : 0;
         r.timeline.push_back({t, e.term, e.phase, e.module, e.stream, signed_bytes, a.allocated(), a.reserved()});
-        note_peaks(r, log, e, a, t, live);
+        note_peaks(r, peak_events, e, a, t, live);
     }
+    set_peak_names(r, log, peak_events);
     std::vector<PhasePeak> seen;
     for (const auto& p : r.phases)
         if (p.seen) seen.push_back(p);

@@ -220,3 +220,79 @@ TEST(AllocatorTiling, BlocksTileSegmentsAfterManyOps) {
     EXPECT_EQ(alloc, a.allocated());
     EXPECT_EQ(reserved, a.reserved());
 }
+
+// releasable(): what torch.cuda.empty_cache() would give back (CCA
+// release_cached_blocks, reference A.7-A.9: every segment that is one free
+// block; with expandable segments, the whole free pages at the end).
+TEST(AllocatorReleasable, WholeFreeSegmentsByHand) {
+    CachingAllocator a;
+    const auto big = a.malloc(30 * MiB, Stream::compute);  // >= 10 MiB: own 30 MiB segment (A.3)
+    const auto mid = a.malloc(4 * MiB, Stream::compute);   // 1-10 MiB: a 20 MiB segment, split (A.5)
+    const auto small = a.malloc(1000, Stream::compute);    // <= 1 MiB: a 2 MiB small segment
+    ASSERT_TRUE(big && mid && small);
+    EXPECT_EQ(a.reserved(), 52 * MiB);
+    EXPECT_EQ(a.releasable(), 0u);  // every segment holds a live block
+    a.free(*big);
+    EXPECT_EQ(a.releasable(), 30 * MiB);
+    a.free(*mid);  // merges with its free remainder: the 20 MiB segment is one free block
+    EXPECT_EQ(a.releasable(), 50 * MiB);
+    a.free(*small);
+    EXPECT_EQ(a.releasable(), 52 * MiB);
+    const auto again = a.malloc(3 * MiB, Stream::compute);  // best fit: the 20 MiB block, split again
+    ASSERT_TRUE(again);
+    EXPECT_EQ(a.releasable(), 32 * MiB);
+    a.empty_cache();
+    EXPECT_EQ(a.reserved(), 20 * MiB);
+    EXPECT_EQ(a.releasable(), 0u);
+}
+
+TEST(AllocatorReleasable, ExpandableTrailingPagesByHand) {
+    CachingAllocator a(parse_alloc_conf("expandable_segments:True"));
+    const auto x = a.malloc(25 * MiB, Stream::compute);  // maps two 20 MiB pages: 15 MiB free at the end
+    ASSERT_TRUE(x);
+    EXPECT_EQ(a.reserved(), 40 * MiB);
+    EXPECT_EQ(a.releasable(), 0u);  // 15 MiB < one 20 MiB page
+    a.free(*x);
+    EXPECT_EQ(a.releasable(), 40 * MiB);
+}
+
+// After random traffic on each pool and stream, releasable() equals what the
+// segment listing says empty_cache would free (counted here from the blocks),
+// and then what empty_cache does free.
+TEST(AllocatorReleasable, MatchesTheSegmentsAfterManyOps) {
+    for (const char* conf : {"", "max_split_size_mb:40", "expandable_segments:True"}) {
+        CachingAllocator a(parse_alloc_conf(conf));
+        std::vector<uint32_t> live;
+        uint64_t x = 777;
+        for (int i = 0; i < 3000; ++i) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            if (!live.empty() && (x >> 60) < 8) {
+                const size_t k = (x >> 20) % live.size();
+                a.free(live[k]);
+                live.erase(live.begin() + static_cast<long>(k));
+            } else {
+                const uint64_t size = (x >> 62) == 0 ? (x >> 33) % (40 * MiB) + 1 : (x >> 40) % (2 * MiB) + 1;
+                const auto h = a.malloc(size, static_cast<Stream>((x >> 36) % 3));
+                ASSERT_TRUE(h);
+                live.push_back(*h);
+            }
+            if (i % 97 != 0) continue;
+            uint64_t expected = 0;
+            for (const auto& s : a.segments()) {
+                ASSERT_FALSE(s.blocks.empty());
+                const BlockInfo& last = s.blocks.back();
+                if (s.expandable) {
+                    const uint64_t page = s.small ? 2 * MiB : 20 * MiB;
+                    if (!last.allocated) expected += last.size / page * page;
+                } else if (s.blocks.size() == 1 && !last.allocated) {
+                    expected += s.size;
+                }
+            }
+            ASSERT_EQ(a.releasable(), expected) << conf << " after op " << i;
+        }
+        const uint64_t before = a.reserved(), releasable = a.releasable();
+        a.empty_cache();
+        EXPECT_EQ(before - a.reserved(), releasable) << conf;
+        EXPECT_EQ(a.releasable(), 0u) << conf;
+    }
+}

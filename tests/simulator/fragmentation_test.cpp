@@ -11,9 +11,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <vector>
 
 using namespace zeromem;
 using namespace zeromem::sim;
@@ -139,4 +142,105 @@ TEST(Fragmentation, ZeroPlusPlusIsNotReplayedAndFallsBack) {
         EXPECT_NE(std::string(e.what()).find("zero_hpz_partition_size"), std::string::npos) << e.what();
     }
     EXPECT_FALSE(sim::replay_fragmentation(res.input).has_value());
+}
+
+namespace {
+
+// The allowance as simulator.h defines it, computed the long way: a full
+// replay gives the allocated peak's timeline index; a second replay of the
+// events up to that point, then torch.cuda.empty_cache(), gives reserved
+// minus allocated there. `released`, when given, receives the bytes that
+// empty_cache gave back.
+uint64_t replay_then_empty_cache(const EstimateInput& in, uint64_t* released = nullptr) {
+    SimOptions opt;
+    const EventLog log = produce_events(fragmentation_replay_input(in, opt), opt);
+    const SimResult full = replay(log, opt, std::nullopt);
+    EventLog prefix;
+    prefix.modules = log.modules;
+    uint64_t points = 0;
+    for (const Event& e : log.events) {
+        prefix.events.push_back(e);
+        if (e.action != Action::span_begin && e.action != Action::span_end && points++ == full.peak_allocated_t) break;
+    }
+    Event ec = prefix.events.back();
+    ec.action = Action::empty_cache;
+    ec.bytes = 0;
+    prefix.events.push_back(ec);
+    const SimResult at_peak = replay(prefix, opt, std::nullopt);
+    const TimelinePoint& last = at_peak.timeline.back();
+    if (released) *released = at_peak.timeline[at_peak.timeline.size() - 2].reserved - last.reserved;
+    return last.reserved - std::min(last.reserved, last.allocated);
+}
+
+// A wider model (h = 1024, gated MLP 2816, vocab 32000, 3 layers) whose
+// tensors span the small pool, the 20 MiB segments and own segments.
+EstimateInput wide_input(int stage, Checkpointing ckpt, int64_t micro_batch) {
+    EstimateInput in = zeromem::sim::testing::tiny_input(stage);
+    ModelArch& a = *in.model.arch;
+    a.hidden_size = 1024;
+    a.num_layers = 3;
+    a.num_heads = 8;
+    a.num_kv_heads = 8;
+    a.head_dim = 128;
+    a.ffn_size = 2816;
+    a.vocab_size = 32000;
+    in.cluster.gpus = 4;
+    in.train.seq_len = 512;
+    in.train.micro_batch = micro_batch;
+    in.train.grad_accum = 4;
+    in.train.checkpointing = ckpt;
+    in.zero.reduce_bucket_size = 5000000;
+    in.zero.stage3_param_persistence_threshold = 10000;
+    return in;
+}
+
+}  // namespace
+
+// The one-pass replay of replay_fragmentation (no timeline; empty_cache's
+// release counted, not done) against the long way, over stages,
+// checkpointing, micro batches and optimizer offload.
+TEST(SimFragmentation, OnePassEqualsReplayThenEmptyCache) {
+    int cases = 0, nonzero = 0, released_some = 0;
+    for (int stage : {0, 1, 2, 3})
+        for (Checkpointing ckpt : {Checkpointing::none, Checkpointing::selective, Checkpointing::full})
+            for (int64_t mb : {1, 3})
+                for (bool offload : {false, true}) {
+                    if (offload && stage == 0) continue;
+                    EstimateInput in = wide_input(stage, ckpt, mb);
+                    if (offload) in.zero.offload_optimizer = OffloadDevice::cpu;
+                    const std::optional<uint64_t> got = replay_fragmentation(in);
+                    ASSERT_TRUE(got) << "stage " << stage;
+                    uint64_t released = 0;
+                    EXPECT_EQ(*got, replay_then_empty_cache(in, &released))
+                        << "stage " << stage << " ckpt " << static_cast<int>(ckpt) << " mb " << mb << " offload " << offload;
+                    ++cases;
+                    nonzero += *got > 0;
+                    released_some += released > 0;
+                }
+    EXPECT_EQ(cases, 42);
+    EXPECT_GT(nonzero, 30) << "the cases should leave unallocated parts of segments in use";
+    EXPECT_GT(released_some, 0) << "some cases should hold wholly free segments at the peak";
+    EXPECT_EQ(replay_then_empty_cache(tiny_zero12(2)), kTinyZero12Fragmentation);
+}
+
+// The cached provider answers every input as the uncached replay does, when
+// inputs share a replay (offload to nvme or cpu: the same GPU allocations)
+// and when they do not, in any order and when asked again.
+TEST(SimFragmentation, CachedProviderAgreesWithTheReplay) {
+    const auto provider = fragmentation_provider();
+    std::vector<EstimateInput> inputs;
+    for (int stage : {1, 2, 3})
+        for (OffloadDevice d : {OffloadDevice::none, OffloadDevice::cpu, OffloadDevice::nvme}) {
+            EstimateInput in = wide_input(stage, Checkpointing::full, 2);
+            in.zero.offload_optimizer = d;
+            inputs.push_back(in);
+        }
+    for (int round = 0; round < 2; ++round)
+        for (const EstimateInput& in : inputs) {
+            const std::optional<uint64_t> want = replay_fragmentation(in);
+            ASSERT_TRUE(want);
+            EXPECT_EQ(provider(in), want) << "stage " << in.zero.stage << " round " << round;
+        }
+    EXPECT_NE(replay_fragmentation(inputs[0]), replay_fragmentation(inputs[6]))
+        << "stages 1 and 3 should differ, or the test shows nothing";
 }

@@ -6,7 +6,10 @@
 #include "zeromem/sim_events.h"
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -83,6 +86,9 @@ public:
     /// unlimited. `record_trace`: keep TraceEntry records for the snapshot.
     explicit CachingAllocator(AllocatorConfig cfg = {}, std::optional<uint64_t> capacity = std::nullopt,
                               bool record_trace = false);
+    /// Not copyable or movable: the free-block sets refer to this object's blocks and node pool.
+    CachingAllocator(const CachingAllocator&) = delete;
+    CachingAllocator& operator=(const CachingAllocator&) = delete;
 
     /// DeviceCachingAllocator::malloc: round, best fit on `stream`, else a
     /// new segment; on a capacity miss first release cached blocks and retry
@@ -100,6 +106,12 @@ public:
     uint64_t peak_allocated() const { return peak_allocated_; }
     uint64_t peak_reserved() const { return peak_reserved_; }
     uint64_t num_alloc_retries() const { return retries_; }
+    /// Bytes torch.cuda.empty_cache() would give back now (release_cached_blocks):
+    /// segments that are one free block, plus the free trailing pages of
+    /// expandable segments. memory_reserved() after empty_cache() is
+    /// reserved() minus this. O(1) without expandable segments (a running
+    /// sum); with them, a walk over each expandable segment's blocks.
+    uint64_t releasable() const;
     /// Size of the block behind a live handle, bytes.
     uint64_t block_size(uint32_t handle) const { return blocks_[handle].size; }
     const std::optional<OomInfo>& oom() const { return oom_; }
@@ -109,31 +121,85 @@ public:
     const AllocatorConfig& config() const { return cfg_; }
 
 private:
-    struct Block {
-        uint64_t addr = 0, size = 0, requested = 0;
-        Stream stream = Stream::compute;
-        bool small = false, allocated = false, in_use = false;
-        int32_t prev = -1, next = -1;  ///< neighbours in the same segment
-        uint32_t segment = 0;
-    };
     struct Segment {
         uint64_t addr = 0, size = 0, reserve = 0;
         Stream stream = Stream::compute;
         bool small = false, expandable = false, live = false;
         uint32_t first = 0;
     };
-    struct Cmp {
-        const std::vector<Block>* b;
-        bool operator()(uint32_t x, uint32_t y) const;
+    /// A free block as the pools order it (CCA BlockComparatorSize: stream,
+    /// then size, then address), with its index; the key is copied into the
+    /// set so comparisons do not go through blocks_.
+    struct FreeKey {
+        Stream stream = Stream::compute;
+        uint64_t size = 0, addr = 0;
+        uint32_t block = 0;
+        bool operator<(const FreeKey& o) const {
+            if (stream != o.stream) return stream < o.stream;
+            if (size != o.size) return size < o.size;
+            return addr < o.addr;
+        }
     };
-    using FreeSet = std::set<uint32_t, Cmp>;
+    FreeKey key(uint32_t i) const { return {blocks_[i].stream, blocks_[i].size, blocks_[i].addr, i}; }
+    /// Recycles the free-block sets' tree nodes (all of one size): a replay
+    /// inserts and erases a node for nearly every event, and going to the
+    /// heap each time was a third of the allocator's cost.
+    class NodePool {
+    public:
+        NodePool() = default;
+        NodePool(const NodePool&) = delete;
+        NodePool& operator=(const NodePool&) = delete;
+        void* take(std::size_t bytes);
+        void give(void* node, std::size_t bytes);
+
+    private:
+        std::size_t node_bytes_ = 0;
+        std::vector<void*> free_;
+        std::vector<std::unique_ptr<std::max_align_t[]>> chunks_;
+    };
+    /// std::allocator interface over a NodePool, for the sets' nodes.
+    template <typename T>
+    struct PoolAlloc {
+        using value_type = T;
+        NodePool* pool;
+        explicit PoolAlloc(NodePool* p) : pool(p) {}
+        template <typename U>
+        PoolAlloc(const PoolAlloc<U>& o) : pool(o.pool) {}  // NOLINT: rebinding, as std::set needs
+        T* allocate(std::size_t n) {
+            return n == 1 ? static_cast<T*>(pool->take(sizeof(T))) : std::allocator<T>().allocate(n);
+        }
+        void deallocate(T* p, std::size_t n) {
+            if (n == 1) pool->give(p, sizeof(T));
+            else std::allocator<T>().deallocate(p, n);
+        }
+        template <typename U>
+        bool operator==(const PoolAlloc<U>& o) const { return pool == o.pool; }
+        template <typename U>
+        bool operator!=(const PoolAlloc<U>& o) const { return pool != o.pool; }
+    };
+    using FreeSet = std::set<FreeKey, std::less<FreeKey>, PoolAlloc<FreeKey>>;
+    struct Block {
+        uint64_t addr = 0, size = 0, requested = 0;
+        Stream stream = Stream::compute;
+        bool small = false, allocated = false, in_use = false;
+        int32_t prev = -1, next = -1;  ///< neighbours in the same segment
+        uint32_t segment = 0;
+        FreeSet::iterator pos{};  ///< its entry in its pool while it is free (erased without a search)
+    };
 
     uint32_t new_block();
     FreeSet& pool(bool small) { return small ? small_free_ : large_free_; }
+    /// Puts free block `i` into its pool (small or large) / takes it out.
+    void pool_insert(bool small, uint32_t i) { blocks_[i].pos = pool(small).insert(key(i)).first; }
+    void pool_erase(bool small, uint32_t i) { pool(small).erase(blocks_[i].pos); }
     std::optional<uint32_t> get_free_block(bool small, Stream stream, uint64_t rounded);
     bool alloc_block(bool small, Stream stream, uint64_t seg_size, uint64_t rounded, uint64_t time);
     bool grow_expandable(bool small, Stream stream, uint64_t rounded, uint64_t time);
     bool should_split(const Block& b, uint64_t rounded) const;
+    /// Whether block `b` alone makes up a segment that is not expandable.
+    bool whole_segment(const Block& b) const {
+        return b.prev < 0 && b.next < 0 && !segments_[b.segment].expandable;
+    }
     void release_segment(uint32_t seg, uint64_t time);
     void release_available_cached_blocks(uint64_t need, uint64_t time);
     void release_cached_blocks(uint64_t time);
@@ -146,11 +212,13 @@ private:
     std::vector<Block> blocks_;
     std::vector<uint32_t> free_slots_;
     std::vector<Segment> segments_;
+    NodePool nodes_;  // before the sets: they give their nodes back to it when destroyed
     FreeSet small_free_, large_free_;
     uint32_t fresh_ = 0;  ///< block made by the last alloc_block
     uint64_t next_addr_ = 0x7f0000000000ULL;
     uint64_t allocated_ = 0, reserved_ = 0, requested_ = 0;
     uint64_t peak_allocated_ = 0, peak_reserved_ = 0, retries_ = 0;
+    uint64_t free_segment_bytes_ = 0;  ///< sizes of the non-expandable segments that are one free block
     std::optional<OomInfo> oom_;
     std::vector<TraceEntry> trace_;
 };

@@ -155,11 +155,13 @@ std::optional<uint64_t> replay_fragmentation(const EstimateInput& in);
 /// The source text the faces pass as ResidualSettings::fragmentation_provider_source.
 extern const char* const kFragmentationSource;
 
-/// A ResidualSettings::fragmentation_provider: replay_fragmentation with a
-/// cache of the last 512 replays keyed on a 128-bit fingerprint of the event
-/// log's allocations (the events are produced on every call; a log whose
-/// allocations match a cached one is not replayed again). Thread-safe; copies
-/// of the returned function share the cache.
+/// A ResidualSettings::fragmentation_provider: replay_fragmentation with two
+/// caches: the last 512 answers keyed on the replay's input, every field the
+/// event producer reads (a hit produces no events), and the last 512 replays
+/// keyed on a 128-bit fingerprint of what the allocator sees of the event
+/// log (a miss whose allocations match an earlier log, e.g. optimizer offload
+/// to nvme instead of cpu, is not replayed again). Thread-safe; copies of the
+/// returned function share the caches.
 std::function<std::optional<uint64_t>(const EstimateInput&)> fragmentation_provider();
 
 /// Sets in.residual's provider (fragmentation_provider()) and its source

@@ -3,7 +3,12 @@
 // optimizer step: event production plus replay through the allocator model.
 // Target: <= 50 ms on one core. Also scales the layer count to show time
 // linear in the number of modules.
+#include "zeromem/gpu.h"
+#include "zeromem/model.h"
+#include "zeromem/planner.h"
 #include "zeromem/simulator.h"
+#include "zeromem/speed.h"
+#include "zeromem/util.h"
 
 #include <benchmark/benchmark.h>
 
@@ -80,5 +85,46 @@ void BM_Estimate70BStage3(benchmark::State& state) {
     for (auto _ : state) benchmark::DoNotOptimize(zeromem::estimate(in).per_gpu.total);
 }
 BENCHMARK(BM_Estimate70BStage3)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+namespace {
+
+// `compare` of every option with the replayed fragmentation allowance, as
+// `zeromem compare` runs it (a fresh cached provider per run, so every
+// distinct option is replayed once): arg 0 = llama-2-7b, 8 x A100-80GB,
+// global batch 64, seq 4096 (README's compare example, 22 options, 16
+// distinct replays); arg 1 = llama-2-70b, 64 GPUs (--nodes left at 1, as
+// `zeromem compare --model llama-2-70b --gpus 64` runs), global batch 512,
+// seq 4096 (22 options, 17 distinct replays).
+zeromem::EstimateInput compare_input(bool big) {
+    using namespace zeromem;
+    EstimateInput in;
+    const char* name = big ? "llama-2-70b" : "llama-2-7b";
+    in.model.arch = load_model_preset(name, data_dir());
+    const ParamCount pc = count_params(*in.model.arch);
+    in.model.params = pc.total;
+    in.model.largest_layer_params = pc.largest_module;
+    in.model.name = name;
+    in.cluster.gpus = big ? 64 : 8;
+    in.cluster.gpu_memory = 85899345920ull;
+    in.cluster.host_memory = big ? 2000000000000ull : 1000000000000ull;
+    in.train.seq_len = 4096;
+    return in;
+}
+
+void BM_CompareWithReplay(benchmark::State& state) {
+    using namespace zeromem;
+    const bool big = state.range(0) == 1;
+    const EstimateInput base = compare_input(big);
+    const SpeedHardware hw =
+        speed_hardware(load_gpu_preset("A100-80GB", data_dir()), Dtype::bf16, "", "", data_dir());
+    for (auto _ : state) {
+        EstimateInput in = base;
+        sim::use_replayed_fragmentation(in, false);
+        benchmark::DoNotOptimize(compare_options(in, hw, big ? 512 : 64));
+    }
+}
+BENCHMARK(BM_CompareWithReplay)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
