@@ -485,7 +485,7 @@ void set_host_sizes(FullContext& c) {
     s.offload_param_max_in_cpu = static_cast<uint64_t>(z.offload_param_max_in_cpu);
     s.zero12_cpu_flatten = (z.stage == 1 || z.stage == 2) && !s.bf16_optimizer && !zero12_flattens_on_gpu(c);
     const bool per_param_buffers = (s.offload_optimizer_cpu && (z.stage == 1 || z.stage == 2) && in.train.grad_accum > 1) ||
-                                   (s.offload_param_cpu && s.zero_init);
+                                   s.offload_param_cpu;  // Init(module=...) without zero.Init too
     if (in.model.arch && per_param_buffers) {
         double raw = 0, rounded = 0;
         uint64_t blocks = 0;
@@ -1300,7 +1300,7 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
         largest_gpu_opt = 4 * (s == 0 ? c.Tr : (s == 3 ? c.sz.sub : c.Tn));
     const bool gather_save = s == 3 && z.stage3_gather_16bit_weights_on_model_save;
     const std::vector<terms::HostTerm> list = terms::host_terms(c.sz, module_state, largest_gpu_opt, gather_save, c.bm * c.P);
-    uint64_t init = 0, backward = 0, lazy = 0, load_tmp = 0, save_rank = 0, save_node = 0;
+    uint64_t init = 0, backward = 0, lazy = 0, load_tmp = 0, save_rank = 0, save_node = 0, under_model_load = 0;
     uint64_t pinned_init = 0, pinned_backward = 0, pinned_lazy = 0;
     const std::string subst = ex.on ? "Tn=" + n2s(c.Tn) + ", sub=" + n2s(c.sz.sub) + ", b_m=" + n2s(c.bm) + ", b_a=" +
                                           n2s(c.ba) + ", L=" + n2s(L) + ", pin_memory " +
@@ -1308,6 +1308,7 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
                                           (c.sz.round_pinned ? " (pinned sizes rounded to powers of two)" : "")
                                     : std::string();
     for (const auto& t : list) {
+        if (t.during_zero_init) under_model_load += t.bytes;
         switch (t.life) {
             case terms::HostLife::init: init += t.bytes; if (t.pinned) pinned_init += t.bytes; break;
             case terms::HostLife::backward: backward += t.bytes; if (t.pinned) pinned_backward += t.bytes; break;
@@ -1339,7 +1340,8 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
     // then frozen (quantized ones are loaded quantized).
     const double frozen_load = in.train.load_in_bits != 16 ? c.frozen_bytes : double(c.Fr) * double(lb);
     const LoadPath lp = effective_load_path(in);
-    const uint64_t host_model = overhead + g * (zero_init ? L * lb : host_model_per_rank(c, lb, frozen_load));
+    const uint64_t host_model =
+        overhead + g * (zero_init ? L * lb + under_model_load : host_model_per_rank(c, lb, frozen_load));
     // The optimizer's host states and the pinned offload/swap pools are
     // allocated while deepspeed.initialize builds the engine, after the
     // materialised module has moved to the GPU (or, under zero.Init, after

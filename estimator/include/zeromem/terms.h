@@ -359,6 +359,9 @@ struct HostTerm {
     bool pinned = false;
     HostLife life = HostLife::init;
     bool once_per_node = false;  ///< one rank of the node holds it (checkpoint writer)
+    /// Made when zero.Init starts, so it also sits under the model load
+    /// (the parameter swapper's pool under offload_param nvme).
+    bool during_zero_init = false;
 };
 
 /// Every host buffer of one rank under the sizes' stage and offload
