@@ -5,6 +5,7 @@
 // next power of two.
 #include "tiny_model.h"
 #include "zeromem/host_allocator.h"
+#include "zeromem/sim_writers.h"
 #include "zeromem/simulator.h"
 
 #include <gtest/gtest.h>
@@ -167,4 +168,35 @@ TEST(HostEvents, SimulateCarriesTheHostReplayIntoJsonAndTable) {
     in.zero.offload_optimizer = OffloadDevice::cpu;
     const SimResult s = simulate(in, SimOptions{});
     EXPECT_EQ(s.host.peak_per_rank, kBaseline + 1934592);
+}
+
+// The host object of --format json: integer bytes, the keys documented in
+// host_allocator.h, and the GPU keys unchanged beside it.
+TEST(HostEvents, JsonHostObjectAndTableLines) {
+    EstimateInput in = zeromem::sim::testing::tiny_input(2);
+    in.zero.offload_optimizer = OffloadDevice::cpu;
+    const SimResult s = simulate(in, SimOptions{});
+    const nlohmann::json j = to_json(s);
+    for (const char* k : {"peak_allocated", "peak_reserved", "peak_event", "peak_module", "oom", "phases", "timeline"})
+        EXPECT_TRUE(j.contains(k)) << k;
+    const nlohmann::json& h = j.at("host");
+    EXPECT_EQ(h.at("peak_per_rank").get<uint64_t>(), kBaseline + 1934592);  // hand-derived above
+    EXPECT_EQ(h.at("peak_per_node").get<uint64_t>(), 2 * (kBaseline + 1934592));
+    EXPECT_EQ(h.at("pinned").get<uint64_t>(), 1343488u);
+    EXPECT_EQ(h.at("nvme").get<uint64_t>(), 0u);
+    EXPECT_EQ(h.at("peak_event"), "CPU Adam m and v");
+    EXPECT_EQ(h.at("peak_phase"), "optimizer_step");
+    ASSERT_FALSE(h.at("timeline").empty());
+    const auto& row = h.at("timeline").at(1);
+    for (const char* k : {"t", "event", "phase", "module", "kind", "bytes", "allocated", "resident", "pinned", "nvme"})
+        EXPECT_TRUE(row.contains(k)) << k;
+    EXPECT_TRUE(row.at("bytes").is_number_integer());
+    EXPECT_EQ(row.at("event"), "host_process_overhead");
+    const std::string table = render_table(s);
+    EXPECT_NE(table.find("peak host RAM"), std::string::npos);
+    EXPECT_NE(table.find("per node"), std::string::npos);
+    const std::string ex = render_explain(s);
+    EXPECT_NE(ex.find("stage_1_and_2.py initialize_optimizer_states"), std::string::npos);
+    // replay() alone does not replay the host: null.
+    EXPECT_TRUE(to_json(replay(produce_events(in, SimOptions{}), SimOptions{}, std::nullopt)).at("host").is_null());
 }

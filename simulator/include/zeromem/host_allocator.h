@@ -186,4 +186,23 @@ std::string render_host_table(const HostResult& r);
 /// per_node).
 nlohmann::json host_to_json(const HostResult& r);
 
+/// One host term of the replay for --explain: bytes live at the per-rank
+/// host peak, the largest single request, how it is held, and the code that
+/// allocates it (DeepSpeed v0.19.6 / transformers / PyTorch file and
+/// function). `estimator_term`: the estimator's host term of the same name
+/// (terms.cpp host_terms), or the estimator figure it belongs to.
+struct HostExplanation {
+    std::string term;
+    const char* kind = "";
+    const char* estimator_term = "";
+    const char* source = "";
+    uint64_t bytes_at_peak = 0, largest = 0;
+};
+
+/// Every host term of `r` in order of first appearance.
+std::vector<HostExplanation> explain_host(const HostResult& r);
+
+/// The host part of `zeromem simulate --explain` (empty when not replayed).
+std::string render_host_explain(const HostResult& r);
+
 }  // namespace zeromem::sim
