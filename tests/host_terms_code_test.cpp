@@ -80,3 +80,35 @@ TEST(HostTermsCode, ZeroInitModelLoadIncludesTheParamSwapPool) {
     const Estimate e = estimate(in);
     EXPECT_EQ(phase(e, "load").per_node.host_memory, 8 * (ovh + 1000002560ull + 4 * 2000000000ull));
 }
+
+// Before torch 1.11 pinned blocks are exact but still cached (the caching
+// predates the rounding, host_memory.md M2): zero.Init's per-parameter
+// partitions stay pinned at 2·Pn beside the flat buffer's exact 2·Pn.
+TEST(HostTermsCode, StrandedPartitionsExactBeforeTorch111) {
+    EstimateInput in = params_input(P, 8, 3, Dtype::bf16);
+    in.model.largest_layer_params = 131072000;
+    in.zero.offload_param = OffloadDevice::cpu;
+    in.stack.torch = "1.10";
+    const Estimate e = estimate(in);
+    EXPECT_EQ(e.per_node.host_pinned, 8 * (2 * Pn + 2 * Pn));
+    EXPECT_EQ(phase(e, "optimizer_step").per_node.host_memory, 8 * (ovh + 4 * Pn));
+}
+
+// DeepSpeed 0.16.3 (< 0.18.7) flattens the 16-bit parameters on the CPU in
+// the first loop of stage_1_and_2.py __init__, before any offload buffer:
+// 2·P (copies) + 2·P (flat) = 4·P = 28e9 B per rank on top of the baseline,
+// its own moment (device_map keeps the model load at L x 4 B). The init
+// buffers (master 2^32, gradient 2^32, temp grad 2^28, no staging before
+// 0.17.0, plus the gradient's 3.5e9 pageable source) stay below it.
+TEST(HostTermsCode, Zero12CpuFlattenIsItsOwnMoment) {
+    EstimateInput in = params_input(P, 8, 2, Dtype::bf16);
+    in.model.largest_layer_params = 131072000;
+    in.zero.offload_optimizer = OffloadDevice::cpu;
+    in.residual.load_path = LoadPath::device_map;
+    in.stack.deepspeed = "0.16.3";
+    const Estimate e = estimate(in);
+    EXPECT_EQ(phase(e, "load").per_node.host_memory, 8 * (ovh + 4 * P));
+    // 0.14.0 adds CPU Adam's 1 GiB tile buffer (built before the ZeRO optimizer).
+    in.stack.deepspeed = "0.14.0";
+    EXPECT_EQ(phase(estimate(in), "load").per_node.host_memory, 8 * (ovh + 4 * P + (1ull << 30)));
+}

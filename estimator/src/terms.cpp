@@ -320,9 +320,14 @@ uint64_t zero3_init_gradient_transient(const Sizes& s, uint64_t S, uint64_t full
     const int64_t src = s.pin_optimizer && sub_group_grads ? 1 : 0;
     const int64_t S4 = static_cast<int64_t>(4 * S);
     const uint64_t last = rest ? rest : S;
-    int64_t m = S4 + src * static_cast<int64_t>(4 * last) - grad_flat;  // the last sub-group's pinning
+    // Before DeepSpeed 0.13.2 the loop steps each sub-group right after
+    // pinning its gradient: its CPU Adam states (part of init then) come after.
+    const int64_t states = s.lazy_cpu_adam_states ? 0 : static_cast<int64_t>(s.optimizer_state_bytes);
+    int64_t m = S4 + src * static_cast<int64_t>(4 * last) - grad_flat - states * static_cast<int64_t>(last);
+    m = std::max(m, S4 - grad_flat);  // the loop's end: gradient_buffer still alive
     if (rest && full && sub_group_grads)  // the last full sub-group, before the rest's pinned gradient
-        m = std::max(m, S4 + src * S4 - grad_flat - static_cast<int64_t>(pin(4 * rest)));
+        m = std::max(m, S4 + src * S4 - grad_flat - static_cast<int64_t>(pin(4 * rest)) -
+                            states * (S4 / 4 + static_cast<int64_t>(rest)));
     if (s.pin_optimizer) m = std::max<int64_t>(m, static_cast<int64_t>(s.ba * s.Tn));
     return static_cast<uint64_t>(std::max<int64_t>(0, m));
 }
@@ -370,6 +375,7 @@ std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, ui
             v.push_back(host("DeepSpeedCPUAdam tile buffers", "2 · 128 Mi · 4 B (exact, cudaMallocHost)",
                              "csrc/includes/cpu_adam.h _doubled_buffer (DeepSpeed < 0.14.3)", 1073741824ull, true,
                              HostLife::init));
+        if (s.cpu_adam_tile_buffer) v.back().built_before_zero_optimizer = true;  // engine.py _configure_basic_optimizer
     } else if (s.offload_optimizer_nvme) {
         const uint64_t S = std::min(s.sub_group_size, s.Tn);
         v.push_back(host("optimizer NVMe swap buffers", "buffer_count · align(sub) · 4 (exact, DeepNVMe)",
@@ -407,12 +413,14 @@ std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, ui
                              "stage3.py _move_to_flat_buffer", opt_host ? 0 : b, false, HostLife::load_transient));
         // Also without zero.Init: parameter_offload.py
         // _convert_to_zero_parameters partitions through Init(module=...).
-        if (s.pin_param && s.round_pinned && s.zero_init_partition_blocks > 0)
+        // Before torch 1.11 the blocks are exact but cached all the same
+        // (the caching predates the rounding, host_memory.md M2).
+        if (s.pin_param && (s.round_pinned ? s.zero_init_partition_blocks > 0 : b > 0))
             v.push_back(host("zero.Init's per-parameter pinned partitions left in PyTorch's host cache",
-                             "Σ_p PowerOf2Ceil(b_m · ceil(numel_p / N_d))",
+                             s.round_pinned ? "Σ_p PowerOf2Ceil(b_m · ceil(numel_p / N_d))" : "b_m · Ψ/N_d (torch < 1.11: exact)",
                              "runtime/zero/partition_parameters.py _partition_param (pin_memory per parameter); "
                              "stage3.py _move_to_flat_buffer drops them; no host empty_cache",
-                             s.zero_init_partition_blocks, true, HostLife::init));
+                             s.round_pinned ? s.zero_init_partition_blocks : b, true, HostLife::init));
         zeropp_host_terms(s, v);
     } else if (s.offload_param_nvme) {
         v.push_back(host("parameter NVMe swap pool", "buffer_count · align(buffer_size) · b_m (exact, DeepNVMe)",
@@ -429,6 +437,7 @@ std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, ui
                          "runtime/zero/stage_1_and_2.py __init__ (param.cpu_data, flatten_dense_tensors_aligned "
                          "use_cpu_data; on the GPU from 0.18.7 when it fits)",
                          2 * s.bm * s.Tr, false, HostLife::load_transient));
+    if (s.zero12_cpu_flatten) v.back().before_init = true;  // the first loop of __init__, before weights_partition
     // defragment runs before the optimizer's host buffers exist: above the
     // finished init buffers only when there are none (no optimizer offload);
     // with offload the fp32 master (4 · Tn) or the swap pool and the grad

@@ -53,6 +53,8 @@ private:
     void zero12_async_accumulate_grad_in_cpu_via_gpu();
     void optimizer_swap_out_gradients();
     void cpu_adam_step_states();
+    void cpu_adam_states_of(size_t sub_group, uint64_t numel);
+    void cpu_adam_tile_buffers();
 
     uint64_t alloc(const char* term, uint64_t bytes, HostKind kind, uint32_t module = 0);
     void release(uint64_t id);
@@ -75,7 +77,7 @@ private:
     int stage_ = 0;
     uint64_t N_ = 1, bm_ = 2, ba_ = 2, T_ = 0, Tn_ = 0, largest_param_ = 0, param_files_ = 0;
     bool off_opt_cpu_ = false, off_opt_nvme_ = false, off_par_cpu_ = false, off_par_nvme_ = false;
-    bool pin_opt_ = true, pin_par_ = true;
+    bool pin_opt_ = true, pin_par_ = true, lazy_states_ = true;
     std::vector<uint64_t> sub_groups_;  // ZeRO-3 sub-group partition numels
     std::vector<uint64_t> param_parts_;  // stage-3 per-parameter partition ids (zero.Init)
     uint64_t bit16_staging_source_ = 0;
@@ -92,6 +94,7 @@ HostProducer::HostProducer(const EstimateInput& in, int64_t steps) : in_(in), st
     off_par_cpu_ = z.offload_param == OffloadDevice::cpu;
     off_par_nvme_ = z.offload_param == OffloadDevice::nvme;
     pin_opt_ = z.offload_optimizer_pin_memory;
+    lazy_states_ = compare_versions(in.stack.deepspeed, "0.13.2", "--deepspeed-version") >= 0;
     pin_par_ = z.offload_param_pin_memory;
     mods_ = build_modules(*in.model.arch);
     log_.modules.push_back("model");
@@ -363,12 +366,17 @@ void HostProducer::optimizer_swapper_buffers() {
 void HostProducer::zero3_initialize_optimizer_states() {
     const uint64_t largest = sub_groups_.empty() ? 0 : *std::max_element(sub_groups_.begin(), sub_groups_.end());
     const uint64_t buffer = alloc("init gradient_buffer of the largest sub-group", 4 * largest, HostKind::pageable);
-    if (off_opt_cpu_)
-        for (uint64_t n : sub_groups_) {
+    for (size_t i = 0; i < sub_groups_.size(); ++i) {
+        const uint64_t n = sub_groups_[i];
+        if (off_opt_cpu_) {
             const char* term = "fp32 gradients, one pinned buffer per sub-group";
             if (pin_opt_) zeros_then_pin(term, 4 * n);
             else alloc(term, 4 * n, HostKind::pageable);
         }
+        // Before DeepSpeed 0.13.2 (#5104) the loop also ran one
+        // _optimizer_step per sub-group: CPU Adam's states appear here.
+        if (!lazy_states_) cpu_adam_states_of(i, n);
+    }
     release(buffer);
 }
 
@@ -418,23 +426,32 @@ void HostProducer::optimizer_swap_out_gradients() {
 // init), per sub-group at stage 3; with nvme they are written to swap files.
 void HostProducer::cpu_adam_step_states() {
     const std::vector<uint64_t> groups = stage_ == 3 ? sub_groups_ : std::vector<uint64_t>{Tn_};
+    for (size_t i = 0; i < groups.size(); ++i) cpu_adam_states_of(i, groups[i]);
+}
+
+void HostProducer::cpu_adam_states_of(size_t i, uint64_t n) {
     const bool sgd = in_.train.optimizer == Optimizer::sgd;
-    for (size_t i = 0; i < groups.size(); ++i) {
-        const uint64_t n = groups[i];
-        if (off_opt_nvme_) {
-            nvme_write("optimizer NVMe swap files (optimizer states)", file_id(kStateFiles, i), aio_aligned(n, 4) * 4 * (sgd ? 1 : 2));
-            continue;
-        }
-        const char* term = sgd ? "CPU optimizer states" : "CPU Adam m and v";
-        alloc(term, 4 * n, HostKind::pageable);
-        if (!sgd) alloc(term, 4 * n, HostKind::pageable);
+    if (off_opt_nvme_) {
+        nvme_write("optimizer NVMe swap files (optimizer states)", file_id(kStateFiles, i), aio_aligned(n, 4) * 4 * (sgd ? 1 : 2));
+        return;
     }
+    const char* term = sgd ? "CPU optimizer states" : "CPU Adam m and v";
+    alloc(term, 4 * n, HostKind::pageable);
+    if (!sgd) alloc(term, 4 * n, HostKind::pageable);
+}
+
+// csrc/includes/cpu_adam.h before DeepSpeed 0.14.3 (#5409 removed
+// _doubled_buffer): cudaMallocHost(2 x TILE x 4 B), TILE = 128 Mi elements:
+// 1 GiB page-locked per optimizer instance and rank, exact, outside
+// PyTorch's cache (host_memory.md M7). Made when DeepSpeedCPUAdam is built.
+void HostProducer::cpu_adam_tile_buffers() {
+    alloc("DeepSpeedCPUAdam tile buffers", 2ull * 134217728ull * 4ull, HostKind::locked);
 }
 
 HostEventLog HostProducer::run() {
     const bool z3 = stage_ == 3, z12 = stage_ == 1 || stage_ == 2;
     const bool off_opt = off_opt_cpu_ || off_opt_nvme_;
-    const bool lazy_states = compare_versions(in_.stack.deepspeed, "0.13.2", "--deepspeed-version") >= 0;
+    const bool lazy_states = lazy_states_;
     phase(Phase::load);
     process_baseline();
     // partitioned_param_swapper.py AsyncPartitionedParameterSwapper.__init__:
@@ -453,6 +470,9 @@ HostEventLog HostProducer::run() {
         // partitions the GPU-resident module the same way.
         if (z3) zero_init_partition_params(false);
     }
+    // engine.py _configure_optimizer builds DeepSpeedCPUAdam before the ZeRO
+    // optimizer (offload_optimizer cpu, as the estimator counts it).
+    if (off_opt_cpu_ && compare_versions(in_.stack.deepspeed, "0.14.3", "--deepspeed-version") < 0) cpu_adam_tile_buffers();
     if (z12) {
         engine_flatten_bit16_on_cpu();
         if (off_opt_cpu_) {
@@ -470,7 +490,7 @@ HostEventLog HostProducer::run() {
             zero3_grad_partitions_flat_buffer();
         }
     }
-    if (off_opt && !lazy_states) cpu_adam_step_states();
+    if (z12 && off_opt && !lazy_states) cpu_adam_step_states();  // stage 3: inside initialize_optimizer_states
     for (int64_t s = 0; s < steps_; ++s) {
         phase(s == 0 ? Phase::forward : Phase::steady_forward);
         phase(s == 0 ? Phase::backward : Phase::steady_backward);

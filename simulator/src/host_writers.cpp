@@ -113,6 +113,7 @@ const HostRow kHostRows[] = {
      "DeepSpeed v0.19.6 runtime/swap_tensor/partitioned_optimizer_swapper.py, utils.py SwapBufferManager"},
     {"CPU Adam m and v", kSame, "DeepSpeed v0.19.6 ops/adam/cpu_adam.py step/step_subgroup (zeros_like, first step)"},
     {"CPU optimizer states", kSame, "DeepSpeed v0.19.6 ops/adam/cpu_adam.py (SGD momentum)"},
+    {"DeepSpeedCPUAdam tile buffers", kSame, "DeepSpeed < 0.14.3 csrc/includes/cpu_adam.h _doubled_buffer (cudaMallocHost)"},
 };
 
 const HostRow* host_row(const std::string& term) {

@@ -172,3 +172,48 @@ TEST(HostAgreement, Llama7bStage3CpuOffloadPageableSteadyByHand) {
     EXPECT_LE(got, expected + 18 * 8 * 400);
     EXPECT_EQ(h.peak_per_node(), 8 * h.peak_per_rank);
 }
+
+// The version and load switches both sides read (host_memory.md M1-M7, L1-L4):
+// zero.Init off, DeepSpeed 0.16.3 (CPU flatten before 0.18.7, master pinned
+// always before 0.18.3), 0.14.0 (CPU Adam tile buffers before 0.14.3),
+// 0.10.0 (Adam states at init before 0.13.2, gradients pinned always before
+// 0.10.1), torch 2.4 (best-fit reuse) and 1.10 (no rounding), device_map
+// loading and 4 gradient accumulation steps: steady, load and pinned per
+// node within 5%.
+TEST(HostAgreement, VersionsLoadPathsAndZeroInit) {
+    int checked = 0;
+    for (const char* m : {"llama-2-7b", "gpt2-xl", "qwen2.5-32b"})
+        for (int stage : {1, 2, 3})
+            for (const char* o : {"cpu", "nvme"})
+                for (const char* p : {"none", "cpu", "nvme"})
+                    for (int variant = 0; variant < 8; ++variant) {
+                        if (stage < 3 && (std::string(o) == "nvme" || std::string(p) != "none")) continue;
+                        if (variant == 0 && stage != 3) continue;
+                        EstimateInput in = input({m, stage, o, p, true, 1});
+                        switch (variant) {
+                            case 0: in.zero.zero_init = false; break;
+                            case 1: in.stack.deepspeed = "0.16.3"; break;
+                            case 2: in.stack.deepspeed = "0.14.0"; break;
+                            case 3: in.stack.deepspeed = "0.10.0"; break;
+                            case 4: in.stack.torch = "2.4"; break;
+                            case 5: in.stack.torch = "1.10"; break;
+                            case 6: in.residual.load_path = LoadPath::device_map; break;
+                            default: in.train.grad_accum = 4; break;
+                        }
+                        const Estimate e = estimate(in);
+                        const sim::HostResult h = sim::simulate_host(in, 2);
+                        const double g = double(h.ranks_per_node);
+                        using sim::Phase;
+                        const std::string what = std::string(m) + " stage " + std::to_string(stage) + " opt=" + o +
+                                                 " param=" + p + " variant " + std::to_string(variant);
+                        const double steady = g * double(h.peak_in({Phase::optimizer_step, Phase::steady_forward, Phase::steady_backward}));
+                        EXPECT_NEAR(steady / double(phase(e, "optimizer_step").per_node.host_memory), 1.0, 0.05) << what;
+                        EXPECT_NEAR(g * double(h.peak_in({Phase::load})) / double(phase(e, "load").per_node.host_memory), 1.0, 0.05)
+                            << what;
+                        if (e.per_node.host_pinned > 0) {
+                            EXPECT_NEAR(g * double(h.peak_pinned) / double(e.per_node.host_pinned), 1.0, 0.05) << what;
+                        }
+                        ++checked;
+                    }
+    EXPECT_GT(checked, 100);
+}
