@@ -71,7 +71,7 @@ private:
     const EstimateInput& in_;
     int64_t steps_;
     HostEventLog log_;
-    std::vector<uint64_t> bytes_of_;  // tensor id - 1 -> bytes
+    std::vector<HostEvent> allocs_;  // tensor id - 1 -> its alloc event
     std::vector<SimModule> mods_;
     Phase phase_ = Phase::load;
     int stage_ = 0;
@@ -127,21 +127,15 @@ HostProducer::HostProducer(const EstimateInput& in, int64_t steps) : in_(in), st
 }
 
 uint64_t HostProducer::alloc(const char* term, uint64_t bytes, HostKind kind, uint32_t module) {
-    bytes_of_.push_back(bytes);
-    const uint64_t id = bytes_of_.size();
-    log_.events.push_back({HostAction::alloc, phase_, module, id, bytes, kind, term});
+    const uint64_t id = allocs_.size() + 1;
+    allocs_.push_back({HostAction::alloc, phase_, module, id, bytes, kind, term});
+    log_.events.push_back(allocs_.back());
     return id;
 }
 
 void HostProducer::release(uint64_t id) {
-    const HostEvent* a = nullptr;
-    for (auto it = log_.events.rbegin(); it != log_.events.rend(); ++it)
-        if (it->action == HostAction::alloc && it->tensor == id) {
-            a = &*it;
-            break;
-        }
-    log_.events.push_back({HostAction::free, phase_, a ? a->module : 0, id, bytes_of_[id - 1], a ? a->kind : HostKind::pageable,
-                           a ? a->term : ""});
+    const HostEvent a = allocs_.at(id - 1);  // copy: push_back may move the log
+    log_.events.push_back({HostAction::free, phase_, a.module, id, a.bytes, a.kind, a.term});
 }
 
 void HostProducer::nvme_write(const char* term, uint64_t file, uint64_t bytes) {
