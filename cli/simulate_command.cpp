@@ -19,6 +19,8 @@ Examples:
 
 Replays --steps optimizer steps (each with its gradient accumulation micro steps) of one rank, allocation by
 allocation, through a model of PyTorch's caching allocator. Memory in GiB (2^30 bytes); json/csv give bytes.
+Host RAM per rank and per node (a model of PyTorch's pinned CachingHostAllocator) and NVMe bytes follow the
+GPU table (json: "host").
 Open --chrome-trace in ui.perfetto.dev and --memory-snapshot in pytorch.org/memory_viz.
 )";
 
@@ -34,7 +36,7 @@ CLI::App* add_simulate_command(CLI::App& app, zeromem::Request& req, SimulateFla
         ->group("Simulation")->type_name("CONF");
     sim->add_flag("--explain", f.explain,
                   "After the table, every event term: the estimator term it corresponds to and the DeepSpeed/PyTorch code "
-                  "that allocates it (json: an \"explain\" list)")
+                  "that allocates it, then every host term likewise (json: \"explain\" and \"host_explain\" lists)")
         ->group("Output");
     sim->add_option("--format", f.format, "table (default), json or csv (the timeline)")->group("Output")->type_name("FORMAT");
     sim->add_option("--chrome-trace", f.chrome_trace, "Write a Chrome trace-event JSON (Perfetto) to FILE")->group("Output")->type_name("FILE");
@@ -69,6 +71,10 @@ int run_simulate(const zeromem::Request& req, const SimulateFlags& f, const std:
             for (const auto& e : sim::explain(r))
                 j["explain"].push_back({{"event", e.term}, {"component", e.component}, {"estimator_term", e.estimator_term},
                                         {"source", e.source}, {"bytes_at_peak", e.bytes_at_peak}, {"largest", e.largest}});
+            j["host_explain"] = nlohmann::json::array();
+            for (const auto& e : sim::explain_host(r.host))
+                j["host_explain"].push_back({{"event", e.term}, {"kind", e.kind}, {"estimator_term", e.estimator_term},
+                                             {"source", e.source}, {"bytes_at_peak", e.bytes_at_peak}, {"largest", e.largest}});
         }
         std::cout << j.dump(2) << "\n";
     } else if (f.format == "csv") {

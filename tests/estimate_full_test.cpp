@@ -724,5 +724,19 @@ TEST(UserCases, C20_NvmeSwapBuffersOnSmallHost) {
     // size (swap_tensor/utils.py): 1e8 fp16 elements -> ceil(1e8/512)·512 =
     // 100000256; 1e8 fp32 elements are already a multiple of 256.
     EXPECT_EQ(fixed.per_node.host_pinned, 5ull * 100000256ull * 2ull + 4ull * 100000000ull * 4ull + (1ull << 31) + (1ull << 34));
-    EXPECT_TRUE(fixed.fits_host.value_or(false));
+    // But the pinned 16-bit gradient flat buffer is copied from a pageable
+    // torch.zeros(Tn) of 2 x 6.7e9 = 13.4e9 B (stage3.py
+    // _setup_for_real_optimizer, then pin_memory): at init both exist, so
+    // the load phase holds 1 GiB + pinned + 13.4e9 B > 31 GB.
+    const uint64_t pinned_fixed = fixed.per_node.host_pinned;
+    EXPECT_EQ(phase(fixed, "load").per_node.host_memory, (1ull << 30) + pinned_fixed + 2 * P);
+    EXPECT_FALSE(fixed.fits_host.value_or(true));
+    // With offload_optimizer.pin_memory false as well the buffer is pageable
+    // and exact (2 x 6.7e9): 1 GiB + swap pools 2.6e9 + max_in_cpu P2(2e9) =
+    // 2^31 (always pinned) + 13.4e9 = 19.22e9 B, which fits.
+    in.zero.offload_optimizer_pin_memory = false;
+    const Estimate unpinned = estimate(in);
+    EXPECT_EQ(unpinned.per_node.host_memory, (1ull << 30) + 5ull * 100000256ull * 2ull + 4ull * 100000000ull * 4ull +
+                                                   (1ull << 31) + 2 * P);
+    EXPECT_TRUE(unpinned.fits_host.value_or(false));
 }

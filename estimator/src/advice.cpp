@@ -1,5 +1,7 @@
 #include "zeromem/advice.h"
 
+#include <algorithm>
+
 #include <functional>
 
 namespace zeromem {
@@ -124,6 +126,21 @@ std::vector<Candidate> host_candidates() {
                          changed = true;
                      }
                      return changed;
+                 }});
+    // The 16-bit gradient flat buffer is pinned from a pageable torch.zeros
+    // of the same size (stage3.py _setup_for_real_optimizer): without
+    // pin_memory neither the copy nor its power-of-two rounding exists.
+    c.push_back({"offload_param.buffer_size 1e8, sub_group_size 1e8, offload_optimizer.pin_memory false",
+                 "smaller NVMe swap buffers and a pageable 16-bit gradient buffer (pinning it copies it from a "
+                 "pageable buffer of the same size at init, rounded up to a power of two)",
+                 [](EstimateInput& in) {
+                     if (in.zero.offload_optimizer != OffloadDevice::nvme || !in.zero.offload_optimizer_pin_memory)
+                         return false;
+                     if (in.zero.offload_param == OffloadDevice::nvme)
+                         in.zero.offload_param_buffer_size = std::min<int64_t>(in.zero.offload_param_buffer_size, 100000000);
+                     in.zero.sub_group_size = std::min<int64_t>(in.zero.sub_group_size, 100000000);
+                     in.zero.offload_optimizer_pin_memory = false;
+                     return true;
                  }});
     c.push_back({"--offload-optimizer nvme", "ZeRO-Infinity: optimizer states on NVMe instead of host RAM",
                  [](EstimateInput& in) {

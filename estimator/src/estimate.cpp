@@ -493,7 +493,7 @@ void set_host_sizes(FullContext& c) {
     s.offload_param_max_in_cpu = static_cast<uint64_t>(z.offload_param_max_in_cpu);
     s.zero12_cpu_flatten = (z.stage == 1 || z.stage == 2) && !s.bf16_optimizer && !zero12_flattens_on_gpu(c);
     const bool per_param_buffers = (s.offload_optimizer_cpu && (z.stage == 1 || z.stage == 2) && in.train.grad_accum > 1) ||
-                                   (s.offload_param_cpu && s.zero_init);
+                                   s.offload_param_cpu;  // Init(module=...) without zero.Init too
     if (in.model.arch && per_param_buffers) {
         double raw = 0, rounded = 0;
         uint64_t blocks = 0;
@@ -1309,7 +1309,8 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
         largest_gpu_opt = 4 * (s == 0 && !c.sz.bf16_optimizer ? c.Tr : (s == 3 ? c.sz.sub : c.Tn));
     const bool gather_save = s == 3 && z.stage3_gather_16bit_weights_on_model_save;
     const std::vector<terms::HostTerm> list = terms::host_terms(c.sz, module_state, largest_gpu_opt, gather_save, c.bm * c.P);
-    uint64_t init = 0, backward = 0, lazy = 0, load_tmp = 0, save_rank = 0, save_node = 0;
+    uint64_t init = 0, backward = 0, lazy = 0, load_tmp = 0, save_rank = 0, save_node = 0, under_model_load = 0,
+             before_init = 0, before_zero_optimizer = 0;
     uint64_t pinned_init = 0, pinned_backward = 0, pinned_lazy = 0;
     const std::string subst = ex.on ? "Tn=" + n2s(c.Tn) + ", sub=" + n2s(c.sz.sub) + ", b_m=" + n2s(c.bm) + ", b_a=" +
                                           n2s(c.ba) + ", L=" + n2s(L) + ", pin_memory " +
@@ -1317,11 +1318,15 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
                                           (c.sz.round_pinned ? " (pinned sizes rounded to powers of two)" : "")
                                     : std::string();
     for (const auto& t : list) {
+        if (t.during_zero_init) under_model_load += t.bytes;
+        if (t.built_before_zero_optimizer) before_zero_optimizer += t.bytes;
         switch (t.life) {
             case terms::HostLife::init: init += t.bytes; if (t.pinned) pinned_init += t.bytes; break;
             case terms::HostLife::backward: backward += t.bytes; if (t.pinned) pinned_backward += t.bytes; break;
             case terms::HostLife::lazy: lazy += t.bytes; if (t.pinned) pinned_lazy += t.bytes; break;
-            case terms::HostLife::load_transient: load_tmp = std::max(load_tmp, t.bytes); break;
+            case terms::HostLife::load_transient:
+                (t.before_init ? before_init : load_tmp) = std::max(t.before_init ? before_init : load_tmp, t.bytes);
+                break;
             case terms::HostLife::save_transient: (t.once_per_node ? save_node : save_rank) += t.bytes; break;
         }
         if (ex.on && t.bytes > 0) {
@@ -1348,7 +1353,8 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
     // then frozen (quantized ones are loaded quantized).
     const double frozen_load = in.train.load_in_bits != 16 ? c.frozen_bytes : double(c.Fr) * double(lb);
     const LoadPath lp = effective_load_path(in);
-    const uint64_t host_model = overhead + g * (zero_init ? L * lb : host_model_per_rank(c, lb, frozen_load));
+    const uint64_t host_model =
+        overhead + g * (zero_init ? L * lb + under_model_load : host_model_per_rank(c, lb, frozen_load));
     // The optimizer's host states and the pinned offload/swap pools are
     // allocated while deepspeed.initialize builds the engine, after the
     // materialised module has moved to the GPU (or, under zero.Init, after
@@ -1356,7 +1362,7 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
     // (defragment staging, pageable sources of pinned copies, the init
     // gradient buffer) come one at a time on top of what init built.
     const uint64_t host_init = overhead + g * (init + load_tmp);
-    h.load = std::max(host_model, host_init);
+    h.load = std::max({host_model, host_init, overhead + g * (before_init > 0 ? before_init + before_zero_optimizer : 0)});
     if (ex.on) ex.term("host: model load (per node)",
             zero_init ? "g · (L · load bytes + process overhead) (zero.Init: one module at a time per rank)"
             : single_file_state_dict(in) ? "g · (Ψ · load bytes + 2 · Ψ state dict + process overhead) (single-file)"

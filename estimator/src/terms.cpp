@@ -284,6 +284,17 @@ void zero12_offload_host(const Sizes& s, std::vector<HostTerm>& v) {
         v.push_back(host("16-bit parameter staging (param_buffer_of_bit16_for_cpu_offload_groups)",
                          "PowerOf2Ceil(b_m · Tn) pinned", "runtime/zero/stage_1_and_2.py __init__ (temp_pinned)",
                          pin(s.bm * Tn, s.pin_optimizer), s.pin_optimizer, HostLife::init));
+    // initialize_optimizer_states pins the fp32 gradient from a pageable
+    // torch.zeros that lives until the function returns, while __init__'s
+    // local temp_buffer_bit16 (the staging buffer's pageable torch.full
+    // source) is still alive: both at once, on top of every init buffer.
+    const uint64_t sources = (s.grads_pinned ? 4 * Tn : 0) + (s.bit16_staging && s.pin_optimizer ? s.bm * Tn : 0);
+    if (sources > 0)
+        v.push_back(host("pageable sources of the fp32 gradient and 16-bit staging pinned copies",
+                         "4 · Tn (fp32 gradient pinned) + b_m · Tn (staging pinned) (load only)",
+                         "runtime/zero/stage_1_and_2.py initialize_optimizer_states (single_grad_partition), "
+                         "__init__ (temp_buffer_bit16)",
+                         sources, false, HostLife::load_transient));
     v.push_back(host("temp_grad_buffer_for_cpu_offload", "PowerOf2Ceil(b_m · L) pinned",
                      "runtime/zero/stage_1_and_2.py __init__", pin(s.bm * s.L, s.pin_optimizer), s.pin_optimizer,
                      HostLife::init));
@@ -297,6 +308,35 @@ void zero12_offload_host(const Sizes& s, std::vector<HostTerm>& v) {
     }
 }
 
+// The largest moment of stage3.py initialize_optimizer_states and
+// _setup_for_real_optimizer above the finished init buffers, bytes. The
+// fp32 gradient_buffer of the largest sub-group (4 · S) lives through
+// initialize_optimizer_states, which pins each sub-group's gradient from a
+// pageable torch.zeros (4 · n_i beside its pinned copy); the function
+// returns (gradient_buffer freed) before grad_partitions_flat_buffer exists,
+// which is then pinned from its own pageable zeros (b_a · Tn). So the first
+// moment lacks the grad flat buffer (and any later sub-group's pinned
+// gradient), the second has only the b_a · Tn source.
+// `sub_group_grads`: offload_optimizer cpu (each sub-group's gradient is its
+// own buffer); with nvme they are views of gradient_buffer.
+uint64_t zero3_init_gradient_transient(const Sizes& s, uint64_t S, uint64_t full, uint64_t rest, bool sub_group_grads) {
+    auto pin = [&](uint64_t b) { return s.pin_optimizer && s.round_pinned ? power_of_two_ceil(b) : b; };
+    const int64_t grad_flat = static_cast<int64_t>(pin(s.ba * s.Tn));
+    const int64_t src = s.pin_optimizer && sub_group_grads ? 1 : 0;
+    const int64_t S4 = static_cast<int64_t>(4 * S);
+    const uint64_t last = rest ? rest : S;
+    // Before DeepSpeed 0.13.2 the loop steps each sub-group right after
+    // pinning its gradient: its CPU Adam states (part of init then) come after.
+    const int64_t states = s.lazy_cpu_adam_states ? 0 : static_cast<int64_t>(s.optimizer_state_bytes);
+    int64_t m = S4 + src * static_cast<int64_t>(4 * last) - grad_flat - states * static_cast<int64_t>(last);
+    m = std::max(m, S4 - grad_flat);  // the loop's end: gradient_buffer still alive
+    if (rest && full && sub_group_grads)  // the last full sub-group, before the rest's pinned gradient
+        m = std::max(m, S4 + src * S4 - grad_flat - static_cast<int64_t>(pin(4 * rest)) -
+                            states * (S4 / 4 + static_cast<int64_t>(rest)));
+    if (s.pin_optimizer) m = std::max<int64_t>(m, static_cast<int64_t>(s.ba * s.Tn));
+    return static_cast<uint64_t>(std::max<int64_t>(0, m));
+}
+
 // ZeRO-3 with offload_optimizer cpu (stage3.py).
 void zero3_offload_host(const Sizes& s, std::vector<HostTerm>& v) {
     auto pin = [&](uint64_t b) { return s.pin_optimizer && s.round_pinned ? power_of_two_ceil(b) : b; };
@@ -304,16 +344,21 @@ void zero3_offload_host(const Sizes& s, std::vector<HostTerm>& v) {
     const uint64_t full = s.Tn / S, rest = s.Tn % S;
     v.push_back(host("fp32 master partitions", "4 · Tn (pageable)", "runtime/zero/stage3.py _create_fp32_partitions",
                      4 * s.Tn, false, HostLife::init));
-    v.push_back(host("fp32 master conversion + clone of one sub-group", "4 · sub (load only)",
-                     "runtime/zero/stage3.py _create_fp32_partitions (.to(cpu, fp32), .clone())", 4 * S, false,
+    // The conversion copy exists before any fp32 gradient (>= 4 · sub) is
+    // made, so it never raises the load peak above the finished init buffers.
+    v.push_back(host("fp32 master conversion + clone of one sub-group",
+                     "0 (4 · sub, but before the fp32 gradients of at least 4 · sub exist)",
+                     "runtime/zero/stage3.py _create_fp32_partitions (.to(cpu, fp32), .clone())", 0, false,
                      HostLife::load_transient));
     v.push_back(host("fp32 gradients, one pinned buffer per sub-group",
                      "Σ_i PowerOf2Ceil(4 · n_i), n_i = sub_group_size (the last the rest)",
                      "runtime/zero/stage3.py initialize_optimizer_states", full * pin(4 * S) + (rest ? pin(4 * rest) : 0),
                      s.pin_optimizer, HostLife::init));
     v.push_back(host("init gradient_buffer of the largest sub-group + pageable sources of the pinned copies",
-                     "4 · sub + b_a · Tn (load only)", "runtime/zero/stage3.py initialize_optimizer_states, _setup_for_real_optimizer",
-                     4 * S + (s.pin_optimizer ? s.ba * s.Tn : 0), false, HostLife::load_transient));
+                     "max(4 · sub + 4 · n_last (pinned) - grad flat, pinned grad flat's source b_a · Tn) (load only)",
+                     "runtime/zero/stage3.py initialize_optimizer_states (gradient_buffer freed at its end), "
+                     "_setup_for_real_optimizer (grad_partitions_flat_buffer after it)",
+                     zero3_init_gradient_transient(s, S, full, rest, true), false, HostLife::load_transient));
 }
 }  // namespace
 
@@ -322,6 +367,7 @@ std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, ui
     std::vector<HostTerm> v;
     auto torch_pin = [&](uint64_t b, bool pinned) { return pinned && s.round_pinned ? power_of_two_ceil(b) : b; };
     const bool z12 = s.stage == 1 || s.stage == 2;
+    const bool opt_host = s.offload_optimizer_cpu || s.offload_optimizer_nvme;  // the optimizer's buffers are on the host
     if (s.offload_optimizer_cpu) {
         if (z12) zero12_offload_host(s, v);
         else zero3_offload_host(s, v);
@@ -334,36 +380,59 @@ std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, ui
             v.push_back(host("DeepSpeedCPUAdam tile buffers", "2 · 128 Mi · 4 B (exact, cudaMallocHost)",
                              "csrc/includes/cpu_adam.h _doubled_buffer (DeepSpeed < 0.14.3)", 1073741824ull, true,
                              HostLife::init));
+        if (s.cpu_adam_tile_buffer) v.back().built_before_zero_optimizer = true;  // engine.py _configure_basic_optimizer
     } else if (s.offload_optimizer_nvme) {
         const uint64_t S = std::min(s.sub_group_size, s.Tn);
         v.push_back(host("optimizer NVMe swap buffers", "buffer_count · align(sub) · 4 (exact, DeepNVMe)",
                          "runtime/swap_tensor/optimizer_utils.py OptimizerSwapper, utils.py SwapBufferManager",
                          uint64_t(s.offload_optimizer_buffer_count) * align_aio_elems(S, 4) * 4, true, HostLife::init));
-        v.push_back(host("init gradient_buffer of the largest sub-group", "4 · sub (load only)",
-                         "runtime/zero/stage3.py initialize_optimizer_states", 4 * S, false, HostLife::load_transient));
+        // gradient_buffer is freed when initialize_optimizer_states returns
+        // (the swapped sub-groups' .grad set to None by
+        // _optimizer_states_and_gradient_swap_out), before
+        // grad_partitions_flat_buffer exists.
+        v.push_back(host("init gradient_buffer of the largest sub-group",
+                         "max(4 · sub - grad flat, pinned grad flat's source b_a · Tn) (load only)",
+                         "runtime/zero/stage3.py initialize_optimizer_states, _setup_for_real_optimizer",
+                         zero3_init_gradient_transient(s, S, 0, 0, false), false, HostLife::load_transient));
     }
     if (s.stage == 3 && (s.offload_optimizer_cpu || s.offload_optimizer_nvme))
         v.push_back(host("grad_partitions_flat_buffer", "PowerOf2Ceil(b_a · Tn) pinned",
                          "runtime/zero/stage3.py _setup_for_real_optimizer",
-                         torch_pin(s.ba * s.Tn, s.pin_optimizer || s.offload_optimizer_nvme),
-                         s.pin_optimizer || s.offload_optimizer_nvme, HostLife::init));
+                         torch_pin(s.ba * s.Tn, s.pin_optimizer), s.pin_optimizer, HostLife::init));
     if (s.offload_param_cpu) {
         const uint64_t b = s.bm * s.Tn + s.frozen_bytes_rank;
-        v.push_back(host("16-bit parameter flat buffer", "PowerOf2Ceil(b_m · Ψ/N_d) pinned",
-                         "runtime/zero/stage3.py _create_param_groups_fp16_flat_cpu_memory", torch_pin(b, s.pin_param),
-                         s.pin_param, HostLife::init));
-        if (s.zero_init && s.pin_param && s.round_pinned && s.zero_init_partition_blocks > 0)
+        // get_accelerator().pin_memory(torch.empty(...)) whatever
+        // offload_param.pin_memory says.
+        v.push_back(host("16-bit parameter flat buffer", "PowerOf2Ceil(b_m · Ψ/N_d) pinned (always)",
+                         "runtime/zero/stage3.py _create_param_groups_fp16_flat_cpu_memory", torch_pin(b, true),
+                         true, HostLife::init));
+        // Without pin_memory zero.Init's partitions are pageable and freed by
+        // _move_to_flat_buffer only after the flat buffer exists.
+        // (before the optimizer's host buffers: above the finished init
+        // buffers only without optimizer offload, whose fp32 master or swap
+        // pool and grad flat buffer exceed it).
+        if (!s.pin_param)
+            v.push_back(host("zero.Init's pageable partitions beside the flat buffer",
+                             opt_host ? "0 (b_m · Ψ/N_d, before the optimizer's host buffers)" : "b_m · Ψ/N_d (load only)",
+                             "runtime/zero/partition_parameters.py _partition_param (torch.empty on the CPU); "
+                             "stage3.py _move_to_flat_buffer", opt_host ? 0 : b, false, HostLife::load_transient));
+        // Also without zero.Init: parameter_offload.py
+        // _convert_to_zero_parameters partitions through Init(module=...).
+        // Before torch 1.11 the blocks are exact but cached all the same
+        // (the caching predates the rounding, host_memory.md M2).
+        if (s.pin_param && (s.round_pinned ? s.zero_init_partition_blocks > 0 : b > 0))
             v.push_back(host("zero.Init's per-parameter pinned partitions left in PyTorch's host cache",
-                             "Σ_p PowerOf2Ceil(b_m · ceil(numel_p / N_d))",
+                             s.round_pinned ? "Σ_p PowerOf2Ceil(b_m · ceil(numel_p / N_d))" : "b_m · Ψ/N_d (torch < 1.11: exact)",
                              "runtime/zero/partition_parameters.py _partition_param (pin_memory per parameter); "
                              "stage3.py _move_to_flat_buffer drops them; no host empty_cache",
-                             s.zero_init_partition_blocks, true, HostLife::init));
+                             s.round_pinned ? s.zero_init_partition_blocks : b, true, HostLife::init));
         zeropp_host_terms(s, v);
     } else if (s.offload_param_nvme) {
         v.push_back(host("parameter NVMe swap pool", "buffer_count · align(buffer_size) · b_m (exact, DeepNVMe)",
                          "runtime/swap_tensor/partitioned_param_swapper.py",
                          uint64_t(s.offload_param_buffer_count) * align_aio_elems(s.offload_param_buffer_size, s.bm) * s.bm,
                          true, HostLife::init));
+        v.back().during_zero_init = true;  // AsyncPartitionedParameterSwapper, made by partition_parameters.py Init
         v.push_back(host("parameters kept in CPU memory (max_in_cpu)", "PowerOf2Ceil(min(max_in_cpu, Ψ/N_d) · b_m) pinned",
                          "runtime/swap_tensor/partitioned_param_swapper.py", torch_pin(std::min(s.offload_param_max_in_cpu, s.Pn) * s.bm, true),
                          true, HostLife::init));
@@ -373,10 +442,16 @@ std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, ui
                          "runtime/zero/stage_1_and_2.py __init__ (param.cpu_data, flatten_dense_tensors_aligned "
                          "use_cpu_data; on the GPU from 0.18.7 when it fits)",
                          2 * s.bm * s.Tr, false, HostLife::load_transient));
+    if (s.zero12_cpu_flatten) v.back().before_init = true;  // the first loop of __init__, before weights_partition
+    // defragment runs before the optimizer's host buffers exist: above the
+    // finished init buffers only when there are none (no optimizer offload);
+    // with offload the fp32 master (4 · Tn) or the swap pool and the grad
+    // flat buffer exceed it.
     if (s.stage == 3 && s.zero_init && !s.offload_param_cpu && !s.offload_param_nvme)
-        v.push_back(host("defragment staging of the 16-bit partitions", "b_m · Tn + frozen (pageable, load only)",
+        v.push_back(host("defragment staging of the 16-bit partitions",
+                         opt_host ? "0 (b_m · Tn + frozen, before the optimizer's host buffers)" : "b_m · Tn + frozen (pageable, load only)",
                          "runtime/zero/utils.py defragment (cpu_buffer); stage3.py _create_fp16_partitions_with_defragmentation",
-                         s.bm * s.Tn + s.frozen_bytes_rank, false, HostLife::load_transient));
+                         opt_host ? 0 : s.bm * s.Tn + s.frozen_bytes_rank, false, HostLife::load_transient));
     if (s.stage <= 2)
         v.push_back(host("checkpoint writer's CPU clone of the module state", "b_m · Ψ + frozen (one rank per node)",
                          "runtime/engine.py _save_checkpoint (clone_tensors_for_torch_save)", module_state_bytes, false,

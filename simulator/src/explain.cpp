@@ -144,7 +144,7 @@ std::string render_explain(const SimResult& r) {
         s += "      source:    " + (deepspeed ? "DeepSpeed v0.19.6 deepspeed/runtime/" + src
                                                : (src.rfind("torch/", 0) == 0 ? "PyTorch " + src : src)) + "\n";
     }
-    return s;
+    return s + render_host_explain(r.host);
 }
 
 }  // namespace zeromem::sim

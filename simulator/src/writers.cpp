@@ -61,6 +61,7 @@ std::string render_table(const SimResult& r) {
           << " GiB is reserved by PyTorch but unallocated. (event " << r.oom->term << " in " << r.oom->module << ", phase "
           << to_string(r.oom->phase) << ")\n";
     }
+    o << render_host_table(r.host);
     return o.str();
 }
 
@@ -85,6 +86,7 @@ nlohmann::json to_json(const SimResult& r) {
     for (const auto& p : r.timeline)
         tl.push_back({{"t", p.t}, {"event", p.term}, {"phase", to_string(p.phase)}, {"module", r.modules[p.module]},
                       {"stream", to_string(p.stream)}, {"bytes", p.bytes}, {"allocated", p.allocated}, {"reserved", p.reserved}});
+    j["host"] = host_to_json(r.host);
     return j;
 }
 

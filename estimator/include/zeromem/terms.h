@@ -366,6 +366,16 @@ struct HostTerm {
     bool pinned = false;
     HostLife life = HostLife::init;
     bool once_per_node = false;  ///< one rank of the node holds it (checkpoint writer)
+    /// Made when zero.Init starts, so it also sits under the model load
+    /// (the parameter swapper's pool under offload_param nvme).
+    bool during_zero_init = false;
+    /// A load transient that happens before the engine builds any other
+    /// host buffer (ZeRO-1/2's CPU flatten): its own moment, not on top of
+    /// the init buffers.
+    bool before_init = false;
+    /// Made before the ZeRO optimizer (DeepSpeedCPUAdam's tile buffers), so
+    /// also present at the before_init moments.
+    bool built_before_zero_optimizer = false;
 };
 
 /// Every host buffer of one rank under the sizes' stage and offload

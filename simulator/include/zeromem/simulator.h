@@ -7,6 +7,7 @@
 
 #include "zeromem/caching_allocator.h"
 #include "zeromem/estimate.h"
+#include "zeromem/host_allocator.h"
 #include "zeromem/model.h"
 #include "zeromem/sim_events.h"
 
@@ -112,6 +113,7 @@ struct SimResult {
     std::optional<SimOom> oom;                    ///< set when --gpu-memory was exceeded (replay stops there)
     std::vector<SegmentInfo> final_segments;      ///< allocator state after the last event
     std::vector<TraceEntry> allocator_trace;      ///< when record_allocator_trace
+    HostResult host;                              ///< host RAM / NVMe replay (simulate() only; host_allocator.h)
 };
 
 /// Feeds `log` to a CachingAllocator (config opt.alloc, capacity
@@ -120,7 +122,8 @@ struct SimResult {
 /// training job would).
 SimResult replay(const EventLog& log, const SimOptions& opt, std::optional<uint64_t> capacity);
 
-/// produce_events + replay. The allocator's capacity is in.cluster.gpu_memory
+/// produce_events + replay, and the host replay (simulate_host) into
+/// `host`. The allocator's capacity is in.cluster.gpu_memory
 /// minus in.residual.cuda_context (the CUDA context, cuBLAS and NCCL
 /// workspaces are outside PyTorch's allocator); unlimited without a GPU size.
 SimResult simulate(const EstimateInput& in, const SimOptions& opt);
