@@ -3,6 +3,7 @@
 // allocation names ("terms") follow the estimator's terms and DeepSpeed's
 // own variable names. Facts: ../shared/reference/deepspeed_memory.md
 // (section 4) and simulator_runtime_gui.md (section B).
+#include "moe_events.h"
 #include "zeromem/optimizer_state.h"
 #include "zeromem/simulator.h"
 
@@ -46,10 +47,7 @@ struct Visit {
     Pass pass;
 };
 
-struct Saved {
-    const char* term;
-    uint64_t bytes;
-};
+using Saved = SavedTensor;  // moe_events.h
 
 class Producer {
 public:
@@ -170,13 +168,11 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 // (its event log grows linearly with the steps) from running unbounded.
 constexpr int64_t kMaxSteps = 100;
 
-// The module tree (module_tree.cpp) is a decoder-only dense transformer:
-// MoE blocks, encoder-decoder and encoder-only models are refused, naming
-// the config field, rather than replayed with the wrong modules.
+// The module tree (module_tree.cpp) is a decoder-only transformer (dense,
+// or Hugging Face's MoE blocks: moe_events.h): encoder-decoder and
+// encoder-only models are refused, naming the config field, rather than
+// replayed with the wrong modules.
 void refuse_unreplayed_architecture(const ModelArch& a) {
-    if (a.num_experts > 0 && a.num_moe_layers > 0)
-        throw InputError("num_experts: the simulator replays dense decoder-only models; mixture-of-experts (" +
-                         std::to_string(a.num_experts) + " experts) is not replayed (use `zeromem estimate`)");
     if (a.num_decoder_layers > 0)
         throw InputError("num_decoder_layers: the simulator replays decoder-only models; encoder-decoder is not "
                          "replayed (use `zeromem estimate`)");
@@ -222,7 +218,9 @@ void refuse_oversized_tensors(const EstimateInput& in) {
     // three-matrix MLP, untied embeddings), in double: the module tree's own
     // 64-bit products could overflow first.
     const double h = double(a.hidden_size);
-    const double params = double(a.num_layers) * (4.0 * h * h + 3.0 * h * double(a.ffn_size)) + 2.0 * double(a.vocab_size) * h;
+    const double params = double(a.num_layers) * (4.0 * h * h + 3.0 * h * double(a.ffn_size)) + 2.0 * double(a.vocab_size) * h +
+                          double(a.num_moe_layers) * 3.0 * h *
+                              (double(a.num_experts) * double(a.expert_ffn_size) + double(a.shared_expert_ffn_size));
     if (16.0 * params > kMaxTensorBytes)
         throw InputError("model: about " + std::to_string(params) + " parameters make model states over 2^50 bytes; the "
                          "simulator refuses them (its byte arithmetic is 64-bit)");
@@ -234,6 +232,7 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt) : in_(in), op
     if (!in.model.arch)
         throw InputError("simulate: needs the model's architecture: give --model or --hf-config (--params alone has no module tree)");
     refuse_unreplayed_architecture(*in.model.arch);
+    refuse_unreplayed_moe(in);
     refuse_unreplayed_zero_settings(in.zero);
     refuse_oversized_tensors(in);
     if (in.cluster.tp != 1 || in.cluster.pp != 1)
@@ -472,6 +471,7 @@ std::vector<Saved> Producer::saved_tensors(uint32_t m, bool with_scores) const {
     const uint64_t k = sc_;
     const std::string& r = mods_[m].role;
     std::vector<Saved> v;
+    if (moe_saved_tensors(mods_[m], a, s * b, bm_, k, v)) return v;
     if (r == "embed_tokens") v.push_back({"embedding_dropout_mask", k * sbh_});
     else if (r == "input_layernorm" || r == "post_attention_layernorm") v.push_back({"layernorm_input", k * 2 * sbh_});
     else if (r == "q_proj") { v.push_back({"attention_input", k * 2 * sbh_}); v.push_back({"query", k * 2 * sbq}); }
