@@ -157,6 +157,10 @@ private:
     uint64_t available_numel_ = 0;
     std::vector<Visit> visits_;
     std::vector<int64_t> next_use_;
+    // Prefetch walk resumes here: every visit in (current visit, cursor) has
+    // a unit that is available, in flight or without partitioned params
+    // (lowered when a unit with a visit before it is released).
+    size_t prefetch_cursor_ = 0;
     std::vector<uint64_t> visit_prefix_;
     std::vector<uint64_t> sub_groups_;    // partition numel of each sub-group
     uint64_t persistent_padded_ = 0;      // sum of ceil(numel/N)*N over persistent params
@@ -766,13 +770,15 @@ void Producer::prefetch(size_t visit, uint32_t m) {
     if (budget <= 0) return;
     std::vector<uint32_t> units;
     uint64_t numel = 0;
-    for (size_t i = visit + 1; i < visits_.size() && static_cast<int64_t>(numel) < budget; ++i) {
+    size_t i = std::max(visit + 1, prefetch_cursor_);
+    for (; i < visits_.size() && static_cast<int64_t>(numel) < budget; ++i) {
         const uint32_t u = unit_[visits_[i].module];
         if (unit_numel_[u] == 0 || unit_state_[u] != 0) continue;
         if (std::find(units.begin(), units.end(), u) != units.end()) continue;
         units.push_back(u);
         numel += unit_numel_[u];
     }
+    prefetch_cursor_ = i;  // the walk is linear in the visits, not visits x look-ahead (MoE: ~640 experts ahead)
     if (!units.empty()) issue_allgather(units, m);
 }
 
@@ -789,9 +795,11 @@ void Producer::release_sub_module(uint32_t m, size_t visit) {
     gathered_[u].clear();
     unit_state_[u] = 0;
     available_numel_ -= unit_numel_[u];
+    if (next_use_[visit] >= 0) prefetch_cursor_ = std::min(prefetch_cursor_, static_cast<size_t>(next_use_[visit]));
 }
 
 void Producer::release_all_gathered() {
+    prefetch_cursor_ = 0;
     for (size_t hi = 0; hi < handles_.size(); ++hi)
         if (!handles_[hi].done) wait_handle(hi, root_);
     for (uint32_t u = 0; u < unit_state_.size(); ++u) {
@@ -811,6 +819,7 @@ void Producer::release_all_gathered() {
 void Producer::micro_step(uint64_t global_micro, bool boundary) {
     const bool first_step = phase_ == Phase::forward;
     complete_ = global_micro >= 1;  // B.2: the trace is recorded in the first iteration
+    prefetch_cursor_ = 0;
     boundary_ = boundary;
     reduced_from_end_ = Tn_ * N_ - std::min(Tn_ * N_, T_);  // the padding ends the last partition
     for (size_t i = 0; i < visits_.size(); ++i) {
