@@ -272,3 +272,40 @@ TEST(SimMoeEvents, FragmentationReplaysMoePresets) {
         EXPECT_TRUE(replay_fragmentation(res.input).has_value()) << m;
     }
 }
+
+// Stage 3 backward: each expert projection is fetched again when its
+// backward runs, its 16-bit gradient (2048 x 2 B = 4096 B) is produced and
+// copied into the IPG bucket, its saved activation (mlp_up, 512 B) and the
+// gathered parameter are freed.
+TEST(SimMoeEvents, Stage3BackwardRefetchesEachExpert) {
+    SimOptions opt;
+    opt.steps = 1;
+    const EventLog log = produce_events(tiny_moe(3), opt);
+    const auto r = module_rows(log, Phase::backward, "model.layers.0.mlp.experts.2.up_proj");
+    ASSERT_GE(r.size(), 7u);
+    EXPECT_EQ(std::vector<Row>(r.begin(), r.begin() + 4),
+              std::vector<Row>({{"alloc", "allgather_flat_buffer", 4096},
+                                {"alloc", "gathered_parameter", 4096},
+                                {"free", "allgather_flat_buffer", 4096},
+                                {"alloc", "gradient", 4096}}));
+    EXPECT_EQ(std::vector<Row>(r.end() - 3, r.end()),
+              std::vector<Row>({{"free", "gradient", 4096}, {"free", "mlp_up", 512}, {"free", "gathered_parameter", 4096}}));
+}
+
+// Full checkpointing: the MoE block's routed activations are rebuilt by the
+// recompute just before the block's backward and freed by it (stage 0: the
+// expert's gradient, 4096 B, is kept to the step).
+TEST(SimMoeEvents, FullCheckpointingRecomputesTheRoutedRows) {
+    EstimateInput in = tiny_moe(0);
+    in.train.checkpointing = Checkpointing::full;
+    SimOptions opt;
+    opt.steps = 1;
+    const EventLog log = produce_events(in, opt);
+    EXPECT_TRUE(module_rows(log, Phase::forward, "model.layers.1.mlp.experts.1.gate_proj").empty());
+    EXPECT_EQ(module_rows(log, Phase::backward, "model.layers.1.mlp.experts.1.gate_proj"),
+              std::vector<Row>({{"alloc", "moe_routed_tokens", 1024},
+                                {"alloc", "mlp_gate", 512},
+                                {"alloc", "gradient", 4096},
+                                {"free", "moe_routed_tokens", 1024},
+                                {"free", "mlp_gate", 512}}));
+}
