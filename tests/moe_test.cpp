@@ -420,7 +420,8 @@ TEST(MoeConfigValues, DefaultsForAbsentOrNullKeysAreWarned) {
 // MoE block by hand: q 2048x4096 = 8,388,608, k and v 2048x512 = 1,048,576
 // each, o 4096x2048 = 8,388,608, q_norm and k_norm 128 each, router
 // 2048x128 = 262,144, 128 experts x 3 x 2048x768 = 603,979,776, two norms
-// 4096: 623,120,640 over 4 + 1 + 384 = 389 fetched modules = 1,601,852 per
+// 4096: 623,120,640 over 4 + 1 + 384 = 389 fetched modules (the router,
+// 262,144 > stage3_param_persistence_threshold 1e5, is fetched) = 1,601,852 per
 // step < 5e7, so the look-ahead fills to stage3_max_live_parameters:
 // (1e9 + L) x 2 B with L = 151936 x 2048 = 311,164,928: 2,622,329,856 B.
 // (Counting 7 modules per block as a dense block has gives 89,017,234 per
