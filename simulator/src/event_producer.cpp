@@ -183,6 +183,9 @@ void refuse_unreplayed_architecture(const ModelArch& a) {
     if (a.encoder_only)
         throw InputError("encoder_only: the simulator replays decoder-only models; encoder-only is not replayed "
                          "(use `zeromem estimate`)");
+    if (!a.vision_kind.empty() || a.vision_layers > 0 || a.vision_other_params > 0 || a.projector_params > 0)
+        throw InputError("vision_config: the simulator replays the text decoder only; the vision tower and projector "
+                         "of '" + a.name + "' are not replayed (use `zeromem estimate`)");
 }
 
 // ZeRO++ (hpZ secondary partition, qwZ/qgZ quantized buffers) and MiCS

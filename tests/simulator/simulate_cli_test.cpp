@@ -95,12 +95,14 @@ TEST(SimulateCli, ExplainNamesEventTermsAndSources) {
 // field: mixtral-8x7b (num_local_experts 8 -> MoE in every block),
 // flan-t5-large (encoder-decoder), bert-base-uncased (encoder-only).
 TEST(SimulateCli, RefusesModelsItDoesNotReplay) {
-    // Llama 4 keeps all experts of a block in one module (fused_experts);
-    // DeepSpeed-MoE (--ep-size) is not replayed either.
+    // Vision towers (Llama 4 Scout, Qwen2.5-VL) and DeepSpeed-MoE (--ep-size)
+    // are not replayed; fused experts (Llama 4's text blocks) are refused too
+    // (moe_sim_test.cpp RefusedMoeInputsNameTheKey).
     const std::tuple<const char*, const char*, const char*> cases[] = {
-        {"llama-4-scout-17b-16e.json", "", "fused_experts"},
+        {"llama-4-scout-17b-16e.json", "", "vision_config"},
         {"mixtral-8x7b.json", " --ep-size 2", "--ep-size"},
         {"flan-t5-large.json", "", "num_decoder_layers"},
+        {"qwen2.5-vl-7b-instruct.json", "", "vision_config"},
         {"bert-base-uncased.json", "", "encoder_only"}};
     for (const auto& [file, extra, field] : cases) {
         const auto r = cli::zeromem("simulate --hf-config " + cli::testdata(std::string("hf_configs/published/") + file) +
