@@ -412,3 +412,28 @@ TEST(MoeConfigValues, DefaultsForAbsentOrNullKeysAreWarned) {
     EXPECT_TRUE(warned(c, "'num_experts' is null"));
     EXPECT_EQ(c.num_experts, 128);
 }
+
+// ZeRO-3 look-ahead (terms.cpp zero3_gathered_params): whether a trace step
+// uses less than one prefetch is the MoE block's parameters over the modules
+// the trace fetches, every expert projection one module (found by the
+// simulator's replay, tests/simulator/agreement_test.cpp). Qwen3-30B-A3B's
+// MoE block by hand: q 2048x4096 = 8,388,608, k and v 2048x512 = 1,048,576
+// each, o 4096x2048 = 8,388,608, q_norm and k_norm 128 each, router
+// 2048x128 = 262,144, 128 experts x 3 x 2048x768 = 603,979,776, two norms
+// 4096: 623,120,640 over 4 + 1 + 384 = 389 fetched modules (the router,
+// 262,144 > stage3_param_persistence_threshold 1e5, is fetched) = 1,601,852 per
+// step < 5e7, so the look-ahead fills to stage3_max_live_parameters:
+// (1e9 + L) x 2 B with L = 151936 x 2048 = 311,164,928: 2,622,329,856 B.
+// (Counting 7 modules per block as a dense block has gives 89,017,234 per
+// step, above 5e7, and L + 5e7 instead.)
+TEST(MoeZero3, LookAheadCountsEveryExpertModule) {
+    const Resolved r = resolve("qwen3-30b-a3b", 8, 3, std::nullopt);
+    const Estimate e = estimate(r.input, true);
+    bool found = false;
+    for (const auto& t : e.terms)
+        if (t.component.rfind("temporary_buffers (backward): gathered params", 0) == 0) {
+            EXPECT_EQ(t.bytes, 2622329856ull) << t.component;
+            found = true;
+        }
+    EXPECT_TRUE(found);
+}

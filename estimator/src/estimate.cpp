@@ -640,6 +640,26 @@ void optimizer_notes(const FullContext& c, Estimate& out) {
                                        (oi.paged ? " (bitsandbytes does not page CPU tensors)" : "")));
 }
 
+// Modules of one block (the largest kind: a MoE block where there is one)
+// whose parameters ZeRO-3's trace fetches, norms left out (they persist):
+// attention (q, k, v or fused qkv, o; MLA: q_proj or q_a_proj + q_b_proj,
+// kv_a_proj_with_mqa, kv_b_proj, o_proj), then the dense MLP's projections
+// or, in a MoE block, the router, each local expert's projections (one module
+// for fused experts) and the shared expert's (transformers
+// modeling_deepseek_v2.py, modeling_mixtral.py, modeling_qwen3_moe.py; each
+// nn.Linear is a module of its own for parameter_offload.py's hooks). A
+// router at or below stage3_param_persistence_threshold persists
+// (mark_persistent_parameters) and is not fetched (Mixtral's 4096 x 8).
+uint64_t fetched_modules_per_block(const ModelArch& a, int64_t ep, int64_t persistence_threshold) {
+    const uint64_t attention = a.kv_lora_rank > 0 ? (a.q_lora_rank > 0 ? 2u : 1u) + 3u : (a.fused_qkv ? 1u : 3u) + 1u;
+    const uint64_t mlp = a.gated_mlp ? 3u : 2u;
+    if (a.num_experts <= 0 || a.num_moe_layers <= 0) return attention + mlp;
+    const uint64_t local = static_cast<uint64_t>(a.num_experts / std::max<int64_t>(1, ep));
+    const bool router_fetched = a.hidden_size * a.num_experts > persistence_threshold;
+    return attention + (router_fetched ? 1u : 0u) + (a.fused_experts ? 1u : local * mlp) +
+           (a.shared_expert_ffn_size > 0 ? mlp : 0u);
+}
+
 FullContext make_context(const EstimateInput& in, Estimate& out) {
     FullContext c(in);
     const auto& z = in.zero;
@@ -730,11 +750,7 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
     s.prefetch = static_cast<uint64_t>(std::min(z.stage3_prefetch_bucket_size, z.stage3_max_live_parameters));
     s.max_live = static_cast<uint64_t>(z.stage3_max_live_parameters);
     s.max_reuse = static_cast<uint64_t>(z.stage3_max_reuse_distance);
-    if (in.model.arch) {
-        const auto& a = *in.model.arch;
-        const uint64_t modules = (a.fused_qkv ? 1u : 3u) + 1u + (a.gated_mlp ? 3u : 2u);
-        s.mean_module = s.layer / modules;
-    }
+    if (in.model.arch) s.mean_module = s.layer / fetched_modules_per_block(*in.model.arch, in.moe.ep(), z.stage3_param_persistence_threshold);
     s.Tr = c.Tr;
     s.Tn = c.Tn;
     s.sub = std::min<uint64_t>(static_cast<uint64_t>(z.sub_group_size), c.Tn);

@@ -3,6 +3,7 @@
 // allocation names ("terms") follow the estimator's terms and DeepSpeed's
 // own variable names. Facts: ../shared/reference/deepspeed_memory.md
 // (section 4) and simulator_runtime_gui.md (section B).
+#include "moe_events.h"
 #include "zeromem/optimizer_state.h"
 #include "zeromem/simulator.h"
 
@@ -46,10 +47,7 @@ struct Visit {
     Pass pass;
 };
 
-struct Saved {
-    const char* term;
-    uint64_t bytes;
-};
+using Saved = SavedTensor;  // moe_events.h
 
 class Producer {
 public:
@@ -168,6 +166,10 @@ private:
     uint64_t available_numel_ = 0;
     std::vector<Visit> visits_;
     std::vector<int64_t> next_use_;
+    // Prefetch walk resumes here: every visit in (current visit, cursor) has
+    // a unit that is available, in flight or without partitioned params
+    // (lowered when a unit with a visit before it is released).
+    size_t prefetch_cursor_ = 0;
     std::vector<uint64_t> visit_prefix_;
     std::vector<uint64_t> sub_groups_;    // partition numel of each sub-group
     uint64_t persistent_padded_ = 0;      // sum of ceil(numel/N)*N over persistent params
@@ -179,19 +181,20 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 // (its event log grows linearly with the steps) from running unbounded.
 constexpr int64_t kMaxSteps = 100;
 
-// The module tree (module_tree.cpp) is a decoder-only dense transformer:
-// MoE blocks, encoder-decoder and encoder-only models are refused, naming
-// the config field, rather than replayed with the wrong modules.
+// The module tree (module_tree.cpp) is a decoder-only transformer (dense,
+// or Hugging Face's MoE blocks: moe_events.h): encoder-decoder and
+// encoder-only models are refused, naming the config field, rather than
+// replayed with the wrong modules.
 void refuse_unreplayed_architecture(const ModelArch& a) {
-    if (a.num_experts > 0 && a.num_moe_layers > 0)
-        throw InputError("num_experts: the simulator replays dense decoder-only models; mixture-of-experts (" +
-                         std::to_string(a.num_experts) + " experts) is not replayed (use `zeromem estimate`)");
     if (a.num_decoder_layers > 0)
         throw InputError("num_decoder_layers: the simulator replays decoder-only models; encoder-decoder is not "
                          "replayed (use `zeromem estimate`)");
     if (a.encoder_only)
         throw InputError("encoder_only: the simulator replays decoder-only models; encoder-only is not replayed "
                          "(use `zeromem estimate`)");
+    if (!a.vision_kind.empty() || a.vision_layers > 0 || a.vision_other_params > 0 || a.projector_params > 0)
+        throw InputError("vision_config: the simulator replays the text decoder only; the vision tower and projector "
+                         "of '" + a.name + "' are not replayed (use `zeromem estimate`)");
 }
 
 // ZeRO++ (hpZ secondary partition, qwZ/qgZ quantized buffers) and MiCS
@@ -231,7 +234,9 @@ void refuse_oversized_tensors(const EstimateInput& in) {
     // three-matrix MLP, untied embeddings), in double: the module tree's own
     // 64-bit products could overflow first.
     const double h = double(a.hidden_size);
-    const double params = double(a.num_layers) * (4.0 * h * h + 3.0 * h * double(a.ffn_size)) + 2.0 * double(a.vocab_size) * h;
+    const double params = double(a.num_layers) * (4.0 * h * h + 3.0 * h * double(a.ffn_size)) + 2.0 * double(a.vocab_size) * h +
+                          double(a.num_moe_layers) * 3.0 * h *
+                              (double(a.num_experts) * double(a.expert_ffn_size) + double(a.shared_expert_ffn_size));
     if (16.0 * params > kMaxTensorBytes)
         throw InputError("model: about " + std::to_string(params) + " parameters make model states over 2^50 bytes; the "
                          "simulator refuses them (its byte arithmetic is 64-bit)");
@@ -256,6 +261,7 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt) : in_(in), op
     if (!in.model.arch)
         throw InputError("simulate: needs the model's architecture: give --model or --hf-config (--params alone has no module tree)");
     refuse_unreplayed_architecture(*in.model.arch);
+    refuse_unreplayed_moe(in);
     refuse_unreplayed_zero_settings(in.zero);
     refuse_oversized_tensors(in);
     if (in.cluster.tp != 1 || in.cluster.pp != 1)
@@ -525,6 +531,7 @@ std::vector<Saved> Producer::saved_tensors(uint32_t m, bool with_scores) const {
     const uint64_t k = sc_;
     const std::string& r = mods_[m].role;
     std::vector<Saved> v;
+    if (moe_saved_tensors(mods_[m], a, s * b, bm_, k, v)) return v;
     if (r == "embed_tokens") v.push_back({"embedding_dropout_mask", k * sbh_});
     else if (r == "input_layernorm" || r == "post_attention_layernorm") v.push_back({"layernorm_input", k * 2 * sbh_});
     else if (r == "q_proj") { v.push_back({"attention_input", k * 2 * sbh_}); v.push_back({"query", k * 2 * sbq}); }
@@ -819,13 +826,15 @@ void Producer::prefetch(size_t visit, uint32_t m) {
     if (budget <= 0) return;
     std::vector<uint32_t> units;
     uint64_t numel = 0;
-    for (size_t i = visit + 1; i < visits_.size() && static_cast<int64_t>(numel) < budget; ++i) {
+    size_t i = std::max(visit + 1, prefetch_cursor_);
+    for (; i < visits_.size() && static_cast<int64_t>(numel) < budget; ++i) {
         const uint32_t u = unit_[visits_[i].module];
         if (unit_numel_[u] == 0 || unit_state_[u] != 0) continue;
         if (std::find(units.begin(), units.end(), u) != units.end()) continue;
         units.push_back(u);
         numel += unit_numel_[u];
     }
+    prefetch_cursor_ = i;  // the walk is linear in the visits, not visits x look-ahead (MoE: ~640 experts ahead)
     if (!units.empty()) issue_allgather(units, m);
 }
 
@@ -842,9 +851,11 @@ void Producer::release_sub_module(uint32_t m, size_t visit) {
     gathered_[u].clear();
     unit_state_[u] = 0;
     available_numel_ -= unit_numel_[u];
+    if (next_use_[visit] >= 0) prefetch_cursor_ = std::min(prefetch_cursor_, static_cast<size_t>(next_use_[visit]));
 }
 
 void Producer::release_all_gathered() {
+    prefetch_cursor_ = 0;
     for (size_t hi = 0; hi < handles_.size(); ++hi)
         if (!handles_[hi].done) wait_handle(hi, root_);
     for (uint32_t u = 0; u < unit_state_.size(); ++u) {
@@ -864,6 +875,7 @@ void Producer::release_all_gathered() {
 void Producer::micro_step(uint64_t global_micro, bool boundary) {
     const bool first_step = phase_ == Phase::forward;
     complete_ = global_micro >= 1;  // B.2: the trace is recorded in the first iteration
+    prefetch_cursor_ = 0;
     boundary_ = boundary;
     reduced_from_end_ = Tn_ * N_ - std::min(Tn_ * N_, T_);  // the padding ends the last partition
     for (size_t i = 0; i < visits_.size(); ++i) {

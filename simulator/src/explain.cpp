@@ -80,6 +80,15 @@ const Row kRows[] = {
     {"momentum_buffer", "optimizer_states (SGD momentum)", "torch/optim/sgd.py (lazy, first step)"},
     {"optimizer_temporary", "terms::StepMoments::optimizer (T bytes per element)",
      "torch/optim/adamw.py _multi_tensor_adamw (torch._foreach_sqrt); none for fused kernels"},
+    // Mixture of experts (moe_events.cpp; Hugging Face dropless routing, rows spread evenly over the experts).
+    {"moe_router_logits", "activations: MoE router logits and probabilities (S · E · b_m part)",
+     "transformers modeling_mixtral.py / modeling_qwen3_moe.py / modeling_deepseek_v2.py MoE forward (router_logits = gate(x))"},
+    {"moe_router_probabilities", "activations: MoE router logits and probabilities (S · E · 4 part)",
+     "transformers MoE block forward (softmax(router_logits, dtype=torch.float))"},
+    {"moe_routed_tokens", "activations: MoE routed token copies (dropless) (k · S · h · b_m half)",
+     "transformers MoE block forward (hidden_states[top_x] per expert)"},
+    {"moe_expert_output", "activations: MoE routed token copies (dropless) (k · S · h · b_m half)",
+     "transformers MoE block forward (expert(x) * routing_weights, then index_add_)"},
 };
 
 // Activations saved per module (event_producer.cpp saved_tensors).

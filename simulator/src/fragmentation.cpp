@@ -35,7 +35,7 @@ std::optional<EventLog> fragmentation_events(const EstimateInput& in, SimOptions
     try {
         return produce_events(r, opt);
     } catch (const InputError&) {
-        return std::nullopt;  // MoE, encoder models, tp/pp, LoRA, oversized tensors, ...
+        return std::nullopt;  // --ep-size, encoder models, tp/pp, LoRA, oversized tensors, ...
     }
 }
 

@@ -27,13 +27,18 @@ struct SimModule {
     int layer = -1;                 ///< transformer block index, -1 outside the blocks
     std::vector<uint64_t> params;   ///< numel of each direct parameter (weight, then bias)
     int shares_params_with = -1;    ///< tied LM head: index of the embedding module
+    int expert = -1;                ///< routed expert index within its MoE block (experts.N), -1 otherwise
 };
 
-/// The module tree of a dense decoder in forward order: embeddings, each
-/// block's norms, attention projections and MLP projections, final norm, LM
-/// head (tied or not). Parameter counts follow count_params (model.cpp); the
-/// sum over modules equals count_params(arch).total. Throws InputError for a
-/// non-positive size.
+/// The module tree of a decoder in forward order: embeddings, each block's
+/// norms, attention projections (or MLA's q_a/q_b/kv_a/kv_b projections and
+/// norms), MLP projections or a sparse MoE block (router `gate`, every routed
+/// expert's projections as modules of their own, shared experts; the first
+/// num_layers - num_moe_layers blocks dense), final norm, LM head (tied or
+/// not). Module names follow transformers' modeling_mixtral.py,
+/// modeling_qwen3_moe.py, modeling_deepseek_v2.py. The sum over modules
+/// equals count_params(arch).total; throws InputError for a non-positive size
+/// or a layout the tree does not build (the sums differ).
 std::vector<SimModule> build_modules(const ModelArch& arch);
 
 /// Simulation settings beyond the estimator's input.
@@ -54,7 +59,8 @@ extern const char* const kComponents[kComponentCount];
 /// Builds the events of `steps` optimizer steps for `in` (stage 0-3, optimizer
 /// and parameter offload, checkpointing none/selective/full, flash or eager
 /// attention). Inputs: in.model.arch must be set; tp = pp = 1; no LoRA,
-/// frozen parameters or 4/8-bit loading; a dense decoder-only model (no MoE,
+/// frozen parameters or 4/8-bit loading; a decoder-only model, dense or with
+/// Hugging Face's dropless MoE blocks (no --ep-size, no fused experts; not
 /// encoder-decoder or encoder-only); no tensor over 2^50 bytes. Throws
 /// InputError naming the flag or field otherwise, or for steps outside
 /// 1..100. Sources per step: see event_producer.cpp.
@@ -151,7 +157,7 @@ EstimateInput fragmentation_replay_input(const EstimateInput& in, SimOptions& op
 /// too small for them) by memory PyTorch would free and retry. Replays with
 /// fragmentation_replay_input and the default PYTORCH_CUDA_ALLOC_CONF.
 /// Returns nullopt when the simulator cannot replay the case: no
-/// architecture (--params only), or an input produce_events refuses (MoE,
+/// architecture (--params only), or an input produce_events refuses (--ep-size,
 /// encoder models, tp/pp, LoRA, ...). Never throws InputError.
 std::optional<uint64_t> replay_fragmentation(const EstimateInput& in);
 
