@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 namespace {
 
@@ -113,79 +114,99 @@ std::string unknown_flag_message(const CLI::App* sub, int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    using namespace zeromem;
-    using namespace zeromem_cli;
-    CLI::App app{"zeromem: GPU, host and NVMe memory of DeepSpeed ZeRO stages and offload options, before launch.",
-                 "zeromem"};
-    app.set_version_flag("--version", std::string("zeromem ") + version());
-    app.require_subcommand(1);
-    app.footer(std::string("\nSubcommands: estimate, compare, plan, fit, check, simulate, measure, validate, models, gpus, interconnects, hosts. Run `zeromem estimate --help` for the options.\n"
-               "Example: zeromem estimate --params 7e9 --gpus 8 --stage 3\n") + kExitStatus);
+namespace {
 
+using namespace zeromem;
+using namespace zeromem_cli;
+
+const char* const kSubcommands[] = {"estimate", "compare", "plan", "fit", "check", "simulate", "measure",
+                                    "validate", "models", "gpus", "interconnects", "hosts"};
+
+/// What the command line fills in, and the subcommands it may name.
+struct Cli {
     Request req;
     std::string format = "table";
     bool explain = false;
-    auto* est = app.add_subcommand("estimate", "Per-GPU and per-node memory of one ZeRO configuration");
-    est->footer(std::string(kEstimateExamples) + kExitStatus);
+    SpeedFlags sf;
+    SimulateFlags simf;
+    MeasureFlags mf;
+    CheckFlags chkf;
+    CLI::App *est = nullptr, *cmp = nullptr, *pln = nullptr, *fit = nullptr, *simc = nullptr, *meas = nullptr,
+             *val = nullptr, *chk = nullptr, *models = nullptr, *gpus = nullptr, *ics = nullptr, *hosts = nullptr;
+};
 
-    // Start-up cost: only the named subcommand gets its options (CLI11
-    // builds every option eagerly); `zeromem --help` and the like get all.
-    const std::string named = argc > 1 ? argv[1] : "";
+// estimate: the request options plus --format and --explain.
+void add_estimate_command(CLI::App& app, Cli& c, bool with_options) {
+    c.est = app.add_subcommand("estimate", "Per-GPU and per-node memory of one ZeRO configuration");
+    c.est->footer(std::string(kEstimateExamples) + kExitStatus);
+    if (!with_options) return;
+    add_request_options(c.est, c.req);
+    c.est->add_option("--format", c.format, "table (default), json, csv or md")->group("Output")->type_name("FORMAT");
+    c.est->add_flag("--explain", c.explain, "Print each formula with numbers and its source, and where each setting came from")
+        ->group("Output");
+}
+
+// compare / plan / fit: the request options plus the speed model's.
+template <class Wants>
+void add_planner_commands(CLI::App& app, Cli& c, const Wants& wants) {
+    c.cmp = app.add_subcommand("compare", "Rank every ZeRO stage / offload option by modelled throughput at its largest fitting micro batch");
+    c.cmp->footer(std::string(kCompareExamples) + kExitStatus);
+    c.pln = app.add_subcommand("plan", "Walk the ZeRO tuning recipe (12 steps, cheapest change first) as a search; --emit writes a DeepSpeed config for the winner");
+    c.pln->footer(std::string(kPlanExamples) + kExitStatus);
+    c.fit = app.add_subcommand("fit", "Fewest GPUs per option for a model, or (with --gpus and no model) the largest model per option");
+    c.fit->footer(std::string(kFitExamples) + kExitStatus);
+    for (CLI::App* sub : {c.cmp, c.pln}) {
+        if (!wants(sub->get_name().c_str())) continue;
+        add_request_options(sub, c.req);
+        add_speed_options(sub, c.sf);
+        sub->add_option("--format", c.format, "table (default) or json")->group("Output")->type_name("FORMAT");
+    }
+    if (wants("plan")) {
+        c.pln->add_option("--emit", c.sf.emit, "Write the winner's DeepSpeed config to PATH")->group("Output")->type_name("PATH");
+        c.pln->add_option("--for", c.sf.target, "deepspeed (default: every value explicit) or hf-trainer (batch sizes \"auto\")")
+            ->group("Output")->type_name("TARGET");
+    }
+    if (wants("fit")) {
+        add_request_options(c.fit, c.req);
+        c.fit->add_option("--gpus-per-node", c.sf.gpus_per_node, "GPUs per node when searching the fewest GPUs (default 8)")
+            ->group("Cluster")->type_name("N");
+        c.fit->add_option("--format", c.format, "table (default) or json")->group("Output")->type_name("FORMAT");
+    }
+}
+
+// models, gpus, interconnects, hosts: preset listings without options.
+void add_listing_commands(CLI::App& app, Cli& c) {
+    c.models = app.add_subcommand("models", "List the model presets in data/models");
+    c.models->footer("\nExample: zeromem models");
+    c.gpus = app.add_subcommand("gpus", "List the GPU presets in data/gpus");
+    c.gpus->footer("\nExample: zeromem gpus");
+    c.ics = app.add_subcommand("interconnects", "List the interconnect presets in data/interconnects");
+    c.ics->footer("\nExample: zeromem interconnects");
+    c.hosts = app.add_subcommand("hosts", "List the host presets in data/hosts (for --host)");
+    c.hosts->footer("\nExample: zeromem hosts");
+}
+
+// Every subcommand. Start-up cost: only the named subcommand gets its
+// options (CLI11 builds every option eagerly); `zeromem --help` and the
+// like get all.
+void add_subcommands(CLI::App& app, Cli& c, const std::string& named) {
     auto wants = [&named](const char* sub) {
-        for (const char* s : {"estimate", "compare", "plan", "fit", "check", "simulate", "measure", "validate", "models", "gpus", "interconnects", "hosts"})
+        for (const char* s : kSubcommands)
             if (named == s) return named == sub;
         return true;
     };
-    if (wants("estimate")) {
-        add_request_options(est, req);
-        est->add_option("--format", format, "table (default), json, csv or md")->group("Output")->type_name("FORMAT");
-        est->add_flag("--explain", explain, "Print each formula with numbers and its source, and where each setting came from")->group("Output");
-    }
+    add_estimate_command(app, c, wants("estimate"));
+    add_planner_commands(app, c, wants);
+    c.simc = add_simulate_command(app, c.req, c.simf, wants("simulate"));
+    add_measure_commands(app, c.req, c.mf, c.meas, c.val, wants("measure"), wants("validate"));
+    c.chk = add_check_command(app, c.req, c.chkf, wants("check"));
+    add_listing_commands(app, c);
+}
 
-    // compare / plan / fit: the same options plus the speed model's.
-    SpeedFlags sf;
-    auto* cmp = app.add_subcommand("compare", "Rank every ZeRO stage / offload option by modelled throughput at its largest fitting micro batch");
-    cmp->footer(std::string(kCompareExamples) + kExitStatus);
-    auto* pln = app.add_subcommand("plan", "Walk the ZeRO tuning recipe (12 steps, cheapest change first) as a search; --emit writes a DeepSpeed config for the winner");
-    pln->footer(std::string(kPlanExamples) + kExitStatus);
-    auto* fit = app.add_subcommand("fit", "Fewest GPUs per option for a model, or (with --gpus and no model) the largest model per option");
-    fit->footer(std::string(kFitExamples) + kExitStatus);
-    for (CLI::App* sub : {cmp, pln}) {
-        if (!wants(sub->get_name().c_str())) continue;
-        add_request_options(sub, req);
-        add_speed_options(sub, sf);
-        sub->add_option("--format", format, "table (default) or json")->group("Output")->type_name("FORMAT");
-    }
-    if (wants("plan")) pln->add_option("--emit", sf.emit, "Write the winner's DeepSpeed config to PATH")->group("Output")->type_name("PATH");
-    if (wants("plan")) pln->add_option("--for", sf.target, "deepspeed (default: every value explicit) or hf-trainer (batch sizes \"auto\")")
-        ->group("Output")->type_name("TARGET");
-    if (wants("fit")) {
-        add_request_options(fit, req);
-        fit->add_option("--gpus-per-node", sf.gpus_per_node, "GPUs per node when searching the fewest GPUs (default 8)")
-            ->group("Cluster")->type_name("N");
-        fit->add_option("--format", format, "table (default) or json")->group("Output")->type_name("FORMAT");
-    }
-
-    SimulateFlags simf;
-    auto* simc = add_simulate_command(app, req, simf, wants("simulate"));
-
-    MeasureFlags mf;
-    CLI::App *meas = nullptr, *val = nullptr;
-    add_measure_commands(app, req, mf, meas, val, wants("measure"), wants("validate"));
-
-    CheckFlags chkf;
-    auto* chk = add_check_command(app, req, chkf, wants("check"));
-    auto* models = app.add_subcommand("models", "List the model presets in data/models");
-    models->footer("\nExample: zeromem models");
-    auto* gpus = app.add_subcommand("gpus", "List the GPU presets in data/gpus");
-    gpus->footer("\nExample: zeromem gpus");
-    auto* ics = app.add_subcommand("interconnects", "List the interconnect presets in data/interconnects");
-    ics->footer("\nExample: zeromem interconnects");
-    auto* hosts = app.add_subcommand("hosts", "List the host presets in data/hosts (for --host)");
-    hosts->footer("\nExample: zeromem hosts");
-
-    if (argc == 1) {  // no arguments: the usage, as a bad-input exit
+// Answers given before parsing: the usage without arguments (exit 2),
+// --version anywhere, an unknown subcommand (exit 2).
+std::optional<int> answer_before_parsing(CLI::App& app, int argc, char** argv) {
+    if (argc == 1) {
         std::cerr << app.help();
         return 2;
     }
@@ -194,17 +215,18 @@ int main(int argc, char** argv) {
             std::cout << "zeromem " << version() << "\n";
             return 0;
         }
-    if (argc > 1 && argv[1][0] != '-') {
-        const std::string sub = argv[1];
-        bool known = false;
-        for (const auto* s : app.get_subcommands([](const CLI::App*) { return true; }))
-            known = known || s->get_name() == sub;
-        if (!known) {
-            std::cerr << "zeromem: error: unknown subcommand '" << sub
-                      << "' (use estimate, compare, plan, fit, check, simulate, measure, validate, models, gpus, interconnects or hosts; see zeromem --help)\n";
-            return 2;
-        }
-    }
+    if (argv[1][0] == '-') return std::nullopt;
+    const std::string sub = argv[1];
+    for (const auto* s : app.get_subcommands([](const CLI::App*) { return true; }))
+        if (s->get_name() == sub) return std::nullopt;
+    std::cerr << "zeromem: error: unknown subcommand '" << sub
+              << "' (use estimate, compare, plan, fit, check, simulate, measure, validate, models, gpus, interconnects or hosts; see zeromem --help)\n";
+    return 2;
+}
+
+// CLI11 parsing; a parse error is one line and exit status 2, like every
+// other input error. Returns the exit status when parsing ends the run.
+std::optional<int> parse(CLI::App& app, int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -214,7 +236,6 @@ int main(int argc, char** argv) {
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
-        // One line, exit status 2, like every other input error.
         std::string msg = e.what();
         if (const auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
         for (const auto* s : app.get_subcommands())
@@ -227,68 +248,77 @@ int main(int argc, char** argv) {
                   << (subs.empty() ? std::string() : subs.front()->get_name() + " ") << "--help)\n";
         return 2;
     }
+    return std::nullopt;
+}
 
+// The preset listings: models, gpus, interconnects, hosts.
+int list_presets(const Cli& c, const std::string& dir) {
+    if (*c.models) {
+        for (const auto& n : list_model_presets(dir)) {
+            const ModelArch a = load_model_preset(n, dir);
+            std::printf("%-14s %8.2f B params  (h=%lld, L=%lld, heads=%lld, kv=%lld, vocab=%lld)\n", n.c_str(),
+                        double(count_params(a).total) / 1e9, (long long)a.hidden_size, (long long)a.num_layers,
+                        (long long)a.num_heads, (long long)a.num_kv_heads, (long long)a.vocab_size);
+        }
+    } else if (*c.gpus) {
+        for (const auto& n : list_gpu_presets(dir)) {
+            const GpuSpec g = load_gpu_preset(n, dir);
+            std::printf("%-14s %8s GiB\n", n.c_str(), format_gib(double(g.memory_bytes)).c_str());
+        }
+    } else if (*c.ics) {
+        for (const auto& n : list_interconnect_presets(dir)) {
+            const Interconnect ic = load_interconnect_preset(n, dir);
+            if (ic.inter_node)
+                std::printf("%-20s inter-node  %7.1f GB/s per link, %s\n", n.c_str(), ic.link_bw / 1e9,
+                            ic.links_per_node == 0 ? "one link per GPU" : "links shared by the node");
+            else
+                std::printf("%-20s intra-node  all-reduce busbw %7.1f GB/s, latency %.0f us\n", n.c_str(),
+                            ic.allreduce_busbw / 1e9, ic.latency * 1e6);
+        }
+    } else {
+        for (const auto& n : list_host_presets(dir)) {
+            const HostSpec h = load_host_preset(n, dir);
+            std::printf("%-20s %4lld cores, DRAM %6.1f GB/s, PCIe gen%d x%d, %d GPU(s) per uplink: %5.1f GB/s per GPU, "
+                        "CPU Adam %.2g params/s per node\n",
+                        n.c_str(), (long long)h.cores, h.memory_bandwidth / 1e9, h.pcie_gen, h.pcie_lanes_per_gpu,
+                        h.gpus_per_pcie_link, host_pcie_bandwidth(h) / 1e9, host_cpu_adam_rate(h, SpeedConstants{}));
+        }
+    }
+    return 0;
+}
+
+// estimate: one configuration, or the models of a --workload, rendered in
+// the chosen format; exit 1 when it does not fit.
+int run_estimate(const Cli& c, const std::string& dir) {
+    const Format fmt = parse_format(c.format);
+    Resolved res = resolve_request(c.req, dir);
+    sim::use_replayed_fragmentation(res.input, c.req.fragmentation.has_value());  // the replay's allowance
+    if (res.workload.kind != Workload::sft) {  // several models per GPU (workload.h)
+        const WorkloadEstimate w = estimate_workload(res.input, res.workload, c.explain);
+        for (const auto& wn : res.warnings) std::cerr << "zeromem: warning: " << wn << "\n";
+        for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";
+        std::cout << render_workload(w, res, fmt, c.explain);
+        return (w.fits_gpu == false || w.fits_host == false) ? 1 : 0;
+    }
+    const Estimate e = estimate(res.input, c.explain);  // bad input: one error line, no warnings before it
+    for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
+    for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";
+    std::cout << render(e, res, fmt, c.explain);
+    return (e.fits_gpu == false || e.fits_host == false) ? 1 : 0;
+}
+
+// The parsed subcommand, run; bad input is one error line and exit 2.
+int run(const Cli& c) {
     try {
         const std::string dir = data_dir();
-        if (*models) {
-            for (const auto& n : list_model_presets(dir)) {
-                const ModelArch a = load_model_preset(n, dir);
-                std::printf("%-14s %8.2f B params  (h=%lld, L=%lld, heads=%lld, kv=%lld, vocab=%lld)\n", n.c_str(),
-                            double(count_params(a).total) / 1e9, (long long)a.hidden_size, (long long)a.num_layers,
-                            (long long)a.num_heads, (long long)a.num_kv_heads, (long long)a.vocab_size);
-            }
-            return 0;
-        }
-        if (*gpus) {
-            for (const auto& n : list_gpu_presets(dir)) {
-                const GpuSpec g = load_gpu_preset(n, dir);
-                std::printf("%-14s %8s GiB\n", n.c_str(), format_gib(double(g.memory_bytes)).c_str());
-            }
-            return 0;
-        }
-        if (*cmp || *pln) return run_compare_or_plan(*cmp ? "compare" : "plan", req, sf, format, dir);
-        if (*fit) return run_fit(req, sf, format, dir);
-        if (*simc) return run_simulate(req, simf, dir);
-        if (*meas) return run_measure(req, mf, dir);
-        if (*val) return run_validate(req, mf, dir);
-        if (*chk) return run_check(req, chkf, dir);
-        if (*ics) {
-            for (const auto& n : list_interconnect_presets(dir)) {
-                const Interconnect ic = load_interconnect_preset(n, dir);
-                if (ic.inter_node)
-                    std::printf("%-20s inter-node  %7.1f GB/s per link, %s\n", n.c_str(), ic.link_bw / 1e9,
-                                ic.links_per_node == 0 ? "one link per GPU" : "links shared by the node");
-                else
-                    std::printf("%-20s intra-node  all-reduce busbw %7.1f GB/s, latency %.0f us\n", n.c_str(),
-                                ic.allreduce_busbw / 1e9, ic.latency * 1e6);
-            }
-            return 0;
-        }
-        if (*hosts) {
-            for (const auto& n : list_host_presets(dir)) {
-                const HostSpec h = load_host_preset(n, dir);
-                std::printf("%-20s %4lld cores, DRAM %6.1f GB/s, PCIe gen%d x%d, %d GPU(s) per uplink: %5.1f GB/s per GPU, "
-                            "CPU Adam %.2g params/s per node\n",
-                            n.c_str(), (long long)h.cores, h.memory_bandwidth / 1e9, h.pcie_gen, h.pcie_lanes_per_gpu,
-                            h.gpus_per_pcie_link, host_pcie_bandwidth(h) / 1e9, host_cpu_adam_rate(h, SpeedConstants{}));
-            }
-            return 0;
-        }
-        const Format fmt = parse_format(format);
-        Resolved res = resolve_request(req, dir);
-        sim::use_replayed_fragmentation(res.input, req.fragmentation.has_value());  // the replay's allowance
-        if (res.workload.kind != Workload::sft) {  // several models per GPU (workload.h)
-            const WorkloadEstimate w = estimate_workload(res.input, res.workload, explain);
-            for (const auto& wn : res.warnings) std::cerr << "zeromem: warning: " << wn << "\n";
-            for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";
-            std::cout << render_workload(w, res, fmt, explain);
-            return (w.fits_gpu == false || w.fits_host == false) ? 1 : 0;
-        }
-        const Estimate e = estimate(res.input, explain);  // bad input: one error line, no warnings before it
-        for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
-        for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";
-        std::cout << render(e, res, fmt, explain);
-        return (e.fits_gpu == false || e.fits_host == false) ? 1 : 0;
+        if (*c.models || *c.gpus || *c.ics || *c.hosts) return list_presets(c, dir);
+        if (*c.cmp || *c.pln) return run_compare_or_plan(*c.cmp ? "compare" : "plan", c.req, c.sf, c.format, dir);
+        if (*c.fit) return run_fit(c.req, c.sf, c.format, dir);
+        if (*c.simc) return run_simulate(c.req, c.simf, dir);
+        if (*c.meas) return run_measure(c.req, c.mf, dir);
+        if (*c.val) return run_validate(c.req, c.mf, dir);
+        if (*c.chk) return run_check(c.req, c.chkf, dir);
+        return run_estimate(c, dir);
     } catch (const InputError& e) {
         std::cerr << "zeromem: error: " << e.what() << "\n";
         return 2;
@@ -298,3 +328,18 @@ int main(int argc, char** argv) {
     }
 }
 
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"zeromem: GPU, host and NVMe memory of DeepSpeed ZeRO stages and offload options, before launch.",
+                 "zeromem"};
+    app.set_version_flag("--version", std::string("zeromem ") + zeromem::version());
+    app.require_subcommand(1);
+    app.footer(std::string("\nSubcommands: estimate, compare, plan, fit, check, simulate, measure, validate, models, gpus, interconnects, hosts. Run `zeromem estimate --help` for the options.\n"
+               "Example: zeromem estimate --params 7e9 --gpus 8 --stage 3\n") + kExitStatus);
+    Cli c;
+    add_subcommands(app, c, argc > 1 ? argv[1] : "");
+    if (const auto done = answer_before_parsing(app, argc, argv)) return *done;
+    if (const auto done = parse(app, argc, argv)) return *done;
+    return run(c);
+}
