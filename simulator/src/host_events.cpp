@@ -66,7 +66,11 @@ private:
     // A torch CPU tensor made, then pinned: Tensor.pin_memory() copies it into
     // a new pinned block; the source is dropped when the caller rebinds the
     // name (host_memory.md M6). Returns the pinned copy's id.
-    uint64_t zeros_then_pin(const char* term, uint64_t bytes);
+    uint64_t zeros_then_pin(const char* term, uint64_t bytes, uint32_t module = 0,
+                            const char* source = "pageable source of a pinned copy");
+    // A CPU tensor pinned when `pinned` (zeros_then_pin), else left pageable.
+    uint64_t pinned_or_pageable(const char* term, uint64_t bytes, bool pinned, uint32_t module = 0,
+                                const char* source = "pageable source of a pinned copy");
 
     const EstimateInput& in_;
     int64_t steps_;
@@ -147,11 +151,16 @@ void HostProducer::phase(Phase p) {
     log_.events.push_back({HostAction::phase_begin, p, 0, 0, 0, HostKind::pageable, to_string(p)});
 }
 
-uint64_t HostProducer::zeros_then_pin(const char* term, uint64_t bytes) {
-    const uint64_t src = alloc("pageable source of a pinned copy", bytes, HostKind::pageable);
-    const uint64_t pinned = alloc(term, bytes, HostKind::pinned);
+uint64_t HostProducer::zeros_then_pin(const char* term, uint64_t bytes, uint32_t module, const char* source) {
+    const uint64_t src = alloc(source, bytes, HostKind::pageable, module);
+    const uint64_t pinned = alloc(term, bytes, HostKind::pinned, module);
     release(src);
     return pinned;
+}
+
+uint64_t HostProducer::pinned_or_pageable(const char* term, uint64_t bytes, bool pinned, uint32_t module,
+                                          const char* source) {
+    return pinned ? zeros_then_pin(term, bytes, module, source) : alloc(term, bytes, HostKind::pageable, module);
 }
 
 // ---------------------------------------------------------------------------
@@ -252,13 +261,7 @@ void HostProducer::zero12_init_fp32_partition_and_bit16_staging() {
     const bool ds_0_14_1 = compare_versions(in_.stack.deepspeed, "0.14.1", "--deepspeed-version") >= 0;
     const bool master_pinned = ds_0_18_3 ? pin_opt_ : ds_0_14_1;
     const char* master = "fp32 master (single_partition_of_fp32_groups)";
-    if (master_pinned) {
-        const uint64_t src = alloc("fp32 master's pageable source beside its pinned copy", 4 * Tn_, HostKind::pageable);
-        alloc(master, 4 * Tn_, HostKind::pinned);
-        release(src);
-    } else {
-        alloc(master, 4 * Tn_, HostKind::pageable);
-    }
+    pinned_or_pageable(master, 4 * Tn_, master_pinned, 0, "fp32 master's pageable source beside its pinned copy");
     if (compare_versions(in_.stack.deepspeed, "0.17.0", "--deepspeed-version") < 0) return;
     const char* staging = "16-bit parameter staging (param_buffer_of_bit16_for_cpu_offload_groups)";
     if (pin_opt_) {
@@ -273,8 +276,7 @@ void HostProducer::zero12_init_fp32_partition_and_bit16_staging() {
 // torch.zeros(largest_param_numel) on the CPU, pinned when pin_memory.
 void HostProducer::zero12_temp_grad_buffer_for_cpu_offload() {
     const char* term = "temp_grad_buffer_for_cpu_offload";
-    if (pin_opt_) zeros_then_pin(term, bm_ * largest_param_);
-    else alloc(term, bm_ * largest_param_, HostKind::pageable);
+    pinned_or_pageable(term, bm_ * largest_param_, pin_opt_);
 }
 
 // stage_1_and_2.py initialize_optimizer_states: single_grad_partition =
@@ -286,13 +288,7 @@ void HostProducer::zero12_initialize_optimizer_states() {
     const bool ds_0_10_1 = compare_versions(in_.stack.deepspeed, "0.10.1", "--deepspeed-version") >= 0;
     const bool pinned = ds_0_10_1 ? pin_opt_ : true;
     const char* term = "fp32 gradient partition";
-    if (pinned) {
-        const uint64_t src = alloc("pageable source of a pinned copy", 4 * Tn_, HostKind::pageable);
-        alloc(term, 4 * Tn_, HostKind::pinned);
-        release(src);
-    } else {
-        alloc(term, 4 * Tn_, HostKind::pageable);
-    }
+    pinned_or_pageable(term, 4 * Tn_, pinned);
     if (bit16_staging_source_) release(bit16_staging_source_);
     bit16_staging_source_ = 0;
 }
@@ -364,8 +360,7 @@ void HostProducer::zero3_initialize_optimizer_states() {
         const uint64_t n = sub_groups_[i];
         if (off_opt_cpu_) {
             const char* term = "fp32 gradients, one pinned buffer per sub-group";
-            if (pin_opt_) zeros_then_pin(term, 4 * n);
-            else alloc(term, 4 * n, HostKind::pageable);
+            pinned_or_pageable(term, 4 * n, pin_opt_);
         }
         // Before DeepSpeed 0.13.2 (#5104) the loop also ran one
         // _optimizer_step per sub-group: CPU Adam's states appear here.
@@ -380,8 +375,7 @@ void HostProducer::zero3_initialize_optimizer_states() {
 // (M3).
 void HostProducer::zero3_grad_partitions_flat_buffer() {
     const char* term = "grad_partitions_flat_buffer";
-    if (pin_opt_) zeros_then_pin(term, ba_ * Tn_);
-    else alloc(term, ba_ * Tn_, HostKind::pageable);
+    pinned_or_pageable(term, ba_ * Tn_, pin_opt_);
 }
 
 // ---------------------------------------------------------------------------
@@ -399,8 +393,7 @@ void HostProducer::zero12_async_accumulate_grad_in_cpu_via_gpu() {
         for (uint64_t p : mods_[i].params) {
             if (offset < Tn_) {
                 const char* term = "accumulation buffers, one per parameter (buffer_to_accumulate_to_in_cpu)";
-                if (pin_opt_) zeros_then_pin(term, bm_ * p);
-                else alloc(term, bm_ * p, HostKind::pageable, i + 1);
+                pinned_or_pageable(term, bm_ * p, pin_opt_, i + 1);
             }
             offset += p;
         }
