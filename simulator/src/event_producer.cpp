@@ -51,11 +51,12 @@ using Saved = SavedTensor;  // moe_events.h
 
 class Producer {
 public:
-    Producer(const EstimateInput& in, const SimOptions& opt);
+    Producer(const EstimateInput& in, const SimOptions& opt, EventLog&& buffer);
     EventLog run();
 
 private:
     // --- event helpers ---
+    void reserve_events();
     uint64_t alloc(const char* term, uint64_t bytes, Stream s, uint32_t m);
     void release(uint64_t id, uint32_t m);
     void span(Action a, uint32_t m, Pass p);
@@ -255,7 +256,10 @@ bool runs_bf16_optimizer(const EstimateInput& in) {
            in.zero.offload_optimizer != OffloadDevice::cpu;
 }
 
-Producer::Producer(const EstimateInput& in, const SimOptions& opt) : in_(in), opt_(opt) {
+Producer::Producer(const EstimateInput& in, const SimOptions& opt, EventLog&& buffer)
+    : in_(in), opt_(opt), log_(std::move(buffer)) {
+    log_.modules.clear();
+    log_.events.clear();
     if (opt.steps < 1 || opt.steps > kMaxSteps)
         throw InputError("--steps: must be between 1 and " + std::to_string(kMaxSteps) + ", got " + std::to_string(opt.steps));
     if (!in.model.arch)
@@ -289,6 +293,7 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt) : in_(in), op
     rd_ = overlap_ ? Stream::reduce : Stream::compute;
     bucket_ = static_cast<uint64_t>(std::max<int64_t>(1, z.reduce_bucket_size));
     mods_ = build_modules(*in.model.arch);
+    reserve_events();
     log_.modules.push_back("model");
     for (const auto& m : mods_) log_.modules.push_back(m.name);
     for (const auto& m : mods_)
@@ -311,6 +316,19 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt) : in_(in), op
     checkpoint_.assign(static_cast<size_t>(a.num_layers), 0);
 }
 
+// Reserves room for about 24 events per module per micro step (a ZeRO-3
+// micro step emits about 16 without spans): reserved but untouched pages
+// cost no memory, and the log then grows without copying its millions of
+// events (MoE presets) on every doubling.
+void Producer::reserve_events() {
+    const uint64_t micro = static_cast<uint64_t>(std::max<int64_t>(1, in_.train.grad_accum)) *
+                           static_cast<uint64_t>(std::max<int64_t>(1, opt_.steps));
+    // At most 2^24 events (640 MB of address space) up front; a longer run grows as before.
+    const uint64_t want = std::min<uint64_t>(24 * (mods_.size() + 1) * micro + 4096, uint64_t{1} << 24);
+    if (log_.events.capacity() < want) log_.events.reserve(want);
+    tensors_.reserve(want / 2);
+}
+
 // Module ids in events are offset by one: 0 is the whole model.
 uint64_t Producer::alloc(const char* term, uint64_t bytes, Stream s, uint32_t m) {
     const uint64_t id = tensors_.size() + 1;
@@ -326,6 +344,7 @@ void Producer::release(uint64_t id, uint32_t m) {
 }
 
 void Producer::span(Action a, uint32_t m, Pass p) {
+    if (!opt_.record_spans) return;
     const char* name = p == Pass::forward ? "forward" : (p == Pass::backward ? "backward" : "recompute");
     log_.events.push_back({a, Stream::compute, phase_, m + 1, 0, 0, name});
 }
@@ -1105,8 +1124,15 @@ EventLog Producer::run() {
 }  // namespace
 
 EventLog produce_events(const EstimateInput& in, const SimOptions& opt) {
-    Producer p(in, opt);
+    Producer p(in, opt, EventLog{});
     return p.run();
+}
+
+void produce_events(const EstimateInput& in, const SimOptions& opt, EventLog& out) {
+    EventLog buffer = std::move(out);
+    out = EventLog{};
+    Producer p(in, opt, std::move(buffer));
+    out = p.run();
 }
 
 }  // namespace zeromem::sim

@@ -27,16 +27,24 @@ EstimateInput fragmentation_replay_input(const EstimateInput& in, SimOptions& op
 
 namespace {
 
-// The events of the fragmentation replay, or nullopt for a case the
-// producer refuses.
-std::optional<EventLog> fragmentation_events(const EstimateInput& in, SimOptions& opt) {
-    if (!in.model.arch) return std::nullopt;
+// The events of the fragmentation replay (without spans, which the replay
+// skips), written into this thread's reused buffer, or nullptr for a case
+// the producer refuses. The buffer keeps its capacity from one replay to
+// the next: a MoE preset's log holds millions of events (qwen3-30b-a3b:
+// about 18.8k modules), and growing it afresh for every option of a
+// compare cost more than the replay (page faults, copies). The pointer is
+// valid until the thread's next call.
+const EventLog* fragmentation_events(const EstimateInput& in, SimOptions& opt) {
+    if (!in.model.arch) return nullptr;
     const EstimateInput r = fragmentation_replay_input(in, opt);
+    opt.record_spans = false;
+    thread_local EventLog buffer;
     try {
-        return produce_events(r, opt);
+        produce_events(r, opt, buffer);
     } catch (const InputError&) {
-        return std::nullopt;  // --ep-size, encoder models, tp/pp, LoRA, oversized tensors, ...
+        return nullptr;  // --ep-size, encoder models, tp/pp, LoRA, oversized tensors, ...
     }
+    return &buffer;
 }
 
 // Reserved minus allocated at the allocated peak, without the wholly free
@@ -50,7 +58,8 @@ std::optional<EventLog> fragmentation_events(const EstimateInput& in, SimOptions
 // replay()'s peak_allocated_t and then empty_cache.
 uint64_t reserved_minus_allocated(const EventLog& log, const SimOptions& opt) {
     CachingAllocator a(opt.alloc, std::nullopt, false);
-    std::vector<uint32_t> handle(log.events.size() + 1, 0);
+    thread_local std::vector<uint32_t> handle;  // reused: its pages stay mapped between replays
+    handle.assign(log.events.size() + 1, 0);
     uint64_t t = 0, peak = 0, at_peak = 0;
     for (const Event& e : log.events) {
         if (e.action == Action::span_begin || e.action == Action::span_end) continue;
@@ -208,7 +217,7 @@ public:
             for (const auto& [k, bytes] : entries_)
                 if (k == key) return bytes;
         }
-        const std::optional<EventLog> log = fragmentation_events(in, opt);
+        const EventLog* log = fragmentation_events(in, opt);
         std::optional<uint64_t> bytes;
         if (log) bytes = by_log(*log, opt);
         const std::lock_guard<std::mutex> lock(mu_);
@@ -242,7 +251,7 @@ private:
 
 std::optional<uint64_t> replay_fragmentation(const EstimateInput& in) {
     SimOptions opt;
-    const std::optional<EventLog> log = fragmentation_events(in, opt);
+    const EventLog* log = fragmentation_events(in, opt);
     if (!log) return std::nullopt;
     return reserved_minus_allocated(*log, opt);
 }

@@ -46,6 +46,10 @@ struct SimOptions {
     int64_t steps = 2;                 ///< optimizer steps (each with gradient accumulation steps micro steps)
     AllocatorConfig alloc;             ///< PYTORCH_CUDA_ALLOC_CONF (--alloc-conf)
     bool record_allocator_trace = false;  ///< keep the allocator's trace for --memory-snapshot
+    /// Emit span_begin/span_end events (module passes, no memory). The
+    /// fragmentation replay turns them off: it reads alloc, free and
+    /// empty_cache events only.
+    bool record_spans = true;
 };
 
 /// The estimator component (estimate.h GpuMemory) an event term belongs to:
@@ -65,6 +69,11 @@ extern const char* const kComponents[kComponentCount];
 /// InputError naming the flag or field otherwise, or for steps outside
 /// 1..100. Sources per step: see event_producer.cpp.
 EventLog produce_events(const EstimateInput& in, const SimOptions& opt);
+/// The same events written into `out` (cleared first), reusing its
+/// vectors' capacity: repeated replays (the fragmentation allowance of
+/// compare/plan) then skip regrowing a log of millions of events. Throws as
+/// above; `out` is left empty on a throw.
+void produce_events(const EstimateInput& in, const SimOptions& opt, EventLog& out);
 
 /// One row of the timeline (one alloc or free event).
 struct TimelinePoint {
