@@ -660,8 +660,10 @@ uint64_t fetched_modules_per_block(const ModelArch& a, int64_t ep, int64_t persi
            (a.shared_expert_ffn_size > 0 ? mlp : 0u);
 }
 
-FullContext make_context(const EstimateInput& in, Estimate& out) {
-    FullContext c(in);
+// Sets the partition count, GPUs per node, tp/pp, the largest module (a
+// rank's share of fused experts under expert parallelism) and the byte widths.
+void set_layout_and_widths(FullContext& c) {
+    const EstimateInput& in = c.in;
     const auto& z = in.zero;
     const auto& t = in.train;
     // MiCS partitions stage-3 states over mics_shard_size ranks (mics.py).
@@ -686,8 +688,13 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
     c.bc = static_cast<uint64_t>(dtype_bytes(t.communication_dtype.value_or(t.dtype)));
     c.osb = static_cast<uint64_t>(optimizer_state_bytes(t.optimizer));
     c.src = z.stage == 0 ? kSrcZ0 : (z.stage == 3 ? kSrcZ3 : kSrcZ12);
+}
 
-    // Trainable and frozen parameters per rank.
+// Sets the trainable and frozen parameters per rank (LoRA, expert
+// parallelism, quantized frozen storage) and their partition per rank.
+void set_param_counts(FullContext& c, Estimate& out) {
+    const EstimateInput& in = c.in;
+    const auto& t = in.train;
     c.P = in.model.params;  // includes LoRA adapters
     c.T = t.trainable_params.value_or(c.P);
     if (t.lora_rank > 0) {
@@ -726,7 +733,13 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
                                                                               double(es.held)));
         c.Tn = ceil_div(c.Tr - te, c.N) + ceil_div(te, es.expert_dp);
     }
+}
 
+// Fills the sizes every term reads (terms::Sizes) and the optimizer step kernel.
+void set_term_sizes(FullContext& c) {
+    const EstimateInput& in = c.in;
+    const auto& z = in.zero;
+    const auto& t = in.train;
     terms::Sizes& s = c.sz;
     s.stage = z.stage;
     s.N = c.N;
@@ -760,6 +773,13 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
     s.kernel = kc.kernel;
     c.kernel_why = kc.why;
     s.bf16_optimizer = selects_bf16_optimizer(in);
+}
+
+FullContext make_context(const EstimateInput& in, Estimate& out) {
+    FullContext c(in);
+    set_layout_and_widths(c);
+    set_param_counts(c, out);
+    set_term_sizes(c);
     set_optimizer_state(c);
     set_host_sizes(c);
     set_zeropp_sizes(c);
