@@ -147,12 +147,9 @@ void estimate_paper(const EstimateInput& in, Estimate& out, const Explainer& ex)
 // ---------------------------------------------------------------------------
 // deepspeed convention: bit-exact ports, same operation order as the Python
 // ---------------------------------------------------------------------------
-void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer& ex) {
-    const int s = in.zero.stage;
-    if (s < 2)
-        throw InputError("--convention deepspeed: DeepSpeed's estimators cover ZeRO stages 2 and 3 only "
-                         "(estimate_zero2/3_model_states_mem_needs); use --convention full or paper for stage " +
-                         std::to_string(s));
+// DeepSpeed's estimate_zero2_model_states_mem_needs: fills out.per_gpu and
+// returns the host bytes per node (before truncation).
+double deepspeed_zero2(const EstimateInput& in, Estimate& out, const Explainer& ex) {
     const double P = static_cast<double>(in.model.params);
     const double g = static_cast<double>(in.cluster.gpus_per_node());
     const double n = static_cast<double>(in.cluster.nodes);
@@ -161,75 +158,96 @@ void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer&
     auto& m = out.per_gpu;
     double cpu = 0;
     const bool cpu_offload = in.zero.offload_optimizer != OffloadDevice::none;
-    if (s == 2) {
-        if (cpu_offload) {
-            const double gpu = 2 * P;
-            cpu = P * std::max(4 * N, 16.0) * abf;
-            m.parameters = static_cast<uint64_t>(std::trunc(gpu));
-            m.total = m.parameters;
-            if (ex.on) ex.term("gpu", "2Ψ", "Ψ=" + num(P), m.total, kSrcDsZ2);
-            if (ex.on) ex.term("host", "Ψ · max(4N, 16) · abf", "Ψ=" + num(P) + ", N=" + num(N) + ", abf=" + num(abf),
-                    static_cast<uint64_t>(std::trunc(cpu)), kSrcDsZ2);
+    if (cpu_offload) {
+        const double gpu = 2 * P;
+        cpu = P * std::max(4 * N, 16.0) * abf;
+        m.parameters = static_cast<uint64_t>(std::trunc(gpu));
+        m.total = m.parameters;
+        if (ex.on) ex.term("gpu", "2Ψ", "Ψ=" + num(P), m.total, kSrcDsZ2);
+        if (ex.on) ex.term("host", "Ψ · max(4N, 16) · abf", "Ψ=" + num(P) + ", N=" + num(N) + ", abf=" + num(abf),
+                static_cast<uint64_t>(std::trunc(cpu)), kSrcDsZ2);
+    } else {
+        const double part = in.legacy_zero2_formula ? std::trunc(16 * P / N) : std::trunc(18 * P / N);
+        const double full = in.legacy_zero2_formula ? 4 * P : 2 * P;
+        const double gpu = full + part;
+        cpu = P * 4 * g * abf;
+        m.total = static_cast<uint64_t>(std::trunc(gpu));
+        m.parameters = static_cast<uint64_t>(2 * P);
+        m.master_weights = static_cast<uint64_t>(std::trunc(4 * P / N));
+        m.momentum = m.master_weights;
+        m.variance = m.master_weights;
+        m.optimizer_states = m.master_weights + m.momentum + m.variance;
+        m.gradients = m.total - m.parameters - m.optimizer_states;
+        if (ex.on) ex.term("gpu", in.legacy_zero2_formula ? "4Ψ + trunc(16Ψ/N)  (legacy, v0.4.2-v0.14.2)" : "2Ψ + trunc(18Ψ/N)",
+                "Ψ=" + num(P) + ", N=" + num(N), m.total, kSrcDsZ2);
+        if (ex.on) ex.term("host", "Ψ · 4 · g · abf", "Ψ=" + num(P) + ", g=" + num(g) + ", abf=" + num(abf),
+                static_cast<uint64_t>(std::trunc(cpu)), kSrcDsZ2);
+    }
+    return cpu;
+}
+
+// DeepSpeed's estimate_zero3_model_states_mem_needs: fills out.per_gpu and
+// returns the host bytes per node (before truncation).
+double deepspeed_zero3(const EstimateInput& in, Estimate& out, const Explainer& ex) {
+    const double P = static_cast<double>(in.model.params);
+    const double g = static_cast<double>(in.cluster.gpus_per_node());
+    const double n = static_cast<double>(in.cluster.nodes);
+    const double N = n * g;
+    const double abf = in.additional_buffer_factor;
+    auto& m = out.per_gpu;
+    double cpu = 0;
+    const bool cpu_offload = in.zero.offload_optimizer != OffloadDevice::none;
+    const double L = static_cast<double>(in.model.largest_layer_params);
+    const double gf = 1.0 / n;
+    const double llm = 4 * L;
+    const bool zi = in.zero.zero_init;
+    const bool cpu_offload_params = in.zero.offload_param != OffloadDevice::none;
+    double gpu = 0;
+    std::string gform, cform;
+    if (cpu_offload) {
+        if (cpu_offload_params) {
+            gpu = llm;
+            cpu = zi ? P * 18 * gf * abf : P * std::max(4 * g, 18 * gf) * abf;
+            gform = "4L";
+            cform = zi ? "Ψ · 18 · (1/nodes) · abf" : "Ψ · max(4g, 18/nodes) · abf";
         } else {
-            const double part = in.legacy_zero2_formula ? std::trunc(16 * P / N) : std::trunc(18 * P / N);
-            const double full = in.legacy_zero2_formula ? 4 * P : 2 * P;
-            const double gpu = full + part;
-            cpu = P * 4 * g * abf;
-            m.total = static_cast<uint64_t>(std::trunc(gpu));
-            m.parameters = static_cast<uint64_t>(2 * P);
-            m.master_weights = static_cast<uint64_t>(std::trunc(4 * P / N));
-            m.momentum = m.master_weights;
-            m.variance = m.master_weights;
-            m.optimizer_states = m.master_weights + m.momentum + m.variance;
-            m.gradients = m.total - m.parameters - m.optimizer_states;
-            if (ex.on) ex.term("gpu", in.legacy_zero2_formula ? "4Ψ + trunc(16Ψ/N)  (legacy, v0.4.2-v0.14.2)" : "2Ψ + trunc(18Ψ/N)",
-                    "Ψ=" + num(P) + ", N=" + num(N), m.total, kSrcDsZ2);
-            if (ex.on) ex.term("host", "Ψ · 4 · g · abf", "Ψ=" + num(P) + ", g=" + num(g) + ", abf=" + num(abf),
-                    static_cast<uint64_t>(std::trunc(cpu)), kSrcDsZ2);
+            gpu = llm + std::trunc(2 * P / N);
+            cpu = zi ? P * 16 * gf * abf : P * std::max(4 * g, 16 * gf) * abf;
+            gform = "4L + trunc(2Ψ/N)";
+            cform = zi ? "Ψ · 16 · (1/nodes) · abf" : "Ψ · max(4g, 16/nodes) · abf";
         }
     } else {
-        const double L = static_cast<double>(in.model.largest_layer_params);
-        const double gf = 1.0 / n;
-        const double llm = 4 * L;
-        const bool zi = in.zero.zero_init;
-        const bool cpu_offload_params = in.zero.offload_param != OffloadDevice::none;
-        double gpu = 0;
-        std::string gform, cform;
-        if (cpu_offload) {
-            if (cpu_offload_params) {
-                gpu = llm;
-                cpu = zi ? P * 18 * gf * abf : P * std::max(4 * g, 18 * gf) * abf;
-                gform = "4L";
-                cform = zi ? "Ψ · 18 · (1/nodes) · abf" : "Ψ · max(4g, 18/nodes) · abf";
-            } else {
-                gpu = llm + std::trunc(2 * P / N);
-                cpu = zi ? P * 16 * gf * abf : P * std::max(4 * g, 16 * gf) * abf;
-                gform = "4L + trunc(2Ψ/N)";
-                cform = zi ? "Ψ · 16 · (1/nodes) · abf" : "Ψ · max(4g, 16/nodes) · abf";
-            }
-        } else {
-            gpu = llm + std::trunc(18 * P / N);
-            cpu = zi ? L * 4 * g * abf : P * 4 * g * abf;
-            gform = "4L + trunc(18Ψ/N)";
-            cform = zi ? "L · 4 · g · abf" : "Ψ · 4 · g · abf";
-        }
-        m.total = static_cast<uint64_t>(std::trunc(gpu));
-        m.temporary_buffers = static_cast<uint64_t>(llm);  // largest layer: 16-bit param + grad
-        const uint64_t states = m.total - m.temporary_buffers;
-        if (!cpu_offload) {
-            m.parameters = static_cast<uint64_t>(std::trunc(2 * P / N));
-            m.master_weights = static_cast<uint64_t>(std::trunc(4 * P / N));
-            m.momentum = m.variance = m.master_weights;
-            m.optimizer_states = 3 * m.master_weights;
-            m.gradients = states - m.parameters - m.optimizer_states;
-        } else {
-            m.parameters = states;
-        }
-        const std::string subst = "Ψ=" + num(P) + ", L=" + num(L) + ", N=" + num(N) + ", g=" + num(g) +
-                                  ", nodes=" + num(n) + ", abf=" + num(abf) + ", zero_init=" + (zi ? "1" : "0");
-        if (ex.on) ex.term("gpu", gform, subst, m.total, kSrcDsZ3);
-        if (ex.on) ex.term("host", cform, subst, static_cast<uint64_t>(std::trunc(cpu)), kSrcDsZ3);
+        gpu = llm + std::trunc(18 * P / N);
+        cpu = zi ? L * 4 * g * abf : P * 4 * g * abf;
+        gform = "4L + trunc(18Ψ/N)";
+        cform = zi ? "L · 4 · g · abf" : "Ψ · 4 · g · abf";
     }
+    m.total = static_cast<uint64_t>(std::trunc(gpu));
+    m.temporary_buffers = static_cast<uint64_t>(llm);  // largest layer: 16-bit param + grad
+    const uint64_t states = m.total - m.temporary_buffers;
+    if (!cpu_offload) {
+        m.parameters = static_cast<uint64_t>(std::trunc(2 * P / N));
+        m.master_weights = static_cast<uint64_t>(std::trunc(4 * P / N));
+        m.momentum = m.variance = m.master_weights;
+        m.optimizer_states = 3 * m.master_weights;
+        m.gradients = states - m.parameters - m.optimizer_states;
+    } else {
+        m.parameters = states;
+    }
+    const std::string subst = "Ψ=" + num(P) + ", L=" + num(L) + ", N=" + num(N) + ", g=" + num(g) +
+                              ", nodes=" + num(n) + ", abf=" + num(abf) + ", zero_init=" + (zi ? "1" : "0");
+    if (ex.on) ex.term("gpu", gform, subst, m.total, kSrcDsZ3);
+    if (ex.on) ex.term("host", cform, subst, static_cast<uint64_t>(std::trunc(cpu)), kSrcDsZ3);
+    return cpu;
+}
+
+void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer& ex) {
+    const int s = in.zero.stage;
+    if (s < 2)
+        throw InputError("--convention deepspeed: DeepSpeed's estimators cover ZeRO stages 2 and 3 only "
+                         "(estimate_zero2/3_model_states_mem_needs); use --convention full or paper for stage " +
+                         std::to_string(s));
+    const double cpu = s == 2 ? deepspeed_zero2(in, out, ex) : deepspeed_zero3(in, out, ex);
     out.per_node.host_memory = static_cast<uint64_t>(std::trunc(cpu));
     out.per_node.host_steady = out.per_node.host_memory;
     out.peak_phase = "model_states";
