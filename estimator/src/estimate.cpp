@@ -1529,18 +1529,18 @@ void load_path_note(const EstimateInput& in, Estimate& out) {
 }
 
 // --- the full convention: one function per phase, assembled ------------------
-void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) {
-    const FullContext c = make_context(in, out);
-    optimizer_notes(c, out);
-    load_path_note(in, out);
-    const terms::Sizes& sz = c.sz;
-    const GpuMemory st = steady_model_states(c, ex);
-    const Activations act = activations(c, ex);
-    const uint64_t tmp_fwd = sum_terms(forward_temporaries(sz), "forward", c, ex);
-    const uint64_t tmp_bwd = sum_terms(backward_temporaries(sz), "backward", c, ex);
-    const HostFigures host = host_memory_full(c, ex);
-    const bool gather_save = sz.stage == 3 && in.zero.stage3_gather_16bit_weights_on_model_save;
+// The GPU memory of each training phase, built from the steady model states.
+struct PhaseGpus {
+    GpuMemory load, forward, backward, step, steady_backward, save;
+};
 
+// Per-GPU memory of the load, first forward/backward, optimizer step, steady
+// backward and checkpoint save phases (terms explained in that order).
+PhaseGpus phase_gpus(const FullContext& c, const GpuMemory& st, const Activations& act, uint64_t tmp_fwd,
+                     uint64_t tmp_bwd, const Explainer& ex) {
+    const EstimateInput& in = c.in;
+    const terms::Sizes& sz = c.sz;
+    const bool gather_save = sz.stage == 3 && in.zero.stage3_gather_16bit_weights_on_model_save;
     auto with = [&](uint64_t grads, bool moments, uint64_t activations_b, uint64_t tmp) {
         GpuMemory m = st;
         m.gradients = grads;
@@ -1577,9 +1577,14 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     // hpZ secondary partitions are dropped after the step (stage3.py _post_step).
     save.parameters -= terms::hpz_secondary_partition(sz, false).bytes;
     finish_gpu(save, in);
+    return {ld, fwd, bwd, step, sbwd, save};
+}
 
-    const uint64_t g = c.g;
-    const uint64_t host_act = act.host * g;
+// Appends the phases (GPU and host memory per node, fits) to out.phases; the
+// generation phase, when evaluated with generate, before checkpoint save.
+void record_phases(const FullContext& c, const GpuMemory& st, const PhaseGpus& ph, const HostFigures& host,
+                   uint64_t host_act, Estimate& out, const Explainer& ex) {
+    const EstimateInput& in = c.in;
     out.phases.reserve(7);
     auto add = [&](const char* name, const GpuMemory& m, uint64_t host_b, uint64_t pinned) {
         PhaseMemory p;
@@ -1594,16 +1599,20 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     };
     // CPU Adam's m and v appear at the first step (ops/adam/cpu_adam.py),
     // so the first forward and backward hold less host RAM than training.
-    add("load", ld, host.load, host.pinned_init);
-    add("forward", fwd, host.first_forward + host_act, host.pinned_first);
-    add("backward", bwd, host.first_backward + host_act, host.pinned_first);
-    add("optimizer_step", step, host.steady, host.pinned_steady);
-    add("steady_backward", sbwd, host.steady + host_act, host.pinned_steady);
+    add("load", ph.load, host.load, host.pinned_init);
+    add("forward", ph.forward, host.first_forward + host_act, host.pinned_first);
+    add("backward", ph.backward, host.first_backward + host_act, host.pinned_first);
+    add("optimizer_step", ph.step, host.steady, host.pinned_steady);
+    add("steady_backward", ph.steady_backward, host.steady + host_act, host.pinned_steady);
     if (in.generation) add("generation", generation_gpu(c, st, ex), host.steady, host.pinned_steady);
-    add("checkpoint_save", save, host.steady + host.save_extra, host.pinned_steady);
+    add("checkpoint_save", ph.save, host.steady + host.save_extra, host.pinned_steady);
 
-    summarize_phases(in, st, act.backward, host, host_act, out, ex);
-    out.optimizer_step_kernel = c.kernel_why;
+}
+
+// The --explain notes of the full convention that depend on the settings.
+void full_convention_notes(const FullContext& c, const Explainer& ex) {
+    const EstimateInput& in = c.in;
+    const terms::Sizes& sz = c.sz;
     if (sz.stage == 3 && !in.zero.zero_init)
         ex.note("zero_init is off: every rank on a node builds the whole model in host RAM before partitioning.");
     if (!in.model.arch && sz.stage == 3)
@@ -1620,6 +1629,24 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     if (c.pp > 1 && in.train.grad_accum > 1)
         ex.note("pipeline parallelism with gradient accumulation: memory can grow with the accumulation steps "
                 "(autograd buffers kept until the boundary, DeepSpeed #5198); not modelled beyond pp micro batches in flight.");
+}
+
+void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) {
+    const FullContext c = make_context(in, out);
+    optimizer_notes(c, out);
+    load_path_note(in, out);
+    const terms::Sizes& sz = c.sz;
+    const GpuMemory st = steady_model_states(c, ex);
+    const Activations act = activations(c, ex);
+    const uint64_t tmp_fwd = sum_terms(forward_temporaries(sz), "forward", c, ex);
+    const uint64_t tmp_bwd = sum_terms(backward_temporaries(sz), "backward", c, ex);
+    const HostFigures host = host_memory_full(c, ex);
+    const PhaseGpus ph = phase_gpus(c, st, act, tmp_fwd, tmp_bwd, ex);
+    const uint64_t host_act = act.host * c.g;
+    record_phases(c, st, ph, host, host_act, out, ex);
+    summarize_phases(in, st, act.backward, host, host_act, out, ex);
+    out.optimizer_step_kernel = c.kernel_why;
+    full_convention_notes(c, ex);
 }
 
 }  // namespace
