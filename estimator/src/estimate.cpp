@@ -1351,11 +1351,19 @@ uint64_t host_model_per_rank(const FullContext& c, uint64_t lb, double frozen_lo
     return model;
 }
 
-HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
+// Per-rank host bytes summed by lifetime (and pinned), from terms::host_terms.
+struct HostSums {
+    uint64_t init = 0, backward = 0, lazy = 0, load_tmp = 0, save_rank = 0, save_node = 0, under_model_load = 0,
+             before_init = 0, before_zero_optimizer = 0;
+    uint64_t pinned_init = 0, pinned_backward = 0, pinned_lazy = 0;
+};
+
+// Sums the host terms by lifetime, explaining each non-zero one.
+HostSums sum_host_terms(const FullContext& c, const Explainer& ex) {
     const auto& in = c.in;
     const auto& z = in.zero;
     const int s = z.stage;
-    const uint64_t g = c.g, L = c.L;
+    const uint64_t L = c.L;
     auto n2s = [&](uint64_t v) { return ex.on ? num(double(v)) : std::string(); };
     const uint64_t module_state = c.bm * c.Tr + to_bytes(c.frozen_bytes);
     uint64_t largest_gpu_opt = 0;
@@ -1363,25 +1371,23 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
         largest_gpu_opt = 4 * (s == 0 && !c.sz.bf16_optimizer ? c.Tr : (s == 3 ? c.sz.sub : c.Tn));
     const bool gather_save = s == 3 && z.stage3_gather_16bit_weights_on_model_save;
     const std::vector<terms::HostTerm> list = terms::host_terms(c.sz, module_state, largest_gpu_opt, gather_save, c.bm * c.P);
-    uint64_t init = 0, backward = 0, lazy = 0, load_tmp = 0, save_rank = 0, save_node = 0, under_model_load = 0,
-             before_init = 0, before_zero_optimizer = 0;
-    uint64_t pinned_init = 0, pinned_backward = 0, pinned_lazy = 0;
+    HostSums u;
     const std::string subst = ex.on ? "Tn=" + n2s(c.Tn) + ", sub=" + n2s(c.sz.sub) + ", b_m=" + n2s(c.bm) + ", b_a=" +
                                           n2s(c.ba) + ", L=" + n2s(L) + ", pin_memory " +
                                           (c.sz.pin_optimizer ? "true" : "false") + ", torch " + in.stack.torch +
                                           (c.sz.round_pinned ? " (pinned sizes rounded to powers of two)" : "")
                                     : std::string();
     for (const auto& t : list) {
-        if (t.during_zero_init) under_model_load += t.bytes;
-        if (t.built_before_zero_optimizer) before_zero_optimizer += t.bytes;
+        if (t.during_zero_init) u.under_model_load += t.bytes;
+        if (t.built_before_zero_optimizer) u.before_zero_optimizer += t.bytes;
         switch (t.life) {
-            case terms::HostLife::init: init += t.bytes; if (t.pinned) pinned_init += t.bytes; break;
-            case terms::HostLife::backward: backward += t.bytes; if (t.pinned) pinned_backward += t.bytes; break;
-            case terms::HostLife::lazy: lazy += t.bytes; if (t.pinned) pinned_lazy += t.bytes; break;
+            case terms::HostLife::init: u.init += t.bytes; if (t.pinned) u.pinned_init += t.bytes; break;
+            case terms::HostLife::backward: u.backward += t.bytes; if (t.pinned) u.pinned_backward += t.bytes; break;
+            case terms::HostLife::lazy: u.lazy += t.bytes; if (t.pinned) u.pinned_lazy += t.bytes; break;
             case terms::HostLife::load_transient:
-                (t.before_init ? before_init : load_tmp) = std::max(t.before_init ? before_init : load_tmp, t.bytes);
+                (t.before_init ? u.before_init : u.load_tmp) = std::max(t.before_init ? u.before_init : u.load_tmp, t.bytes);
                 break;
-            case terms::HostLife::save_transient: (t.once_per_node ? save_node : save_rank) += t.bytes; break;
+            case terms::HostLife::save_transient: (t.once_per_node ? u.save_node : u.save_rank) += t.bytes; break;
         }
         if (ex.on && t.bytes > 0) {
             static const char* life_names[] = {"from load", "from the first backward", "from the first step",
@@ -1391,16 +1397,17 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
                     t.formula, subst, t.bytes, term_source(terms::Term{t.name, t.formula, t.source, t.bytes}).c_str());
         }
     }
-    const uint64_t overhead = in.residual.host_process_overhead * g;  // every rank's process baseline
-    HostFigures h;
-    h.first_forward = overhead + g * init;
-    h.first_backward = h.first_forward + g * backward;
-    h.steady = h.first_backward + g * lazy;
-    h.pinned_first = g * (pinned_init + pinned_backward);
-    h.pinned_steady = h.pinned_first + g * pinned_lazy;
-    h.pinned_init = g * pinned_init;
-    h.nvme = nvme_bytes(c);
-    h.save_extra = g * save_rank + save_node;
+    return u;
+}
+
+// Host bytes per node of the load phase: the model as loaded (zero.Init,
+// single-file, device-map or whole per rank) or the engine's init buffers.
+uint64_t host_load_phase(const FullContext& c, const HostSums& u, uint64_t overhead, const Explainer& ex) {
+    const auto& in = c.in;
+    const auto& z = in.zero;
+    const int s = z.stage;
+    const uint64_t g = c.g, L = c.L;
+    auto n2s = [&](uint64_t v) { return ex.on ? num(double(v)) : std::string(); };
     const uint64_t lb = static_cast<uint64_t>(dtype_bytes(in.residual.load_dtype));
     const bool zero_init = s == 3 && z.zero_init;
     // Frozen parameters are loaded in the load dtype like the rest and only
@@ -1408,15 +1415,15 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
     const double frozen_load = in.train.load_in_bits != 16 ? c.frozen_bytes : double(c.Fr) * double(lb);
     const LoadPath lp = effective_load_path(in);
     const uint64_t host_model =
-        overhead + g * (zero_init ? L * lb + under_model_load : host_model_per_rank(c, lb, frozen_load));
+        overhead + g * (zero_init ? L * lb + u.under_model_load : host_model_per_rank(c, lb, frozen_load));
     // The optimizer's host states and the pinned offload/swap pools are
     // allocated while deepspeed.initialize builds the engine, after the
     // materialised module has moved to the GPU (or, under zero.Init, after
     // its last module was built and partitioned); the load transients
     // (defragment staging, pageable sources of pinned copies, the init
     // gradient buffer) come one at a time on top of what init built.
-    const uint64_t host_init = overhead + g * (init + load_tmp);
-    h.load = std::max({host_model, host_init, overhead + g * (before_init > 0 ? before_init + before_zero_optimizer : 0)});
+    const uint64_t host_init = overhead + g * (u.init + u.load_tmp);
+    const uint64_t load = std::max({host_model, host_init, overhead + g * (u.before_init > 0 ? u.before_init + u.before_zero_optimizer : 0)});
     if (ex.on) ex.term("host: model load (per node)",
             zero_init ? "g · (L · load bytes + process overhead) (zero.Init: one module at a time per rank)"
             : single_file_state_dict(in) ? "g · (Ψ · load bytes + 2 · Ψ state dict + process overhead) (single-file)"
@@ -1429,8 +1436,26 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
     if (ex.on && host_init > host_model)
         ex.term("host: load phase (per node)",
                 "max(model load, g · (buffers built by deepspeed.initialize + the largest load transient) + overhead)",
-                "model load=" + n2s(host_model) + " B, engine init=" + n2s(host_init) + " B", h.load,
+                "model load=" + n2s(host_model) + " B, engine init=" + n2s(host_init) + " B", load,
                 "DeepSpeed v0.19.6 stage_1_and_2.py / stage3.py __init__, zero/utils.py defragment, swap_tensor/*.py");
+    return load;
+}
+
+HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
+    const auto& in = c.in;
+    const uint64_t g = c.g;
+    const HostSums u = sum_host_terms(c, ex);
+    const uint64_t overhead = in.residual.host_process_overhead * g;  // every rank's process baseline
+    HostFigures h;
+    h.first_forward = overhead + g * u.init;
+    h.first_backward = h.first_forward + g * u.backward;
+    h.steady = h.first_backward + g * u.lazy;
+    h.pinned_first = g * (u.pinned_init + u.pinned_backward);
+    h.pinned_steady = h.pinned_first + g * u.pinned_lazy;
+    h.pinned_init = g * u.pinned_init;
+    h.nvme = nvme_bytes(c);
+    h.save_extra = g * u.save_rank + u.save_node;
+    h.load = host_load_phase(c, u, overhead, ex);
     return h;
 }
 
