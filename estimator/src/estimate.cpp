@@ -841,13 +841,14 @@ uint64_t sum_terms(const std::vector<terms::Term>& list, const char* phase, cons
 }
 
 // --- steady model states (after the first optimizer step) ------------------
-GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
+// The 16-bit parameters a rank holds in steady state (ZeRO-3: persistent
+// ones, its partition and any hpZ secondary partition), explained.
+uint64_t steady_parameters(const FullContext& c, const Explainer& ex) {
     const auto& in = c.in;
     const auto& z = in.zero;
     const int s = z.stage;
-    const bool off_opt = c.sz.offload_optimizer;
-    const bool off_par = z.offload_param != OffloadDevice::none;
     auto n2s = [&](uint64_t v) { return ex.on ? num(double(v)) : std::string(); };
+    const bool off_par = z.offload_param != OffloadDevice::none;
     GpuMemory st;
     if (s == 3) {
         uint64_t persist = 0;
@@ -886,6 +887,17 @@ GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
                 "DeepSpeed v0.19.6 deepspeed/moe/layer.py MoE.__init__ (num_local_experts), utils/groups.py "
                 "_create_expert_and_data_parallel, runtime/zero/stage_1_and_2.py (real_dp_process_group)");
     }
+    return st.parameters;
+}
+
+// The gradient bytes a rank holds in steady state, by stage, explained.
+uint64_t steady_gradients(const FullContext& c, const Explainer& ex) {
+    const auto& in = c.in;
+    const auto& z = in.zero;
+    const int s = z.stage;
+    auto n2s = [&](uint64_t v) { return ex.on ? num(double(v)) : std::string(); };
+    const bool off_opt = c.sz.offload_optimizer;
+    GpuMemory st;
     if (s == 0 && !c.sz.bf16_optimizer) {
         st.gradients = c.bm * c.Tr;
         if (ex.on) ex.term("gradients", "b_m · Ψ_t (autograd param.grad, full)", "b_m=" + n2s(c.bm) + ", Ψ_t=" + n2s(c.Tr),
@@ -905,6 +917,18 @@ GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
                 "b_a=" + n2s(c.ba) + ", Ψ_t=" + n2s(c.Tr) + ", N_d=" + n2s(c.N), st.gradients,
                 "DeepSpeed v0.19.6 stage3.py _setup_for_real_optimizer (grad_partitions_flat_buffer)");
     }
+    return st.gradients;
+}
+
+GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
+    const auto& in = c.in;
+    const auto& z = in.zero;
+    const int s = z.stage;
+    const bool off_opt = c.sz.offload_optimizer;
+    auto n2s = [&](uint64_t v) { return ex.on ? num(double(v)) : std::string(); };
+    GpuMemory st;
+    st.parameters = steady_parameters(c, ex);
+    st.gradients = steady_gradients(c, ex);
     // BF16_Optimizer partitions the fp32 master and the optimizer over N_d at stage 0 too.
     const uint64_t opt_numel = s == 0 && !c.sz.bf16_optimizer ? c.Tr : c.Tn;
     if (!off_opt) {
