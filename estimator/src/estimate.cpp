@@ -147,12 +147,9 @@ void estimate_paper(const EstimateInput& in, Estimate& out, const Explainer& ex)
 // ---------------------------------------------------------------------------
 // deepspeed convention: bit-exact ports, same operation order as the Python
 // ---------------------------------------------------------------------------
-void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer& ex) {
-    const int s = in.zero.stage;
-    if (s < 2)
-        throw InputError("--convention deepspeed: DeepSpeed's estimators cover ZeRO stages 2 and 3 only "
-                         "(estimate_zero2/3_model_states_mem_needs); use --convention full or paper for stage " +
-                         std::to_string(s));
+// DeepSpeed's estimate_zero2_model_states_mem_needs: fills out.per_gpu and
+// returns the host bytes per node (before truncation).
+double deepspeed_zero2(const EstimateInput& in, Estimate& out, const Explainer& ex) {
     const double P = static_cast<double>(in.model.params);
     const double g = static_cast<double>(in.cluster.gpus_per_node());
     const double n = static_cast<double>(in.cluster.nodes);
@@ -161,75 +158,96 @@ void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer&
     auto& m = out.per_gpu;
     double cpu = 0;
     const bool cpu_offload = in.zero.offload_optimizer != OffloadDevice::none;
-    if (s == 2) {
-        if (cpu_offload) {
-            const double gpu = 2 * P;
-            cpu = P * std::max(4 * N, 16.0) * abf;
-            m.parameters = static_cast<uint64_t>(std::trunc(gpu));
-            m.total = m.parameters;
-            if (ex.on) ex.term("gpu", "2Ψ", "Ψ=" + num(P), m.total, kSrcDsZ2);
-            if (ex.on) ex.term("host", "Ψ · max(4N, 16) · abf", "Ψ=" + num(P) + ", N=" + num(N) + ", abf=" + num(abf),
-                    static_cast<uint64_t>(std::trunc(cpu)), kSrcDsZ2);
+    if (cpu_offload) {
+        const double gpu = 2 * P;
+        cpu = P * std::max(4 * N, 16.0) * abf;
+        m.parameters = static_cast<uint64_t>(std::trunc(gpu));
+        m.total = m.parameters;
+        if (ex.on) ex.term("gpu", "2Ψ", "Ψ=" + num(P), m.total, kSrcDsZ2);
+        if (ex.on) ex.term("host", "Ψ · max(4N, 16) · abf", "Ψ=" + num(P) + ", N=" + num(N) + ", abf=" + num(abf),
+                static_cast<uint64_t>(std::trunc(cpu)), kSrcDsZ2);
+    } else {
+        const double part = in.legacy_zero2_formula ? std::trunc(16 * P / N) : std::trunc(18 * P / N);
+        const double full = in.legacy_zero2_formula ? 4 * P : 2 * P;
+        const double gpu = full + part;
+        cpu = P * 4 * g * abf;
+        m.total = static_cast<uint64_t>(std::trunc(gpu));
+        m.parameters = static_cast<uint64_t>(2 * P);
+        m.master_weights = static_cast<uint64_t>(std::trunc(4 * P / N));
+        m.momentum = m.master_weights;
+        m.variance = m.master_weights;
+        m.optimizer_states = m.master_weights + m.momentum + m.variance;
+        m.gradients = m.total - m.parameters - m.optimizer_states;
+        if (ex.on) ex.term("gpu", in.legacy_zero2_formula ? "4Ψ + trunc(16Ψ/N)  (legacy, v0.4.2-v0.14.2)" : "2Ψ + trunc(18Ψ/N)",
+                "Ψ=" + num(P) + ", N=" + num(N), m.total, kSrcDsZ2);
+        if (ex.on) ex.term("host", "Ψ · 4 · g · abf", "Ψ=" + num(P) + ", g=" + num(g) + ", abf=" + num(abf),
+                static_cast<uint64_t>(std::trunc(cpu)), kSrcDsZ2);
+    }
+    return cpu;
+}
+
+// DeepSpeed's estimate_zero3_model_states_mem_needs: fills out.per_gpu and
+// returns the host bytes per node (before truncation).
+double deepspeed_zero3(const EstimateInput& in, Estimate& out, const Explainer& ex) {
+    const double P = static_cast<double>(in.model.params);
+    const double g = static_cast<double>(in.cluster.gpus_per_node());
+    const double n = static_cast<double>(in.cluster.nodes);
+    const double N = n * g;
+    const double abf = in.additional_buffer_factor;
+    auto& m = out.per_gpu;
+    double cpu = 0;
+    const bool cpu_offload = in.zero.offload_optimizer != OffloadDevice::none;
+    const double L = static_cast<double>(in.model.largest_layer_params);
+    const double gf = 1.0 / n;
+    const double llm = 4 * L;
+    const bool zi = in.zero.zero_init;
+    const bool cpu_offload_params = in.zero.offload_param != OffloadDevice::none;
+    double gpu = 0;
+    std::string gform, cform;
+    if (cpu_offload) {
+        if (cpu_offload_params) {
+            gpu = llm;
+            cpu = zi ? P * 18 * gf * abf : P * std::max(4 * g, 18 * gf) * abf;
+            gform = "4L";
+            cform = zi ? "Ψ · 18 · (1/nodes) · abf" : "Ψ · max(4g, 18/nodes) · abf";
         } else {
-            const double part = in.legacy_zero2_formula ? std::trunc(16 * P / N) : std::trunc(18 * P / N);
-            const double full = in.legacy_zero2_formula ? 4 * P : 2 * P;
-            const double gpu = full + part;
-            cpu = P * 4 * g * abf;
-            m.total = static_cast<uint64_t>(std::trunc(gpu));
-            m.parameters = static_cast<uint64_t>(2 * P);
-            m.master_weights = static_cast<uint64_t>(std::trunc(4 * P / N));
-            m.momentum = m.master_weights;
-            m.variance = m.master_weights;
-            m.optimizer_states = m.master_weights + m.momentum + m.variance;
-            m.gradients = m.total - m.parameters - m.optimizer_states;
-            if (ex.on) ex.term("gpu", in.legacy_zero2_formula ? "4Ψ + trunc(16Ψ/N)  (legacy, v0.4.2-v0.14.2)" : "2Ψ + trunc(18Ψ/N)",
-                    "Ψ=" + num(P) + ", N=" + num(N), m.total, kSrcDsZ2);
-            if (ex.on) ex.term("host", "Ψ · 4 · g · abf", "Ψ=" + num(P) + ", g=" + num(g) + ", abf=" + num(abf),
-                    static_cast<uint64_t>(std::trunc(cpu)), kSrcDsZ2);
+            gpu = llm + std::trunc(2 * P / N);
+            cpu = zi ? P * 16 * gf * abf : P * std::max(4 * g, 16 * gf) * abf;
+            gform = "4L + trunc(2Ψ/N)";
+            cform = zi ? "Ψ · 16 · (1/nodes) · abf" : "Ψ · max(4g, 16/nodes) · abf";
         }
     } else {
-        const double L = static_cast<double>(in.model.largest_layer_params);
-        const double gf = 1.0 / n;
-        const double llm = 4 * L;
-        const bool zi = in.zero.zero_init;
-        const bool cpu_offload_params = in.zero.offload_param != OffloadDevice::none;
-        double gpu = 0;
-        std::string gform, cform;
-        if (cpu_offload) {
-            if (cpu_offload_params) {
-                gpu = llm;
-                cpu = zi ? P * 18 * gf * abf : P * std::max(4 * g, 18 * gf) * abf;
-                gform = "4L";
-                cform = zi ? "Ψ · 18 · (1/nodes) · abf" : "Ψ · max(4g, 18/nodes) · abf";
-            } else {
-                gpu = llm + std::trunc(2 * P / N);
-                cpu = zi ? P * 16 * gf * abf : P * std::max(4 * g, 16 * gf) * abf;
-                gform = "4L + trunc(2Ψ/N)";
-                cform = zi ? "Ψ · 16 · (1/nodes) · abf" : "Ψ · max(4g, 16/nodes) · abf";
-            }
-        } else {
-            gpu = llm + std::trunc(18 * P / N);
-            cpu = zi ? L * 4 * g * abf : P * 4 * g * abf;
-            gform = "4L + trunc(18Ψ/N)";
-            cform = zi ? "L · 4 · g · abf" : "Ψ · 4 · g · abf";
-        }
-        m.total = static_cast<uint64_t>(std::trunc(gpu));
-        m.temporary_buffers = static_cast<uint64_t>(llm);  // largest layer: 16-bit param + grad
-        const uint64_t states = m.total - m.temporary_buffers;
-        if (!cpu_offload) {
-            m.parameters = static_cast<uint64_t>(std::trunc(2 * P / N));
-            m.master_weights = static_cast<uint64_t>(std::trunc(4 * P / N));
-            m.momentum = m.variance = m.master_weights;
-            m.optimizer_states = 3 * m.master_weights;
-            m.gradients = states - m.parameters - m.optimizer_states;
-        } else {
-            m.parameters = states;
-        }
-        const std::string subst = "Ψ=" + num(P) + ", L=" + num(L) + ", N=" + num(N) + ", g=" + num(g) +
-                                  ", nodes=" + num(n) + ", abf=" + num(abf) + ", zero_init=" + (zi ? "1" : "0");
-        if (ex.on) ex.term("gpu", gform, subst, m.total, kSrcDsZ3);
-        if (ex.on) ex.term("host", cform, subst, static_cast<uint64_t>(std::trunc(cpu)), kSrcDsZ3);
+        gpu = llm + std::trunc(18 * P / N);
+        cpu = zi ? L * 4 * g * abf : P * 4 * g * abf;
+        gform = "4L + trunc(18Ψ/N)";
+        cform = zi ? "L · 4 · g · abf" : "Ψ · 4 · g · abf";
     }
+    m.total = static_cast<uint64_t>(std::trunc(gpu));
+    m.temporary_buffers = static_cast<uint64_t>(llm);  // largest layer: 16-bit param + grad
+    const uint64_t states = m.total - m.temporary_buffers;
+    if (!cpu_offload) {
+        m.parameters = static_cast<uint64_t>(std::trunc(2 * P / N));
+        m.master_weights = static_cast<uint64_t>(std::trunc(4 * P / N));
+        m.momentum = m.variance = m.master_weights;
+        m.optimizer_states = 3 * m.master_weights;
+        m.gradients = states - m.parameters - m.optimizer_states;
+    } else {
+        m.parameters = states;
+    }
+    const std::string subst = "Ψ=" + num(P) + ", L=" + num(L) + ", N=" + num(N) + ", g=" + num(g) +
+                              ", nodes=" + num(n) + ", abf=" + num(abf) + ", zero_init=" + (zi ? "1" : "0");
+    if (ex.on) ex.term("gpu", gform, subst, m.total, kSrcDsZ3);
+    if (ex.on) ex.term("host", cform, subst, static_cast<uint64_t>(std::trunc(cpu)), kSrcDsZ3);
+    return cpu;
+}
+
+void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer& ex) {
+    const int s = in.zero.stage;
+    if (s < 2)
+        throw InputError("--convention deepspeed: DeepSpeed's estimators cover ZeRO stages 2 and 3 only "
+                         "(estimate_zero2/3_model_states_mem_needs); use --convention full or paper for stage " +
+                         std::to_string(s));
+    const double cpu = s == 2 ? deepspeed_zero2(in, out, ex) : deepspeed_zero3(in, out, ex);
     out.per_node.host_memory = static_cast<uint64_t>(std::trunc(cpu));
     out.per_node.host_steady = out.per_node.host_memory;
     out.peak_phase = "model_states";
@@ -660,8 +678,10 @@ uint64_t fetched_modules_per_block(const ModelArch& a, int64_t ep, int64_t persi
            (a.shared_expert_ffn_size > 0 ? mlp : 0u);
 }
 
-FullContext make_context(const EstimateInput& in, Estimate& out) {
-    FullContext c(in);
+// Sets the partition count, GPUs per node, tp/pp, the largest module (a
+// rank's share of fused experts under expert parallelism) and the byte widths.
+void set_layout_and_widths(FullContext& c) {
+    const EstimateInput& in = c.in;
     const auto& z = in.zero;
     const auto& t = in.train;
     // MiCS partitions stage-3 states over mics_shard_size ranks (mics.py).
@@ -686,8 +706,13 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
     c.bc = static_cast<uint64_t>(dtype_bytes(t.communication_dtype.value_or(t.dtype)));
     c.osb = static_cast<uint64_t>(optimizer_state_bytes(t.optimizer));
     c.src = z.stage == 0 ? kSrcZ0 : (z.stage == 3 ? kSrcZ3 : kSrcZ12);
+}
 
-    // Trainable and frozen parameters per rank.
+// Sets the trainable and frozen parameters per rank (LoRA, expert
+// parallelism, quantized frozen storage) and their partition per rank.
+void set_param_counts(FullContext& c, Estimate& out) {
+    const EstimateInput& in = c.in;
+    const auto& t = in.train;
     c.P = in.model.params;  // includes LoRA adapters
     c.T = t.trainable_params.value_or(c.P);
     if (t.lora_rank > 0) {
@@ -726,7 +751,13 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
                                                                               double(es.held)));
         c.Tn = ceil_div(c.Tr - te, c.N) + ceil_div(te, es.expert_dp);
     }
+}
 
+// Fills the sizes every term reads (terms::Sizes) and the optimizer step kernel.
+void set_term_sizes(FullContext& c) {
+    const EstimateInput& in = c.in;
+    const auto& z = in.zero;
+    const auto& t = in.train;
     terms::Sizes& s = c.sz;
     s.stage = z.stage;
     s.N = c.N;
@@ -760,6 +791,13 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
     s.kernel = kc.kernel;
     c.kernel_why = kc.why;
     s.bf16_optimizer = selects_bf16_optimizer(in);
+}
+
+FullContext make_context(const EstimateInput& in, Estimate& out) {
+    FullContext c(in);
+    set_layout_and_widths(c);
+    set_param_counts(c, out);
+    set_term_sizes(c);
     set_optimizer_state(c);
     set_host_sizes(c);
     set_zeropp_sizes(c);
@@ -803,13 +841,14 @@ uint64_t sum_terms(const std::vector<terms::Term>& list, const char* phase, cons
 }
 
 // --- steady model states (after the first optimizer step) ------------------
-GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
+// The 16-bit parameters a rank holds in steady state (ZeRO-3: persistent
+// ones, its partition and any hpZ secondary partition), explained.
+uint64_t steady_parameters(const FullContext& c, const Explainer& ex) {
     const auto& in = c.in;
     const auto& z = in.zero;
     const int s = z.stage;
-    const bool off_opt = c.sz.offload_optimizer;
-    const bool off_par = z.offload_param != OffloadDevice::none;
     auto n2s = [&](uint64_t v) { return ex.on ? num(double(v)) : std::string(); };
+    const bool off_par = z.offload_param != OffloadDevice::none;
     GpuMemory st;
     if (s == 3) {
         uint64_t persist = 0;
@@ -848,6 +887,17 @@ GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
                 "DeepSpeed v0.19.6 deepspeed/moe/layer.py MoE.__init__ (num_local_experts), utils/groups.py "
                 "_create_expert_and_data_parallel, runtime/zero/stage_1_and_2.py (real_dp_process_group)");
     }
+    return st.parameters;
+}
+
+// The gradient bytes a rank holds in steady state, by stage, explained.
+uint64_t steady_gradients(const FullContext& c, const Explainer& ex) {
+    const auto& in = c.in;
+    const auto& z = in.zero;
+    const int s = z.stage;
+    auto n2s = [&](uint64_t v) { return ex.on ? num(double(v)) : std::string(); };
+    const bool off_opt = c.sz.offload_optimizer;
+    GpuMemory st;
     if (s == 0 && !c.sz.bf16_optimizer) {
         st.gradients = c.bm * c.Tr;
         if (ex.on) ex.term("gradients", "b_m · Ψ_t (autograd param.grad, full)", "b_m=" + n2s(c.bm) + ", Ψ_t=" + n2s(c.Tr),
@@ -867,6 +917,18 @@ GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
                 "b_a=" + n2s(c.ba) + ", Ψ_t=" + n2s(c.Tr) + ", N_d=" + n2s(c.N), st.gradients,
                 "DeepSpeed v0.19.6 stage3.py _setup_for_real_optimizer (grad_partitions_flat_buffer)");
     }
+    return st.gradients;
+}
+
+GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
+    const auto& in = c.in;
+    const auto& z = in.zero;
+    const int s = z.stage;
+    const bool off_opt = c.sz.offload_optimizer;
+    auto n2s = [&](uint64_t v) { return ex.on ? num(double(v)) : std::string(); };
+    GpuMemory st;
+    st.parameters = steady_parameters(c, ex);
+    st.gradients = steady_gradients(c, ex);
     // BF16_Optimizer partitions the fp32 master and the optimizer over N_d at stage 0 too.
     const uint64_t opt_numel = s == 0 && !c.sz.bf16_optimizer ? c.Tr : c.Tn;
     if (!off_opt) {
@@ -1313,11 +1375,19 @@ uint64_t host_model_per_rank(const FullContext& c, uint64_t lb, double frozen_lo
     return model;
 }
 
-HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
+// Per-rank host bytes summed by lifetime (and pinned), from terms::host_terms.
+struct HostSums {
+    uint64_t init = 0, backward = 0, lazy = 0, load_tmp = 0, save_rank = 0, save_node = 0, under_model_load = 0,
+             before_init = 0, before_zero_optimizer = 0;
+    uint64_t pinned_init = 0, pinned_backward = 0, pinned_lazy = 0;
+};
+
+// Sums the host terms by lifetime, explaining each non-zero one.
+HostSums sum_host_terms(const FullContext& c, const Explainer& ex) {
     const auto& in = c.in;
     const auto& z = in.zero;
     const int s = z.stage;
-    const uint64_t g = c.g, L = c.L;
+    const uint64_t L = c.L;
     auto n2s = [&](uint64_t v) { return ex.on ? num(double(v)) : std::string(); };
     const uint64_t module_state = c.bm * c.Tr + to_bytes(c.frozen_bytes);
     uint64_t largest_gpu_opt = 0;
@@ -1325,25 +1395,23 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
         largest_gpu_opt = 4 * (s == 0 && !c.sz.bf16_optimizer ? c.Tr : (s == 3 ? c.sz.sub : c.Tn));
     const bool gather_save = s == 3 && z.stage3_gather_16bit_weights_on_model_save;
     const std::vector<terms::HostTerm> list = terms::host_terms(c.sz, module_state, largest_gpu_opt, gather_save, c.bm * c.P);
-    uint64_t init = 0, backward = 0, lazy = 0, load_tmp = 0, save_rank = 0, save_node = 0, under_model_load = 0,
-             before_init = 0, before_zero_optimizer = 0;
-    uint64_t pinned_init = 0, pinned_backward = 0, pinned_lazy = 0;
+    HostSums u;
     const std::string subst = ex.on ? "Tn=" + n2s(c.Tn) + ", sub=" + n2s(c.sz.sub) + ", b_m=" + n2s(c.bm) + ", b_a=" +
                                           n2s(c.ba) + ", L=" + n2s(L) + ", pin_memory " +
                                           (c.sz.pin_optimizer ? "true" : "false") + ", torch " + in.stack.torch +
                                           (c.sz.round_pinned ? " (pinned sizes rounded to powers of two)" : "")
                                     : std::string();
     for (const auto& t : list) {
-        if (t.during_zero_init) under_model_load += t.bytes;
-        if (t.built_before_zero_optimizer) before_zero_optimizer += t.bytes;
+        if (t.during_zero_init) u.under_model_load += t.bytes;
+        if (t.built_before_zero_optimizer) u.before_zero_optimizer += t.bytes;
         switch (t.life) {
-            case terms::HostLife::init: init += t.bytes; if (t.pinned) pinned_init += t.bytes; break;
-            case terms::HostLife::backward: backward += t.bytes; if (t.pinned) pinned_backward += t.bytes; break;
-            case terms::HostLife::lazy: lazy += t.bytes; if (t.pinned) pinned_lazy += t.bytes; break;
+            case terms::HostLife::init: u.init += t.bytes; if (t.pinned) u.pinned_init += t.bytes; break;
+            case terms::HostLife::backward: u.backward += t.bytes; if (t.pinned) u.pinned_backward += t.bytes; break;
+            case terms::HostLife::lazy: u.lazy += t.bytes; if (t.pinned) u.pinned_lazy += t.bytes; break;
             case terms::HostLife::load_transient:
-                (t.before_init ? before_init : load_tmp) = std::max(t.before_init ? before_init : load_tmp, t.bytes);
+                (t.before_init ? u.before_init : u.load_tmp) = std::max(t.before_init ? u.before_init : u.load_tmp, t.bytes);
                 break;
-            case terms::HostLife::save_transient: (t.once_per_node ? save_node : save_rank) += t.bytes; break;
+            case terms::HostLife::save_transient: (t.once_per_node ? u.save_node : u.save_rank) += t.bytes; break;
         }
         if (ex.on && t.bytes > 0) {
             static const char* life_names[] = {"from load", "from the first backward", "from the first step",
@@ -1353,16 +1421,17 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
                     t.formula, subst, t.bytes, term_source(terms::Term{t.name, t.formula, t.source, t.bytes}).c_str());
         }
     }
-    const uint64_t overhead = in.residual.host_process_overhead * g;  // every rank's process baseline
-    HostFigures h;
-    h.first_forward = overhead + g * init;
-    h.first_backward = h.first_forward + g * backward;
-    h.steady = h.first_backward + g * lazy;
-    h.pinned_first = g * (pinned_init + pinned_backward);
-    h.pinned_steady = h.pinned_first + g * pinned_lazy;
-    h.pinned_init = g * pinned_init;
-    h.nvme = nvme_bytes(c);
-    h.save_extra = g * save_rank + save_node;
+    return u;
+}
+
+// Host bytes per node of the load phase: the model as loaded (zero.Init,
+// single-file, device-map or whole per rank) or the engine's init buffers.
+uint64_t host_load_phase(const FullContext& c, const HostSums& u, uint64_t overhead, const Explainer& ex) {
+    const auto& in = c.in;
+    const auto& z = in.zero;
+    const int s = z.stage;
+    const uint64_t g = c.g, L = c.L;
+    auto n2s = [&](uint64_t v) { return ex.on ? num(double(v)) : std::string(); };
     const uint64_t lb = static_cast<uint64_t>(dtype_bytes(in.residual.load_dtype));
     const bool zero_init = s == 3 && z.zero_init;
     // Frozen parameters are loaded in the load dtype like the rest and only
@@ -1370,15 +1439,15 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
     const double frozen_load = in.train.load_in_bits != 16 ? c.frozen_bytes : double(c.Fr) * double(lb);
     const LoadPath lp = effective_load_path(in);
     const uint64_t host_model =
-        overhead + g * (zero_init ? L * lb + under_model_load : host_model_per_rank(c, lb, frozen_load));
+        overhead + g * (zero_init ? L * lb + u.under_model_load : host_model_per_rank(c, lb, frozen_load));
     // The optimizer's host states and the pinned offload/swap pools are
     // allocated while deepspeed.initialize builds the engine, after the
     // materialised module has moved to the GPU (or, under zero.Init, after
     // its last module was built and partitioned); the load transients
     // (defragment staging, pageable sources of pinned copies, the init
     // gradient buffer) come one at a time on top of what init built.
-    const uint64_t host_init = overhead + g * (init + load_tmp);
-    h.load = std::max({host_model, host_init, overhead + g * (before_init > 0 ? before_init + before_zero_optimizer : 0)});
+    const uint64_t host_init = overhead + g * (u.init + u.load_tmp);
+    const uint64_t load = std::max({host_model, host_init, overhead + g * (u.before_init > 0 ? u.before_init + u.before_zero_optimizer : 0)});
     if (ex.on) ex.term("host: model load (per node)",
             zero_init ? "g · (L · load bytes + process overhead) (zero.Init: one module at a time per rank)"
             : single_file_state_dict(in) ? "g · (Ψ · load bytes + 2 · Ψ state dict + process overhead) (single-file)"
@@ -1391,8 +1460,26 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
     if (ex.on && host_init > host_model)
         ex.term("host: load phase (per node)",
                 "max(model load, g · (buffers built by deepspeed.initialize + the largest load transient) + overhead)",
-                "model load=" + n2s(host_model) + " B, engine init=" + n2s(host_init) + " B", h.load,
+                "model load=" + n2s(host_model) + " B, engine init=" + n2s(host_init) + " B", load,
                 "DeepSpeed v0.19.6 stage_1_and_2.py / stage3.py __init__, zero/utils.py defragment, swap_tensor/*.py");
+    return load;
+}
+
+HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
+    const auto& in = c.in;
+    const uint64_t g = c.g;
+    const HostSums u = sum_host_terms(c, ex);
+    const uint64_t overhead = in.residual.host_process_overhead * g;  // every rank's process baseline
+    HostFigures h;
+    h.first_forward = overhead + g * u.init;
+    h.first_backward = h.first_forward + g * u.backward;
+    h.steady = h.first_backward + g * u.lazy;
+    h.pinned_first = g * (u.pinned_init + u.pinned_backward);
+    h.pinned_steady = h.pinned_first + g * u.pinned_lazy;
+    h.pinned_init = g * u.pinned_init;
+    h.nvme = nvme_bytes(c);
+    h.save_extra = g * u.save_rank + u.save_node;
+    h.load = host_load_phase(c, u, overhead, ex);
     return h;
 }
 
@@ -1491,18 +1578,18 @@ void load_path_note(const EstimateInput& in, Estimate& out) {
 }
 
 // --- the full convention: one function per phase, assembled ------------------
-void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) {
-    const FullContext c = make_context(in, out);
-    optimizer_notes(c, out);
-    load_path_note(in, out);
-    const terms::Sizes& sz = c.sz;
-    const GpuMemory st = steady_model_states(c, ex);
-    const Activations act = activations(c, ex);
-    const uint64_t tmp_fwd = sum_terms(forward_temporaries(sz), "forward", c, ex);
-    const uint64_t tmp_bwd = sum_terms(backward_temporaries(sz), "backward", c, ex);
-    const HostFigures host = host_memory_full(c, ex);
-    const bool gather_save = sz.stage == 3 && in.zero.stage3_gather_16bit_weights_on_model_save;
+// The GPU memory of each training phase, built from the steady model states.
+struct PhaseGpus {
+    GpuMemory load, forward, backward, step, steady_backward, save;
+};
 
+// Per-GPU memory of the load, first forward/backward, optimizer step, steady
+// backward and checkpoint save phases (terms explained in that order).
+PhaseGpus phase_gpus(const FullContext& c, const GpuMemory& st, const Activations& act, uint64_t tmp_fwd,
+                     uint64_t tmp_bwd, const Explainer& ex) {
+    const EstimateInput& in = c.in;
+    const terms::Sizes& sz = c.sz;
+    const bool gather_save = sz.stage == 3 && in.zero.stage3_gather_16bit_weights_on_model_save;
     auto with = [&](uint64_t grads, bool moments, uint64_t activations_b, uint64_t tmp) {
         GpuMemory m = st;
         m.gradients = grads;
@@ -1539,9 +1626,14 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     // hpZ secondary partitions are dropped after the step (stage3.py _post_step).
     save.parameters -= terms::hpz_secondary_partition(sz, false).bytes;
     finish_gpu(save, in);
+    return {ld, fwd, bwd, step, sbwd, save};
+}
 
-    const uint64_t g = c.g;
-    const uint64_t host_act = act.host * g;
+// Appends the phases (GPU and host memory per node, fits) to out.phases; the
+// generation phase, when evaluated with generate, before checkpoint save.
+void record_phases(const FullContext& c, const GpuMemory& st, const PhaseGpus& ph, const HostFigures& host,
+                   uint64_t host_act, Estimate& out, const Explainer& ex) {
+    const EstimateInput& in = c.in;
     out.phases.reserve(7);
     auto add = [&](const char* name, const GpuMemory& m, uint64_t host_b, uint64_t pinned) {
         PhaseMemory p;
@@ -1556,16 +1648,20 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     };
     // CPU Adam's m and v appear at the first step (ops/adam/cpu_adam.py),
     // so the first forward and backward hold less host RAM than training.
-    add("load", ld, host.load, host.pinned_init);
-    add("forward", fwd, host.first_forward + host_act, host.pinned_first);
-    add("backward", bwd, host.first_backward + host_act, host.pinned_first);
-    add("optimizer_step", step, host.steady, host.pinned_steady);
-    add("steady_backward", sbwd, host.steady + host_act, host.pinned_steady);
+    add("load", ph.load, host.load, host.pinned_init);
+    add("forward", ph.forward, host.first_forward + host_act, host.pinned_first);
+    add("backward", ph.backward, host.first_backward + host_act, host.pinned_first);
+    add("optimizer_step", ph.step, host.steady, host.pinned_steady);
+    add("steady_backward", ph.steady_backward, host.steady + host_act, host.pinned_steady);
     if (in.generation) add("generation", generation_gpu(c, st, ex), host.steady, host.pinned_steady);
-    add("checkpoint_save", save, host.steady + host.save_extra, host.pinned_steady);
+    add("checkpoint_save", ph.save, host.steady + host.save_extra, host.pinned_steady);
 
-    summarize_phases(in, st, act.backward, host, host_act, out, ex);
-    out.optimizer_step_kernel = c.kernel_why;
+}
+
+// The --explain notes of the full convention that depend on the settings.
+void full_convention_notes(const FullContext& c, const Explainer& ex) {
+    const EstimateInput& in = c.in;
+    const terms::Sizes& sz = c.sz;
     if (sz.stage == 3 && !in.zero.zero_init)
         ex.note("zero_init is off: every rank on a node builds the whole model in host RAM before partitioning.");
     if (!in.model.arch && sz.stage == 3)
@@ -1582,6 +1678,24 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     if (c.pp > 1 && in.train.grad_accum > 1)
         ex.note("pipeline parallelism with gradient accumulation: memory can grow with the accumulation steps "
                 "(autograd buffers kept until the boundary, DeepSpeed #5198); not modelled beyond pp micro batches in flight.");
+}
+
+void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) {
+    const FullContext c = make_context(in, out);
+    optimizer_notes(c, out);
+    load_path_note(in, out);
+    const terms::Sizes& sz = c.sz;
+    const GpuMemory st = steady_model_states(c, ex);
+    const Activations act = activations(c, ex);
+    const uint64_t tmp_fwd = sum_terms(forward_temporaries(sz), "forward", c, ex);
+    const uint64_t tmp_bwd = sum_terms(backward_temporaries(sz), "backward", c, ex);
+    const HostFigures host = host_memory_full(c, ex);
+    const PhaseGpus ph = phase_gpus(c, st, act, tmp_fwd, tmp_bwd, ex);
+    const uint64_t host_act = act.host * c.g;
+    record_phases(c, st, ph, host, host_act, out, ex);
+    summarize_phases(in, st, act.backward, host, host_act, out, ex);
+    out.optimizer_step_kernel = c.kernel_why;
+    full_convention_notes(c, ex);
 }
 
 }  // namespace

@@ -243,6 +243,33 @@ u64 count_heads(const ModelArch& a, u64 stacks, ParamCount& c, u64& largest, std
 
 }  // namespace
 
+// Counts the parameters in double first and refuses sizes whose integer
+// count would overflow (far beyond any real model); throws InputError.
+static void check_count_fits(const ModelArch& a) {
+    const int64_t h = a.hidden_size;
+    const int64_t e = a.word_embed_proj_dim > 0 ? a.word_embed_proj_dim : h;
+    const int64_t q_out = a.num_heads * a.head_dim, kv_out = a.num_kv_heads * a.head_dim;
+    const double H = double(h), Q = double(q_out), KV = double(kv_out), F = double(a.ffn_size);
+    const double layer = H * (Q + 2 * KV) + Q * H + 3 * H * F + double(a.norms_per_layer) * 2 * H;
+    // MoE blocks: router, every routed expert and the shared expert; MLA's
+    // low-rank projections.
+    const double moe = a.num_experts > 0 ? double(a.num_moe_layers) *
+                                               (H * double(a.num_experts) +
+                                                3 * H * (double(a.num_experts) * double(a.expert_ffn_size) +
+                                                         double(a.shared_expert_ffn_size)))
+                                         : 0.0;
+    const double mla = double(a.num_layers) * (double(a.q_lora_rank) + double(a.kv_lora_rank)) *
+                       (H + double(a.num_heads) * double(a.head_dim + a.v_head_dim));
+    const double approx = double(a.num_layers) * layer + moe + mla + 2 * double(a.vocab_size) * double(e) +
+                          double(a.max_position_embeddings + a.position_offset) * H + 2 * double(e) * H;
+    if (!(approx < 1e17)) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.3g", approx);
+        throw InputError("model '" + (a.name.empty() ? std::string("<unnamed>") : a.name) +
+                         "': its sizes give about " + buf + " parameters, more than zeromem counts (1e17)");
+    }
+}
+
 // Layout counted (per family the fields are set by arch_from_hf_config):
 //   embedding  = V x e (e = word_embed_proj_dim if set, else h)
 //              + (max_position_embeddings + position_offset) x h   if learned_positions
@@ -266,30 +293,7 @@ ParamCount count_params(const ModelArch& a) {
     const int64_t e = a.word_embed_proj_dim > 0 ? a.word_embed_proj_dim : h;
     const u64 norm = a.norm_has_bias ? 2 * u(h) : u(h);
 
-    // The same count in double first: refuse sizes whose integer count
-    // would overflow (far beyond any real model).
-    {
-        const int64_t q_out = a.num_heads * a.head_dim, kv_out = a.num_kv_heads * a.head_dim;
-        const double H = double(h), Q = double(q_out), KV = double(kv_out), F = double(a.ffn_size);
-        const double layer = H * (Q + 2 * KV) + Q * H + 3 * H * F + double(a.norms_per_layer) * 2 * H;
-        // MoE blocks: router, every routed expert and the shared expert; MLA's
-        // low-rank projections.
-        const double moe = a.num_experts > 0 ? double(a.num_moe_layers) *
-                                                   (H * double(a.num_experts) +
-                                                    3 * H * (double(a.num_experts) * double(a.expert_ffn_size) +
-                                                             double(a.shared_expert_ffn_size)))
-                                             : 0.0;
-        const double mla = double(a.num_layers) * (double(a.q_lora_rank) + double(a.kv_lora_rank)) *
-                           (H + double(a.num_heads) * double(a.head_dim + a.v_head_dim));
-        const double approx = double(a.num_layers) * layer + moe + mla + 2 * double(a.vocab_size) * double(e) +
-                              double(a.max_position_embeddings + a.position_offset) * H + 2 * double(e) * H;
-        if (!(approx < 1e17)) {
-            char buf[32];
-            std::snprintf(buf, sizeof buf, "%.3g", approx);
-            throw InputError("model '" + (a.name.empty() ? std::string("<unnamed>") : a.name) +
-                             "': its sizes give about " + buf + " parameters, more than zeromem counts (1e17)");
-        }
-    }
+    check_count_fits(a);
     ParamCount c;
     std::string largest_name = "token embedding";
     u64 largest = u(a.vocab_size) * u(e);

@@ -421,19 +421,13 @@ static PlanStep lower_generation_defaults(const Candidate& failed, EstimateInput
             {}};
 }
 
-PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t global_batch, const PlanSpace& space,
-                const SpeedConstants& k) {
-    require_capacity(base, "plan");
-    const int64_t per_gpu = per_gpu_batch(global_batch, base.cluster.gpus);
-    const auto divs = divisors(per_gpu);
-    PlanResult r;
-    EstimateInput in = base;
-    EstimateInput plan_base = base;  // base, with step 8's generation settings once lowered
-    apply_emitted_settings(in);  // plan with exactly what --emit writes
+// Steps 1-10 of the recipe: escalates at micro batch 1 until an option
+// fits; returns it (steps appended to r), or nothing when none fits.
+static std::optional<Candidate> escalate_until_fit(const EstimateInput& base, EstimateInput& in,
+                                                   EstimateInput& plan_base, const SpeedHardware& hw,
+                                                   int64_t per_gpu, const SpeedConstants& k, PlanResult& r) {
     using D = OffloadDevice;
     using C = Checkpointing;
-
-    // Steps 1-10: escalate at micro batch 1 until it fits.
     struct Rung {
         int step;
         ZeroOption opt;
@@ -459,7 +453,6 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
         {9, zo(3, D::cpu, D::cpu, C::full), true, "mixed precision"},
         {10, zo(3, D::nvme, D::nvme, C::full), true, "ZeRO-Infinity: offload_param and offload_optimizer to NVMe"},
     };
-    std::optional<Candidate> fit;
     for (const Rung& rung : ladder) {
         if (const auto why = option_refusal(base, rung.opt, base.cluster.data_parallel())) {
             r.steps.push_back({rung.step, rung.action, *why + "; skipped", {}});
@@ -481,40 +474,43 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
         PlanStep s{rung.step, rung.action, "", c};
         s.outcome = fit_outcome(c.memory);
         r.steps.push_back(s);
-        if (c.fits) {
-            fit = c;
-            break;
-        }
+        if (c.fits) return c;
         if (rung.step == 7) {
             PlanStep s8 = lower_generation_defaults(c, in, hw, k, r.candidates);
             r.steps.push_back(s8);
             if (s8.candidate) {
-                fit = s8.candidate;
-                plan_base.generation = fit->generation;  // steps 11-12 keep the lowered settings
-                break;
+                plan_base.generation = s8.candidate->generation;  // steps 11-12 keep the lowered settings
+                return s8.candidate;
             }
         }
     }
-    if (!fit) {
-        r.steps.back().outcome += "; nothing fits even with ZeRO-Infinity at micro batch 1: stop";
-        return r;
-    }
-    // Step 11: raise the micro batch as far as it fits.
-    {
-        Candidate c = *fit;
-        const int64_t mb = largest_fitting(c, divs, per_gpu, in);
-        r.candidates += uint64_t(std::ceil(std::log2(double(divs.size()) + 1)));
-        c.micro_batch = mb;
-        c.grad_accum = per_gpu / mb;
-        evaluate(c, in, hw, k);
-        r.first_fit = c;
-        r.steps.push_back({11, "raise the micro batch as far as it fits",
-                           "micro batch " + std::to_string(mb) + " x accumulation " + std::to_string(c.grad_accum) +
-                               ": " + tok_s(c.time.tokens_per_s) + ", " + gib(c.memory.per_gpu.total) + " per GPU",
-                           c});
-    }
-    // Step 12: de-escalate and re-tune: every option x checkpointing x
-    // micro batch x overlap_comm x bucket size; keep the fastest that fits.
+    return std::nullopt;
+}
+
+// Step 11: raises the micro batch of `fit` as far as it fits; sets
+// r.first_fit and appends the step.
+static void raise_micro_batch(const Candidate& fit, const std::vector<int64_t>& divs, int64_t per_gpu,
+                              EstimateInput& in, const SpeedHardware& hw, const SpeedConstants& k,
+                              PlanResult& r) {
+    Candidate c = fit;
+    const int64_t mb = largest_fitting(c, divs, per_gpu, in);
+    r.candidates += uint64_t(std::ceil(std::log2(double(divs.size()) + 1)));
+    c.micro_batch = mb;
+    c.grad_accum = per_gpu / mb;
+    evaluate(c, in, hw, k);
+    r.first_fit = c;
+    r.steps.push_back({11, "raise the micro batch as far as it fits",
+                       "micro batch " + std::to_string(mb) + " x accumulation " + std::to_string(c.grad_accum) +
+                           ": " + tok_s(c.time.tokens_per_s) + ", " + gib(c.memory.per_gpu.total) + " per GPU",
+                       c});
+}
+
+// Step 12: de-escalates and re-tunes (every option x checkpointing x micro
+// batch x overlap_comm x bucket size); sets r.winner to the fastest that
+// fits and appends the step.
+static void tune_for_speed(const EstimateInput& base, EstimateInput& in, const EstimateInput& plan_base,
+                           const Candidate& fit, const std::vector<int64_t>& divs, int64_t per_gpu,
+                           const SpeedHardware& hw, const PlanSpace& space, const SpeedConstants& k, PlanResult& r) {
     // The grid evaluates about a thousand configurations: it uses the fixed
     // fragmentation fraction, and only the fastest ones are re-checked with
     // the replayed allowance (residual.fragmentation_provider) when one is
@@ -528,12 +524,12 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
     for (ZeroOption o : stage_offload_options()) {
         // Skip what DeepSpeed refuses with the settings given.
         if (!option_allowed(base, o, base.cluster.data_parallel())) continue;
-        for (C ck : space.checkpointing) {
+        for (Checkpointing ck : space.checkpointing) {
             o.checkpointing = ck;
             for (bool ov : space.overlap_comm) {
                 for (double m : space.bucket_multipliers) {
                     Candidate c = base_candidate(plan_base, o);
-                    c.dtype = fit->dtype;
+                    c.dtype = fit.dtype;
                     c.overlap_comm = ov;
                     c.reduce_bucket_size = std::max<int64_t>(1, int64_t(std::llround(double(bucket0) * m)));
                     for (int64_t mb : divs) {
@@ -574,6 +570,24 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
                                          : "") +
                                ")",
                        buf, best});
+}
+
+PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t global_batch, const PlanSpace& space,
+                const SpeedConstants& k) {
+    require_capacity(base, "plan");
+    const int64_t per_gpu = per_gpu_batch(global_batch, base.cluster.gpus);
+    const auto divs = divisors(per_gpu);
+    PlanResult r;
+    EstimateInput in = base;
+    EstimateInput plan_base = base;  // base, with step 8's generation settings once lowered
+    apply_emitted_settings(in);  // plan with exactly what --emit writes
+    const std::optional<Candidate> fit = escalate_until_fit(base, in, plan_base, hw, per_gpu, k, r);
+    if (!fit) {
+        r.steps.back().outcome += "; nothing fits even with ZeRO-Infinity at micro batch 1: stop";
+        return r;
+    }
+    raise_micro_batch(*fit, divs, per_gpu, in, hw, k, r);
+    tune_for_speed(base, in, plan_base, *fit, divs, per_gpu, hw, space, k, r);
     return r;
 }
 

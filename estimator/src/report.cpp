@@ -243,11 +243,8 @@ std::string settings_line(const Resolved& res) {
     return s;
 }
 
-ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
-    const auto& in = res.input;
-    ojson j;
-    j["zeromem_version"] = version();
-    j["convention"] = to_string(e.convention);
+// Writes the resolved input (model, cluster, zero_optimization, training) into j.
+static void put_inputs_json(ojson& j, const EstimateInput& in) {
     j["model"] = {{"name", in.model.name},
                   {"params", in.model.params},
                   {"largest_layer_params", in.model.largest_layer_params}};
@@ -272,6 +269,46 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
                      {"seq_len", in.train.seq_len},
                      {"gradient_checkpointing", to_string(in.train.checkpointing)},
                      {"optimizer", to_string(in.train.optimizer)}};
+}
+
+// The phases, each with its per-GPU components, per-node host/NVMe and fits.
+static ojson phases_json(const Estimate& e, Optimizer optimizer) {
+    ojson phases = ojson::array();
+    for (const auto& p : e.phases) {
+        ojson pg;
+        for (const auto& r : gpu_rows(p, optimizer)) pg[r.key] = r.bytes;
+        pg["total"] = p.per_gpu.total;
+        phases.push_back({{"name", p.name},
+                          {"per_gpu", pg},
+                          {"per_node", {{"host_memory", p.per_node.host_memory},
+                                        {"host_pinned", p.per_node.host_pinned},
+                                        {"nvme", p.per_node.nvme}}},
+                          {"fits_gpu", p.fits_gpu ? ojson(*p.fits_gpu) : ojson(nullptr)},
+                          {"fits_host", p.fits_host ? ojson(*p.fits_host) : ojson(nullptr)}});
+    }
+    return phases;
+}
+
+// Writes the --explain terms, the provenance and the architecture into j.
+static void put_explain_json(ojson& j, const Estimate& e, const Resolved& res) {
+    const auto& in = res.input;
+    ojson terms = ojson::array();
+    for (const auto& t : e.terms)
+        terms.push_back({{"component", t.component}, {"formula", t.formula},
+                         {"substituted", t.substituted}, {"bytes", t.bytes}, {"source", t.source}});
+    j["explain"] = terms;
+    ojson prov = ojson::object();
+    for (const auto& [k, v] : res.provenance) prov[k] = v;
+    j["provenance"] = prov;
+    if (in.model.arch) j["architecture"] = describe_arch(*in.model.arch);
+}
+
+ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
+    const auto& in = res.input;
+    ojson j;
+    j["zeromem_version"] = version();
+    j["convention"] = to_string(e.convention);
+    put_inputs_json(j, in);
     ojson g;
     for (const auto& r : gpu_rows(e, in.train.optimizer)) g[r.key] = r.bytes;
     g["total"] = e.per_gpu.total;
@@ -301,20 +338,7 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
     j["first_host_oom_phase"] = e.first_host_oom_phase.empty() ? ojson(nullptr) : ojson(e.first_host_oom_phase);
     j["trainable_params"] = e.trainable_params;
     j["frozen_params"] = e.frozen_params;
-    ojson phases = ojson::array();
-    for (const auto& p : e.phases) {
-        ojson pg;
-        for (const auto& r : gpu_rows(p, in.train.optimizer)) pg[r.key] = r.bytes;
-        pg["total"] = p.per_gpu.total;
-        phases.push_back({{"name", p.name},
-                          {"per_gpu", pg},
-                          {"per_node", {{"host_memory", p.per_node.host_memory},
-                                        {"host_pinned", p.per_node.host_pinned},
-                                        {"nvme", p.per_node.nvme}}},
-                          {"fits_gpu", p.fits_gpu ? ojson(*p.fits_gpu) : ojson(nullptr)},
-                          {"fits_host", p.fits_host ? ojson(*p.fits_host) : ojson(nullptr)}});
-    }
-    j["phases"] = phases;
+    j["phases"] = phases_json(e, in.train.optimizer);
     ojson adv = ojson::array();
     for (const auto& a : advise(in, e))
         adv.push_back({{"resource", a.resource}, {"phase", a.phase}, {"need", a.need}, {"capacity", a.capacity},
@@ -327,17 +351,7 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
                          {"optimizer_step", e.optimizer_step_kernel}};
     }
     j["warnings"] = res.warnings;
-    if (explain) {
-        ojson terms = ojson::array();
-        for (const auto& t : e.terms)
-            terms.push_back({{"component", t.component}, {"formula", t.formula},
-                             {"substituted", t.substituted}, {"bytes", t.bytes}, {"source", t.source}});
-        j["explain"] = terms;
-        ojson prov = ojson::object();
-        for (const auto& [k, v] : res.provenance) prov[k] = v;
-        j["provenance"] = prov;
-        if (in.model.arch) j["architecture"] = describe_arch(*in.model.arch);
-    }
+    if (explain) put_explain_json(j, e, res);
     return j;
 }
 

@@ -305,14 +305,11 @@ void apply_generation(const Request& req, EstimateInput& in, Provenance& prov) {
     in.generation = g;
 }
 
-}  // namespace
-
-Resolved resolve_request(const Request& req, const std::string& data_dir) {
-    Resolved r;
+// Resolves the model source (--params, --model or --hf-config) and
+// --largest-layer-params into r.input.model.
+void resolve_model(const Request& req, const std::string& data_dir, Resolved& r) {
     EstimateInput& in = r.input;
     Provenance& prov = r.provenance;
-
-    // --- model -----------------------------------------------------------
     const int sources = int(req.params.has_value()) + int(req.model.has_value()) + int(req.hf_config.has_value());
     if (sources == 0) throw InputError("model: give one of --params, --model or --hf-config");
     if (sources > 1) throw InputError("model: give only one of --params, --model and --hf-config");
@@ -349,47 +346,59 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     }
     if (in.model.largest_layer_params > in.model.params)
         throw InputError("--largest-layer-params: larger than the whole model (" + std::to_string(in.model.params) + ")");
+}
 
-    // --- cluster ---------------------------------------------------------
+// Resolves the GPU count and layout (--gpus, --nodes, --tp, --pp) into `cluster`.
+void resolve_parallelism(const Request& req, ClusterSettings& cluster, Provenance& prov) {
     if (req.gpus) {
-        in.cluster.gpus = positive(*req.gpus, "--gpus");
-        if (in.cluster.gpus > kMaxGpus)
-            throw InputError("--gpus: " + std::to_string(in.cluster.gpus) + " is more than zeromem models (at most " +
+        cluster.gpus = positive(*req.gpus, "--gpus");
+        if (cluster.gpus > kMaxGpus)
+            throw InputError("--gpus: " + std::to_string(cluster.gpus) + " is more than zeromem models (at most " +
                              std::to_string(kMaxGpus) + ")");
         prov["cluster.gpus"] = "--gpus";
     } else {
         prov["cluster.gpus"] = "default (1)";
     }
     if (req.nodes) {
-        in.cluster.nodes = positive(*req.nodes, "--nodes");
+        cluster.nodes = positive(*req.nodes, "--nodes");
         prov["cluster.nodes"] = "--nodes";
     }
-    if (in.cluster.gpus % in.cluster.nodes != 0)
-        throw InputError("--nodes: " + std::to_string(in.cluster.nodes) + " nodes do not divide " +
-                         std::to_string(in.cluster.gpus) + " GPUs evenly");
+    if (cluster.gpus % cluster.nodes != 0)
+        throw InputError("--nodes: " + std::to_string(cluster.nodes) + " nodes do not divide " +
+                         std::to_string(cluster.gpus) + " GPUs evenly");
     if (req.tp) {
-        in.cluster.tp = positive(*req.tp, "--tp");
+        cluster.tp = positive(*req.tp, "--tp");
         prov["cluster.tp"] = "--tp";
     }
     if (req.pp) {
-        in.cluster.pp = positive(*req.pp, "--pp");
+        cluster.pp = positive(*req.pp, "--pp");
         prov["cluster.pp"] = "--pp";
     }
-    if (in.cluster.gpus % (in.cluster.tp * in.cluster.pp) != 0)
-        throw InputError("--tp/--pp: tp x pp = " + std::to_string(in.cluster.tp * in.cluster.pp) +
-                         " does not divide --gpus " + std::to_string(in.cluster.gpus));
-    // Mixture-of-experts (zeromem/moe.h); validated with the cluster in validate_moe.
+    if (cluster.gpus % (cluster.tp * cluster.pp) != 0)
+        throw InputError("--tp/--pp: tp x pp = " + std::to_string(cluster.tp * cluster.pp) +
+                         " does not divide --gpus " + std::to_string(cluster.gpus));
+}
+
+// Resolves the mixture-of-experts flags (--ep-size, --moe-capacity-factor;
+// zeromem/moe.h); they are validated with the cluster in validate_moe.
+void resolve_moe_flags(const Request& req, Resolved& r) {
     if (req.ep_size) {
-        in.moe.ep_size = *req.ep_size;
-        prov["moe.ep_size"] = "--ep-size (DeepSpeed-MoE, deepspeed.moe.layer.MoE ep_size)";
+        r.input.moe.ep_size = *req.ep_size;
+        r.provenance["moe.ep_size"] = "--ep-size (DeepSpeed-MoE, deepspeed.moe.layer.MoE ep_size)";
     }
     if (req.moe_capacity_factor) {
-        in.moe.capacity_factor = *req.moe_capacity_factor;
-        prov["moe.capacity_factor"] = "--moe-capacity-factor";
+        r.input.moe.capacity_factor = *req.moe_capacity_factor;
+        r.provenance["moe.capacity_factor"] = "--moe-capacity-factor";
         if (!req.ep_size)
             r.warnings.push_back("--moe-capacity-factor applies to DeepSpeed-MoE (--ep-size); the Hugging Face "
                                  "experts route dropless, so it changes nothing here");
     }
+}
+
+// Resolves the device memories (--gpu preset, --gpu-memory, --host-memory).
+void resolve_device_memory(const Request& req, const std::string& data_dir, Resolved& r) {
+    EstimateInput& in = r.input;
+    Provenance& prov = r.provenance;
     if (req.gpu) {
         r.gpu = load_gpu_preset(*req.gpu, data_dir);
         in.cluster.gpu_name = r.gpu->name;
@@ -415,31 +424,36 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         in.cluster.host_memory = parse_bytes(*req.host_memory, "--host-memory");
         prov["cluster.host_memory"] = "--host-memory " + *req.host_memory;
     }
+}
 
-    // --- DeepSpeed config, then flags ------------------------------------
-    std::optional<Dtype> dtype_flag;
-    if (req.dtype) dtype_flag = parse_dtype(*req.dtype, "--dtype");
-    if (req.micro_batch) positive(*req.micro_batch, "--micro-batch");
-    if (req.grad_accum) positive(*req.grad_accum, "--grad-accum");
-    nlohmann::json ds_cfg;
-    if (req.ds_config) {
-        AutoSources autos;
-        autos.micro_batch = req.micro_batch;
-        autos.grad_accum = req.grad_accum;
-        autos.dtype = dtype_flag;
-        autos.world_size = in.cluster.data_parallel();
-        if (in.model.arch) autos.hidden_size = in.model.arch->hidden_size;
-        nlohmann::json cfg;
-        try {
-            cfg = load_ds_config_file(*req.ds_config);
-        } catch (const InputError& e) {
-            throw InputError(std::string("--ds-config: ") + e.what());
-        }
-        if (auto w = check_precision(cfg, *req.ds_config, dtype_flag)) r.warnings.push_back(*w);
-        apply_ds_config(cfg, *req.ds_config, autos, in.zero, in.train, prov);
-        r.notes = ds_config_notes(cfg, *req.ds_config);
-        ds_cfg = cfg;
+// Loads --ds-config and applies it (its "auto" values filled from the flags);
+// returns the config, or null JSON without --ds-config.
+nlohmann::json resolve_ds_config(const Request& req, const std::optional<Dtype>& dtype_flag, Resolved& r) {
+    EstimateInput& in = r.input;
+    if (!req.ds_config) return nlohmann::json();
+    AutoSources autos;
+    autos.micro_batch = req.micro_batch;
+    autos.grad_accum = req.grad_accum;
+    autos.dtype = dtype_flag;
+    autos.world_size = in.cluster.data_parallel();
+    if (in.model.arch) autos.hidden_size = in.model.arch->hidden_size;
+    nlohmann::json cfg;
+    try {
+        cfg = load_ds_config_file(*req.ds_config);
+    } catch (const InputError& e) {
+        throw InputError(std::string("--ds-config: ") + e.what());
     }
+    if (auto w = check_precision(cfg, *req.ds_config, dtype_flag)) r.warnings.push_back(*w);
+    apply_ds_config(cfg, *req.ds_config, autos, in.zero, in.train, r.provenance);
+    r.notes = ds_config_notes(cfg, *req.ds_config);
+    return cfg;
+}
+
+// Resolves the training dtype: --dtype over the config, and fp16 when the
+// --gpu preset has no bf16.
+void resolve_dtype(const Request& req, const std::optional<Dtype>& dtype_flag, Resolved& r) {
+    EstimateInput& in = r.input;
+    Provenance& prov = r.provenance;
     if (dtype_flag) {
         in.train.dtype = *dtype_flag;
         prov["dtype"] = "--dtype " + *req.dtype;
@@ -457,36 +471,46 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         r.warnings.push_back("dtype not given: assumed fp16, since " + r.gpu->name +
                              " has no bf16 (bf16 is assumed elsewhere); pass --dtype to choose");
     }
+}
+
+// Applies the batch, sequence, checkpointing, optimizer and attention flags
+// over the config.
+void apply_training_flags(const Request& req, TrainingSettings& train, Provenance& prov) {
     if (req.micro_batch) {
-        in.train.micro_batch = *req.micro_batch;
+        train.micro_batch = *req.micro_batch;
         prov["train_micro_batch_size_per_gpu"] = "--micro-batch";
     } else if (!req.ds_config) {
         prov["train_micro_batch_size_per_gpu"] = "default (1)";
     }
     if (req.grad_accum) {
-        in.train.grad_accum = *req.grad_accum;
+        train.grad_accum = *req.grad_accum;
         prov["gradient_accumulation_steps"] = "--grad-accum";
     }
     if (req.seq_len) {
-        in.train.seq_len = positive(*req.seq_len, "--seq-len");
+        train.seq_len = positive(*req.seq_len, "--seq-len");
         prov["seq_len"] = "--seq-len";
     } else {
         prov["seq_len"] = "default (2048 tokens)";
     }
     if (req.checkpointing) {
-        in.train.checkpointing = parse_checkpointing(*req.checkpointing, "--gradient-checkpointing");
+        train.checkpointing = parse_checkpointing(*req.checkpointing, "--gradient-checkpointing");
         prov["gradient_checkpointing"] = "--gradient-checkpointing";
     }
     if (req.optimizer) {
-        in.train.optimizer = parse_optimizer(*req.optimizer, "--optimizer");
+        train.optimizer = parse_optimizer(*req.optimizer, "--optimizer");
         prov["optimizer.type"] = "--optimizer";
     }
     if (req.attention) {
-        if (*req.attention == "flash") in.train.flash_attention = true;
-        else if (*req.attention == "eager") in.train.flash_attention = false;
+        if (*req.attention == "flash") train.flash_attention = true;
+        else if (*req.attention == "eager") train.flash_attention = false;
         else throw InputError("--attention: '" + *req.attention + "' is not flash or eager");
         prov["attention"] = "--attention";
     }
+}
+
+// Applies the ZeRO flags (--stage, offload devices, zero.Init, convention)
+// over the config.
+void apply_zero_flags(const Request& req, EstimateInput& in, Provenance& prov) {
     if (req.stage) {
         if (*req.stage < 0 || *req.stage > 3)
             throw InputError("--stage: " + std::to_string(*req.stage) + " is outside 0..3");
@@ -509,6 +533,11 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     }
     if (req.convention) in.convention = parse_convention(*req.convention, "--convention");
     in.legacy_zero2_formula = req.legacy_zero2_formula;
+}
+
+// Applies the residual-state flags (CUDA context, fragmentation, checkpoint
+// loading, host overhead) and --sequence-parallel.
+void apply_residual_flags(const Request& req, EstimateInput& in, Provenance& prov) {
     if (req.cuda_context) {
         in.residual.cuda_context = parse_bytes_or_zero(*req.cuda_context, "--cuda-context");
         prov["cuda_context"] = "--cuda-context " + *req.cuda_context;
@@ -538,6 +567,11 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         in.train.sequence_parallel = true;
         prov["sequence_parallel"] = "--sequence-parallel";
     }
+}
+
+// Resolves which parameters train (--trainable-params, --lora-rank with its
+// adapters, --load-in quantized bases).
+void apply_trainable_flags(const Request& req, EstimateInput& in, Provenance& prov) {
     if (req.trainable_params && req.lora_rank)
         throw InputError("--trainable-params: give either --trainable-params or --lora-rank, not both");
     if (req.trainable_params) {
@@ -565,16 +599,21 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
             throw InputError("--load-in: quantized base weights cannot be trained; add --lora-rank or --trainable-params");
         prov["load_in"] = "--load-in " + *req.load_in;
     }
+}
+
+// Resolves the optimizer implementation (--optimizer-impl, or its provenance
+// when neither the flag nor the config names one).
+void apply_optimizer_impl(const Request& req, TrainingSettings& train, Provenance& prov) {
     if (req.optimizer_impl) {
         const std::string& k = *req.optimizer_impl;
         if (k == "fused") {
-            in.train.fused_optimizer = true;
-            in.train.optimizer_builder = OptimizerBuilder::deepspeed;
+            train.fused_optimizer = true;
+            train.optimizer_builder = OptimizerBuilder::deepspeed;
         } else if (k == "torch" || k == "torch-fused") {
-            in.train.fused_optimizer = false;
-            in.train.torch_adam = false;
-            in.train.client_fused = k == "torch-fused";
-            in.train.optimizer_builder = OptimizerBuilder::client;
+            train.fused_optimizer = false;
+            train.torch_adam = false;
+            train.client_fused = k == "torch-fused";
+            train.optimizer_builder = OptimizerBuilder::client;
         } else {
             throw InputError("--optimizer-impl: '" + k + "' is not fused, torch or torch-fused");
         }
@@ -583,7 +622,11 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         prov["optimizer.implementation"] = "not given: DeepSpeedCPUAdam under optimizer offload, else the HF Trainer's "
                                            "default for the software stack (--optimizer-impl fused|torch|torch-fused)";
     }
-    apply_stack(req, in.stack, prov);
+}
+
+// Resolves the defaults that depend on the DeepSpeed and transformers
+// versions (offload pin_memory, the checkpoint load dtype).
+void apply_version_defaults(const Request& req, EstimateInput& in, Provenance& prov) {
     // offload_optimizer/offload_param pin_memory defaulted to false before
     // DeepSpeed 0.19.5 (#8207 made it true; host_memory.md M4).
     if (compare_versions(in.stack.deepspeed, "0.19.5", "--deepspeed-version") < 0) {
@@ -608,17 +651,28 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
             prov["load_dtype"] = "fp32 (transformers < 5 builds the model in fp32 unless torch_dtype is given; --load-dtype to change)";
         }
     }
-    if (req.ds_checkpointing) {
-        in.train.ds_checkpointing_api = true;
-        prov["activation_checkpointing"] = "--ds-checkpointing (model uses deepspeed.checkpointing)";
-        // Schema refuse_with_flag: contiguous buffers zeromem does not count.
-        const nlohmann::json* c = ds_cfg.is_object() && ds_cfg.contains("activation_checkpointing")
-            ? &ds_cfg["activation_checkpointing"] : nullptr;
-        if (c && c->is_object() && c->value("contiguous_memory_optimization", false))
-            throw InputError(*req.ds_config + ": /activation_checkpointing/contiguous_memory_optimization: true "
-                             "with --ds-checkpointing preallocates number_checkpoints activation buffers, which "
-                             "zeromem does not model (set it to false to estimate memory)");
-    }
+}
+
+// Resolves --ds-checkpointing, refusing the config's contiguous checkpoint
+// buffers that zeromem does not count.
+void apply_ds_checkpointing(const Request& req, const nlohmann::json& ds_cfg, TrainingSettings& train,
+                            Provenance& prov) {
+    if (!req.ds_checkpointing) return;
+    train.ds_checkpointing_api = true;
+    prov["activation_checkpointing"] = "--ds-checkpointing (model uses deepspeed.checkpointing)";
+    // Schema refuse_with_flag: contiguous buffers zeromem does not count.
+    const nlohmann::json* c = ds_cfg.is_object() && ds_cfg.contains("activation_checkpointing")
+        ? &ds_cfg["activation_checkpointing"] : nullptr;
+    if (c && c->is_object() && c->value("contiguous_memory_optimization", false))
+        throw InputError(*req.ds_config + ": /activation_checkpointing/contiguous_memory_optimization: true "
+                         "with --ds-checkpointing preallocates number_checkpoints activation buffers, which "
+                         "zeromem does not model (set it to false to estimate memory)");
+}
+
+// Checks ZeRO against pipeline parallelism, warns about an unknown largest
+// layer under ZeRO-3, and applies the stage3 gather-on-save flag.
+void check_stage_and_save(const Request& req, Resolved& r) {
+    EstimateInput& in = r.input;
     if (in.cluster.pp > 1 && in.zero.stage >= 2)
         throw InputError("--pp: DeepSpeed's pipeline engine supports ZeRO stage 0 or 1 only; stage " +
                          std::to_string(in.zero.stage) + " with pipeline parallelism is rejected");
@@ -627,15 +681,17 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
                              "gathered largest module (pass --largest-layer-params, --model or --hf-config)");
     if (req.gather_on_save) {
         in.zero.stage3_gather_16bit_weights_on_model_save = *req.gather_on_save;
-        prov["zero_optimization.stage3_gather_16bit_weights_on_model_save"] =
+        r.provenance["zero_optimization.stage3_gather_16bit_weights_on_model_save"] =
             *req.gather_on_save ? "--gather-on-save" : "--no-gather-on-save";
     }
-    apply_zeropp_flags(req, in.zero, prov);
-    apply_generation(req, in, prov);
-    add_plausibility_warnings(req, in, r.warnings);
-    resolve_workload(req, r, data_dir);
+}
+
+// Completes the batch settings (DeepSpeed fills a missing one of the three
+// under a config) or checks their arithmetic, then the MoE layout.
+void finish_batch_and_moe(const Request& req, Resolved& r) {
+    EstimateInput& in = r.input;
     if (req.ds_config)
-        complete_batch_settings(in.train, in.cluster.data_parallel(), prov);  // DeepSpeed fills a missing one of the three
+        complete_batch_settings(in.train, in.cluster.data_parallel(), r.provenance);  // DeepSpeed fills a missing one of the three
     else
         check_batch_arithmetic(in.train, in.cluster.data_parallel());
     validate_moe(in);
@@ -643,6 +699,40 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
         r.warnings.push_back("--ep-size with ZeRO stage 3: DeepSpeed v0.19.6 refuses its native MoE layer there "
                              "(engine.py _configure_zero_optimizer) and partitions experts over the "
                              "expert-data-parallel group only through AutoEP (expert_parallel.autoep_size)");
+}
+
+}  // namespace
+
+Resolved resolve_request(const Request& req, const std::string& data_dir) {
+    Resolved r;
+    EstimateInput& in = r.input;
+    Provenance& prov = r.provenance;
+    resolve_model(req, data_dir, r);
+    resolve_parallelism(req, in.cluster, prov);
+    resolve_moe_flags(req, r);
+    resolve_device_memory(req, data_dir, r);
+
+    // DeepSpeed config, then the flags over it.
+    std::optional<Dtype> dtype_flag;
+    if (req.dtype) dtype_flag = parse_dtype(*req.dtype, "--dtype");
+    if (req.micro_batch) positive(*req.micro_batch, "--micro-batch");
+    if (req.grad_accum) positive(*req.grad_accum, "--grad-accum");
+    const nlohmann::json ds_cfg = resolve_ds_config(req, dtype_flag, r);
+    resolve_dtype(req, dtype_flag, r);
+    apply_training_flags(req, in.train, prov);
+    apply_zero_flags(req, in, prov);
+    apply_residual_flags(req, in, prov);
+    apply_trainable_flags(req, in, prov);
+    apply_optimizer_impl(req, in.train, prov);
+    apply_stack(req, in.stack, prov);
+    apply_version_defaults(req, in, prov);
+    apply_ds_checkpointing(req, ds_cfg, in.train, prov);
+    check_stage_and_save(req, r);
+    apply_zeropp_flags(req, in.zero, prov);
+    apply_generation(req, in, prov);
+    add_plausibility_warnings(req, in, r.warnings);
+    resolve_workload(req, r, data_dir);
+    finish_batch_and_moe(req, r);
     return r;
 }
 

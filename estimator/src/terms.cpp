@@ -362,12 +362,11 @@ void zero3_offload_host(const Sizes& s, std::vector<HostTerm>& v) {
 }
 }  // namespace
 
-std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, uint64_t largest_gpu_optimizer_tensor,
-                                 bool gather_16bit_on_save, uint64_t gathered_state_bytes) {
-    std::vector<HostTerm> v;
+// Host terms of optimizer offload (CPU states or NVMe swap buffers) and the
+// stage-3 pinned gradient flat buffer, appended to v.
+static void optimizer_offload_host_terms(const Sizes& s, std::vector<HostTerm>& v) {
     auto torch_pin = [&](uint64_t b, bool pinned) { return pinned && s.round_pinned ? power_of_two_ceil(b) : b; };
     const bool z12 = s.stage == 1 || s.stage == 2;
-    const bool opt_host = s.offload_optimizer_cpu || s.offload_optimizer_nvme;  // the optimizer's buffers are on the host
     if (s.offload_optimizer_cpu) {
         if (z12) zero12_offload_host(s, v);
         else zero3_offload_host(s, v);
@@ -399,6 +398,12 @@ std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, ui
         v.push_back(host("grad_partitions_flat_buffer", "PowerOf2Ceil(b_a · Tn) pinned",
                          "runtime/zero/stage3.py _setup_for_real_optimizer",
                          torch_pin(s.ba * s.Tn, s.pin_optimizer), s.pin_optimizer, HostLife::init));
+}
+
+// Host terms of parameter offload (CPU flat buffer and zero.Init's partitions,
+// or the NVMe swap pool), appended to v; opt_host: the optimizer is offloaded.
+static void param_offload_host_terms(const Sizes& s, bool opt_host, std::vector<HostTerm>& v) {
+    auto torch_pin = [&](uint64_t b, bool pinned) { return pinned && s.round_pinned ? power_of_two_ceil(b) : b; };
     if (s.offload_param_cpu) {
         const uint64_t b = s.bm * s.Tn + s.frozen_bytes_rank;
         // get_accelerator().pin_memory(torch.empty(...)) whatever
@@ -437,6 +442,14 @@ std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, ui
                          "runtime/swap_tensor/partitioned_param_swapper.py", torch_pin(std::min(s.offload_param_max_in_cpu, s.Pn) * s.bm, true),
                          true, HostLife::init));
     }
+}
+
+std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, uint64_t largest_gpu_optimizer_tensor,
+                                 bool gather_16bit_on_save, uint64_t gathered_state_bytes) {
+    std::vector<HostTerm> v;
+    const bool opt_host = s.offload_optimizer_cpu || s.offload_optimizer_nvme;  // the optimizer's buffers are on the host
+    optimizer_offload_host_terms(s, v);
+    param_offload_host_terms(s, opt_host, v);
     if (s.zero12_cpu_flatten)
         v.push_back(host("16-bit parameters copied to the CPU and flattened there", "2 · b_m · Ψ_t (load only)",
                          "runtime/zero/stage_1_and_2.py __init__ (param.cpu_data, flatten_dense_tensors_aligned "
