@@ -282,6 +282,10 @@ TEST(CliUx, SizeUnits) {
         EXPECT_EQ(g.exit_code, 2) << flag;
         EXPECT_TRUE(has(g.err, "80GB") && has(g.err, "80GiB")) << g.err;
     }
+    // 15e9 GiB per process would wrap the per-node sum (8 ranks) past 2^64 B.
+    const Outcome o = zeromem("estimate --model llama-2-7b --gpus 8 --host-overhead 15000000000GiB");
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_TRUE(has(o.err, "--host-overhead") && has(o.err, "1 PiB")) << o.err;
     const Outcome n = zeromem("compare --model llama-2-7b --gpus 8 --gpu A100-80GB --nvme-read 10G");
     EXPECT_EQ(n.exit_code, 2);
     EXPECT_TRUE(has(n.err, "10GB") && has(n.err, "10GiB")) << n.err;

@@ -116,3 +116,20 @@ TEST(OptimizerWrapper, CompareSkipsStageZeroForTheMix) {
     ASSERT_GE(text.size(), 2u);
     EXPECT_TRUE(contains(text[1], "stage 0 is refused by DeepSpeed")) << text[1];
 }
+
+// fit names the refusal for stage 0 instead of "no GPU count accepted".
+TEST(OptimizerWrapper, FitNamesTheRefusalForStageZero) {
+    EstimateInput in = at("0.19.6", 1, Dtype::bf16, Dtype::fp32);
+    in.model.params = 1000000000ULL;
+    in.cluster.gpu_memory = 80ULL << 30;
+    in.cluster.host_memory = 1ULL << 40;
+    in.residual.fragmentation_fraction = 0.05;
+    bool seen = false;
+    for (const FitRow& r : fewest_gpus(in, 8, 64)) {
+        if (r.option.stage != 0) continue;
+        seen = true;
+        EXPECT_EQ(r.value, 0u);
+        EXPECT_TRUE(contains(r.note, "data_types.grad_accum_dtype")) << r.note;
+    }
+    EXPECT_TRUE(seen);
+}

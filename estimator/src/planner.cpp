@@ -783,6 +783,16 @@ static std::string no_allowed_count(const EstimateInput& base, int64_t step, int
 // GPUs). `in` is scratch, set to the option.
 static FitRow fewest_for_option(const EstimateInput& base, const ZeroOption& o, int64_t gpus_per_node,
                                 int64_t max_gpus, EstimateInput& in) {
+    if (o.stage == 0) {  // a dtype mix DeepSpeed refuses without ZeRO, whatever the count
+        EstimateInput at = base;
+        at.zero.stage = 0;
+        if (const auto why = optimizer_wrapper_refusal(at)) {
+            FitRow row;
+            row.option = o;
+            row.note = *why;
+            return row;
+        }
+    }
     apply_option_at_base_batch(base, o, in);
     auto fits_in = [&](EstimateInput& e, int64_t n) {
         e.cluster.gpus = n;

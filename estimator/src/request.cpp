@@ -561,6 +561,10 @@ void apply_residual_flags(const Request& req, EstimateInput& in, Provenance& pro
     }
     if (req.host_overhead) {
         in.residual.host_process_overhead = parse_bytes_or_zero(*req.host_overhead, "--host-overhead");
+        // Per process, summed over a node's ranks: at most 2^50 B (1 PiB)
+        // keeps every per-node sum within 64 bits.
+        if (in.residual.host_process_overhead > (uint64_t(1) << 50))
+            throw InputError("--host-overhead: '" + *req.host_overhead + "' per process is more than 1 PiB");
         prov["host_process_overhead"] = "--host-overhead " + *req.host_overhead;
     }
     if (req.sequence_parallel) {

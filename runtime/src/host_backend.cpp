@@ -95,14 +95,20 @@ int ranks_on_node() {
 class HostBackend final : public Backend {
 public:
     /// Every tensor of the host backend is host memory: each rank may hold
-    /// 90% of MemAvailable (read once, at start) divided by the ranks on its
+    /// 90% of MemAvailable (read once, at start; the smallest reading of
+    /// all ranks) divided by the ranks on its
     /// node; an allocation beyond that is an OutOfMemory result, not a
     /// kernel OOM kill. The 10% leaves room for what the accounting does
     /// not see (MPI buffers, the fp32 scratch of bf16 matmuls).
     HostBackend() {
         MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
         MPI_Comm_size(MPI_COMM_WORLD, &world_);
-        const uint64_t avail = mem_available_bytes();
+        // Every rank takes the smallest reading: ranks that read
+        // MemAvailable at different moments would otherwise get different
+        // limits, and one rank running out alone would leave the others
+        // waiting in a collective it never joins.
+        unsigned long long mine = mem_available_bytes(), avail = 0;
+        MPI_Allreduce(&mine, &avail, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
         const int local = ranks_on_node();
         if (avail > 0)
             set_total_capacity(avail / 10 * 9 / static_cast<uint64_t>(local),

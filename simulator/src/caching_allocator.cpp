@@ -35,9 +35,13 @@ std::string lower(std::string s) {
     return s;
 }
 
+// At most 2^40: a MiB count that large already exceeds any GPU, and a MiB
+// value times 2^20 stays within 64 bits.
 uint64_t parse_uint(const std::string& v, const std::string& key) {
     if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
         throw InputError("--alloc-conf: " + key + " needs a non-negative integer, got '" + v + "'");
+    if (v.size() > 13 || std::stoull(v) > (uint64_t(1) << 40))
+        throw InputError("--alloc-conf: " + key + " " + v + " is too large (at most 2^40)");
     return std::stoull(v);
 }
 
@@ -122,6 +126,9 @@ AllocatorConfig parse_alloc_conf(const std::string& text) {
             } else {
                 cfg.roundup_power2_divisions.fill(parse_divisions(val, key));
             }
+        } else if (key == "backend" && lower(val) != "native") {
+            throw InputError("--alloc-conf: backend:" + val +
+                             " replaces the caching allocator the simulator models (use backend:native or leave it out)");
         } else if (key == "backend" || key == "garbage_collection_threshold" || key == "release_lock_on_cudamalloc" ||
                    key == "pinned_use_cuda_host_register" || key == "pinned_num_register_threads" ||
                    key == "pinned_use_background_threads" || key == "per_process_memory_fraction" ||

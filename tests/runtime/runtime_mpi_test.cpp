@@ -44,9 +44,12 @@ Result run(int np, const std::string& args, const std::string& env = "") {
     return cli::run_shell(env + " " ZEROMEM_MPIRUN " --oversubscribe -np " + std::to_string(np) + " " ZEROMEM_BINARY " " + args);
 }
 
+// A hung collective aborts every rank with a message after 120 s, well
+// before ctest's 300 s limit (tests of the watchdog give their own).
 std::string model_args(const std::string& ds, const std::string& extra = "") {
+    const std::string timeout = extra.find("--phase-timeout") == std::string::npos ? "--phase-timeout 120 " : "";
     return "measure --backend host --hf-config " + kConfig + " --ds-config " + kData + "/" + ds +
-           " --seq-len 64 --format json " + extra;
+           " --seq-len 64 --format json " + timeout + extra;
 }
 
 json measure_json(int np, const std::string& ds, const std::string& extra = "") {

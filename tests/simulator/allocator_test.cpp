@@ -296,3 +296,22 @@ TEST(AllocatorReleasable, MatchesTheSegmentsAfterManyOps) {
         EXPECT_EQ(a.releasable(), 0u) << conf;
     }
 }
+
+// Values beyond 2^40 (a MiB count past any GPU, or one whose bytes wrap 64
+// bits) and allocator backends other than the caching allocator are refused
+// naming the key, not parsed into nonsense.
+TEST(AllocatorConfigParse, HugeValuesAndOtherBackendsAreRefused) {
+    auto error_of = [](const std::string& text) {
+        try {
+            parse_alloc_conf(text);
+        } catch (const zeromem::InputError& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    EXPECT_NE(error_of("max_split_size_mb:99999999999999999999").find("max_split_size_mb"), std::string::npos);
+    EXPECT_NE(error_of("max_split_size_mb:17592186044416").find("too large"), std::string::npos);  // 2^44 MiB
+    EXPECT_NE(error_of("backend:cudaMallocAsync").find("backend:cudaMallocAsync"), std::string::npos);
+    EXPECT_EQ(error_of("backend:native"), "");
+    EXPECT_EQ(parse_alloc_conf("max_split_size_mb:1024").max_split_size, 1024ULL << 20);
+}
