@@ -74,6 +74,7 @@ private:
 
     const EstimateInput& in_;
     int64_t steps_;
+    uint64_t cpu_state_tensors_ = 2;  // fp32 optimizer state tensors per element on the CPU
     HostEventLog log_;
     std::vector<HostEvent> allocs_;  // tensor id - 1 -> its alloc event
     std::vector<SimModule> mods_;
@@ -89,6 +90,11 @@ private:
 
 HostProducer::HostProducer(const EstimateInput& in, int64_t steps) : in_(in), steps_(steps) {
     const auto& z = in.zero;
+    // The CPU optimizer's fp32 state tensors per element: DeepSpeedCPUAdam's
+    // m and v (2), DeepSpeedCPUAdagrad's or DeepSpeedCPULion's one, SGD's
+    // momentum; accelerate's substitute (with_accelerate_cpu_adam) included.
+    bool swapped = false;
+    cpu_state_tensors_ = static_cast<uint64_t>(optimizer_state_bytes(with_accelerate_cpu_adam(in, swapped).train.optimizer)) / 4;
     stage_ = z.stage;
     N_ = static_cast<uint64_t>(std::max<int64_t>(1, in.cluster.data_parallel()));
     bm_ = static_cast<uint64_t>(dtype_bytes(in.train.dtype));
@@ -417,14 +423,13 @@ void HostProducer::cpu_adam_step_states() {
 }
 
 void HostProducer::cpu_adam_states_of(size_t i, uint64_t n) {
-    const bool sgd = in_.train.optimizer == Optimizer::sgd;
     if (off_opt_nvme_) {
-        nvme_write("optimizer NVMe swap files (optimizer states)", file_id(kStateFiles, i), aio_aligned(n, 4) * 4 * (sgd ? 1 : 2));
+        nvme_write("optimizer NVMe swap files (optimizer states)", file_id(kStateFiles, i),
+                   aio_aligned(n, 4) * 4 * cpu_state_tensors_);
         return;
     }
-    const char* term = sgd ? "CPU optimizer states" : "CPU Adam m and v";
-    alloc(term, 4 * n, HostKind::pageable);
-    if (!sgd) alloc(term, 4 * n, HostKind::pageable);
+    const char* term = cpu_state_tensors_ == 2 ? "CPU Adam m and v" : "CPU optimizer states";
+    for (uint64_t k = 0; k < cpu_state_tensors_; ++k) alloc(term, 4 * n, HostKind::pageable);
 }
 
 // csrc/includes/cpu_adam.h before DeepSpeed 0.14.3 (#5409 removed

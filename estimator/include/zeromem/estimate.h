@@ -217,6 +217,13 @@ struct Estimate {
 /// stage 3).
 Estimate estimate(const EstimateInput& in, bool explain = false);
 
+/// `in` with the optimizer the step really runs under ZeRO optimizer offload:
+/// a client optimizer while zero_force_ds_cpu_optimizer is true becomes
+/// DeepSpeedCPUAdam (adamw), as accelerate substitutes it (accelerator.py
+/// _prepare_deepspeed); DeepSpeed itself raises ZeRORuntimeException there
+/// (engine.py _configure_optimizer). `swapped` says whether it changed.
+EstimateInput with_accelerate_cpu_adam(const EstimateInput& in, bool& swapped);
+
 /// Korthikanti et al. 2022 (arXiv:2205.05198) Table 2: activation bytes
 /// stored per transformer layer for sequence s, micro batch b, hidden h,
 /// heads a, tensor-parallel size t (16-bit activations, 1-byte dropout
