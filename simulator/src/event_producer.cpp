@@ -320,9 +320,19 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt, EventLog&& bu
 // micro step emits about 16 without spans): reserved but untouched pages
 // cost no memory, and the log then grows without copying its millions of
 // events (MoE presets) on every doubling.
+// A replay longer than about 2^23 events (16 per module per micro step)
+// is refused: its log, timeline and trace outputs would take gigabytes, and
+// the peak repeats after the first optimizer step.
 void Producer::reserve_events() {
     const uint64_t micro = static_cast<uint64_t>(std::max<int64_t>(1, in_.train.grad_accum)) *
                            static_cast<uint64_t>(std::max<int64_t>(1, opt_.steps));
+    const double expected = 16.0 * double(mods_.size() + 1) * double(micro);
+    if (expected > double(uint64_t{1} << 23))
+        throw InputError("--steps x --grad-accum: " + std::to_string(opt_.steps) + " x " +
+                         std::to_string(in_.train.grad_accum) + " micro steps of " + std::to_string(mods_.size()) +
+                         " modules would record about " + std::to_string(uint64_t(expected / 1e6)) +
+                         " million events (more than 8 million); lower --steps or --grad-accum (the peak repeats "
+                         "after the first optimizer step)");
     // At most 2^24 events (640 MB of address space) up front; a longer run grows as before.
     const uint64_t want = std::min<uint64_t>(24 * (mods_.size() + 1) * micro + 4096, uint64_t{1} << 24);
     if (log_.events.capacity() < want) log_.events.reserve(want);

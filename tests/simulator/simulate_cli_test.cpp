@@ -40,6 +40,12 @@ TEST(SimulateCli, BadInputIsOneLineExitTwo) {
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_EQ(lines(r.err), 1u);
     EXPECT_NE(r.err.find("--steps"), std::string::npos);
+    // llama-2-7b: 32 layers x 9 modules + embedding, norm, head = 291:
+    // 100 steps x 256 micro steps x 292 x 16 events is far past 2^23.
+    r = cli::zeromem("simulate --model llama-2-7b --gpus 8 --steps 100 --grad-accum 256");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find("--steps x --grad-accum"), std::string::npos) << r.err;
     r = cli::zeromem("simulate --model llama-2-7b --gpus 8 --chrome-trace /nonexistent-dir/trace.json");
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_EQ(lines(r.err), 1u);
