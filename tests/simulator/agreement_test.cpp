@@ -563,3 +563,30 @@ TEST(SimAgreement, Zero3LookAheadFillsWhenAModuleIsBelowOnePrefetch) {
     EXPECT_GE(live, 2.0 * (1e9 - 234881024.0));
     EXPECT_LE(live, 2.0 * (1e9 + 2 * 234881024.0));
 }
+
+// Gradient accumulation 1 (the matrix above runs 2) at stages 0 and 1, every
+// preset and checkpointing mode. Stage 0 agrees within 5%. Stage 1 is a named
+// difference, the estimator the higher by up to 31% (opt-1.3b without
+// checkpointing): its backward counts every 16-bit gradient beside every
+// stored activation (zero12_backward_gradients), but after the previous
+// step's zero_grad (set_to_none) the first backward of a step starts with no
+// gradient, and the activations of a block are freed as its gradients
+// appear, so DeepSpeed's peak is the later of the two, at the boundary
+// (reduce_gradients: grads_in_partition beside the full gradients). With 2
+// or more micro steps the earlier micro steps' gradients are all alive from
+// the start of the backward, and the two agree (matrix above).
+TEST(SimAgreement, GradAccumOneAtStagesZeroAndOne) {
+    for (const std::string& m : list_model_presets(ZEROMEM_SOURCE_DATA_DIR))
+        for (int stage : {0, 1})
+            for (const char* ck : {"none", "full", "selective"}) {
+                const Case c{m, stage, "none", "none", ck, 1};
+                const auto [sim_peak, est] = peaks(c);
+                const double r = sim_peak / est;
+                if (stage == 0) {
+                    EXPECT_NEAR(r, 1.0, 0.05) << name(c);
+                } else {
+                    EXPECT_GE(r, 0.68) << name(c);
+                    EXPECT_LE(r, 1.0) << name(c);
+                }
+            }
+}
