@@ -52,7 +52,9 @@ Examples:
 Replays --steps optimizer steps (each with its gradient accumulation micro steps) of one rank, allocation by
 allocation, through a model of PyTorch's caching allocator. Memory in GiB (2^30 bytes); json/csv give bytes.
 Host RAM per rank and per node (a model of PyTorch's pinned CachingHostAllocator) and NVMe bytes follow the
-GPU table (json: "host").
+GPU table (json: "host"); with --host-memory (bytes per node) a host out-of-memory line and exit status 1
+when a node's resident host RAM exceeds it. --eval-generate, --convention other than full and --legacy-zero2 are
+not replayed (exit 2; use zeromem estimate); --fragmentation and --gather-on-save leave the replay unchanged (note).
 Open --chrome-trace in ui.perfetto.dev and --memory-snapshot in pytorch.org/memory_viz.
 )";
 

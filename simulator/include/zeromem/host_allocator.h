@@ -204,7 +204,8 @@ std::string render_host_table(const HostResult& r);
 /// The "host" object of `zeromem simulate --format json`, bytes as
 /// integers: {"peak_per_rank", "peak_per_node", "ranks_per_node", "pinned",
 /// "pinned_per_node", "nvme", "nvme_per_node", "peak_event", "peak_module",
-/// "peak_phase", "phases": [{"name", "peak", "peak_per_node", "pinned"}],
+/// "peak_phase", "stopped_at" (the GPU out-of-memory's phase, or null),
+/// "phases": [{"name", "peak", "peak_per_node", "pinned"}],
 /// "timeline": [{"t", "event", "phase", "module", "kind", "bytes",
 /// "allocated", "resident", "pinned", "nvme"}]} (per rank unless named
 /// per_node).
