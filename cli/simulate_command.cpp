@@ -5,10 +5,42 @@
 #include "zeromem/simulator.h"
 
 #include <iostream>
+#include <string>
+#include <vector>
 
 namespace zeromem_cli {
 
 namespace {
+
+// Settings `estimate` models but the replay does not: refused in one line
+// naming the flag (exit 2) rather than silently ignored.
+void refuse_unreplayed_settings(const zeromem::EstimateInput& in) {
+    using zeromem::InputError;
+    if (in.generation)
+        throw InputError("--eval-generate (--num-beams, --max-new-tokens, --eval-batch, --prompt-len): the generation "
+                         "phase is not replayed; use zeromem estimate");
+    if (in.convention != zeromem::Convention::full)
+        throw InputError(std::string("--convention: ") + zeromem::to_string(in.convention) +
+                         " is not replayed (the simulator replays the full convention); use zeromem estimate");
+    if (in.legacy_zero2_formula) throw InputError("--legacy-zero2: not replayed; use zeromem estimate");
+}
+
+// Notes for settings that leave the replay unchanged, and for the versions
+// each side of the replay follows.
+std::vector<std::string> replay_notes(const zeromem::Request& req, const zeromem::EstimateInput& in) {
+    std::vector<std::string> notes;
+    if (req.fragmentation)
+        notes.push_back("--fragmentation: does not change the replay (the caching allocator model gives reserved - "
+                        "allocated itself); it is the allowance of zeromem estimate");
+    if (in.zero.stage3_gather_16bit_weights_on_model_save)
+        notes.push_back("stage3_gather_16bit_weights_on_model_save (--gather-on-save): the checkpoint save is not "
+                        "replayed; zeromem estimate models its gather");
+    if (in.stack.deepspeed != "0.19.6")
+        notes.push_back("--deepspeed-version " + in.stack.deepspeed +
+                        ": the GPU replay follows DeepSpeed 0.19.6; the host replay (pinned buffers, CPU-Adam states) "
+                        "follows " + in.stack.deepspeed);
+    return notes;
+}
 
 const char* kSimulateExamples = R"(
 Examples:
@@ -20,7 +52,9 @@ Examples:
 Replays --steps optimizer steps (each with its gradient accumulation micro steps) of one rank, allocation by
 allocation, through a model of PyTorch's caching allocator. Memory in GiB (2^30 bytes); json/csv give bytes.
 Host RAM per rank and per node (a model of PyTorch's pinned CachingHostAllocator) and NVMe bytes follow the
-GPU table (json: "host").
+GPU table (json: "host"); with --host-memory (bytes per node) a host out-of-memory line and exit status 1
+when a node's resident host RAM exceeds it. --eval-generate, --convention other than full and --legacy-zero2 are
+not replayed (exit 2; use zeromem estimate); --fragmentation and --gather-on-save leave the replay unchanged (note).
 Open --chrome-trace in ui.perfetto.dev and --memory-snapshot in pytorch.org/memory_viz.
 )";
 
@@ -55,17 +89,29 @@ int run_simulate(const zeromem::Request& req, const SimulateFlags& f, const std:
     if (!f.memory_snapshot.empty()) sim::write_file(f.memory_snapshot, "", "--memory-snapshot");
     const Resolved res = resolve_request(req, dir);
     require_single_model(res, "simulate");
-    for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     (void)estimate(res.input);  // the estimator's validation: same messages as `estimate`
+    refuse_unreplayed_settings(res.input);
     sim::SimOptions opt;
     opt.steps = f.steps;
     opt.alloc = sim::parse_alloc_conf(f.alloc_conf);
     opt.record_allocator_trace = !f.memory_snapshot.empty();
     const sim::SimResult r = sim::simulate(res.input, opt);
+    // Bad input is one error line: warnings and notes only after the replay succeeded.
+    std::vector<std::string> notes = res.notes;
+    for (auto& n : replay_notes(req, res.input)) notes.push_back(std::move(n));
+    for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
+    for (const auto& n : notes) std::cerr << "zeromem: note: " << n << "\n";
+    std::optional<sim::HostOom> host_oom;
+    if (res.input.cluster.host_memory) host_oom = sim::find_host_oom(r.host, *res.input.cluster.host_memory);
     if (!f.chrome_trace.empty()) sim::write_file(f.chrome_trace, sim::chrome_trace(r).dump(), "--chrome-trace");
     if (!f.memory_snapshot.empty()) sim::write_file(f.memory_snapshot, sim::memory_snapshot_pickle(r), "--memory-snapshot");
     if (f.format == "json") {
         nlohmann::json j = sim::to_json(r);
+        j["notes"] = notes;
+        j["host_oom"] = nullptr;
+        if (host_oom)
+            j["host_oom"] = {{"event", host_oom->event}, {"module", host_oom->module}, {"phase", sim::to_string(host_oom->phase)},
+                             {"t", host_oom->t}, {"per_node", host_oom->per_node}, {"capacity_per_node", host_oom->capacity_per_node}};
         if (f.explain) {
             j["explain"] = nlohmann::json::array();
             for (const auto& e : sim::explain(r))
@@ -81,9 +127,11 @@ int run_simulate(const zeromem::Request& req, const SimulateFlags& f, const std:
         std::cout << sim::render_csv(r);
     } else {
         std::cout << sim::render_table(r);
+        if (host_oom) std::cout << "\n" << sim::render_host_oom(*host_oom) << "\n";
         if (f.explain) std::cout << sim::render_explain(r);
     }
-    return r.oom ? 1 : 0;
+    if (host_oom && f.format == "csv") std::cerr << "zeromem: " << sim::render_host_oom(*host_oom) << "\n";
+    return (r.oom || host_oom) ? 1 : 0;
 }
 
 }  // namespace zeromem_cli

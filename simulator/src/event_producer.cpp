@@ -5,6 +5,7 @@
 // (section 4) and simulator_runtime_gui.md (section B).
 #include "moe_events.h"
 #include "zeromem/optimizer_state.h"
+#include "zeromem/optimizer_wrapper.h"
 #include "zeromem/simulator.h"
 
 #include "zeromem/terms.h"
@@ -256,6 +257,20 @@ bool runs_bf16_optimizer(const EstimateInput& in) {
            in.zero.offload_optimizer != OffloadDevice::cpu;
 }
 
+// Without ZeRO (stage 0), DeepSpeed before 0.18.5 builds BF16_Optimizer for
+// bf16 weights with fp32 gradient accumulation (the default before 0.17.6:
+// engine.py get_data_types), where 0.19.6 builds FP16_Optimizer or refuses
+// the mix (zeromem::optimizer_wrapper, engine.py _do_optimizer_sanity_check).
+// The producer replays 0.19.6's stage 0 only, so such an input is refused
+// rather than replayed as the wrong wrapper.
+void refuse_older_bf16_optimizer(const EstimateInput& in) {
+    if (in.zero.stage != 0 || optimizer_wrapper(in) != OptimizerWrapper::bf16_optimizer) return;
+    throw InputError("--deepspeed-version: " + in.stack.deepspeed +
+                     " builds BF16_Optimizer without ZeRO (bf16 weights, fp32 gradient accumulation); BF16_Optimizer "
+                     "without ZeRO before DeepSpeed 0.18.5 is not replayed; the simulator replays 0.19.6 (use "
+                     "`zeromem estimate`, or --deepspeed-version 0.19.6)");
+}
+
 Producer::Producer(const EstimateInput& in, const SimOptions& opt, EventLog&& buffer)
     : in_(in), opt_(opt), log_(std::move(buffer)) {
     log_.modules.clear();
@@ -264,8 +279,8 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt, EventLog&& bu
         throw InputError("--steps: must be between 1 and " + std::to_string(kMaxSteps) + ", got " + std::to_string(opt.steps));
     if (!in.model.arch)
         throw InputError("simulate: needs the model's architecture: give --model or --hf-config (--params alone has no module tree)");
+    refuse_unreplayed_moe(in);  // before the vision check: Llama 4's refusal names its fused experts
     refuse_unreplayed_architecture(*in.model.arch);
-    refuse_unreplayed_moe(in);
     refuse_unreplayed_zero_settings(in.zero);
     refuse_oversized_tensors(in);
     if (in.cluster.tp != 1 || in.cluster.pp != 1)
@@ -274,6 +289,7 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt, EventLog&& bu
         throw InputError("--lora-rank/--trainable-params/--load-in: the simulator replays full fine-tuning only");
     if (in.zero.stage < 0 || in.zero.stage > 3)
         throw InputError("zero_optimization.stage: " + std::to_string(in.zero.stage) + " is outside 0..3");
+    refuse_older_bf16_optimizer(in);
     const auto& t = in.train;
     const auto& z = in.zero;
     stage_ = z.stage;

@@ -150,8 +150,25 @@ HostResult replay_host(const HostEventLog& log, HostAllocatorConfig cfg) {
     return r;
 }
 
-HostResult simulate_host(const EstimateInput& in, int64_t steps) {
-    return replay_host(produce_host_events(in, steps), host_allocator_config(in.stack.torch));
+HostResult simulate_host(const EstimateInput& in, int64_t steps, std::optional<Phase> stop_after) {
+    HostEventLog log = produce_host_events(in, steps);
+    if (stop_after) {
+        const auto later = std::find_if(log.events.begin(), log.events.end(),
+                                        [&](const HostEvent& e) { return e.phase > *stop_after; });
+        log.events.erase(later, log.events.end());
+    }
+    HostResult r = replay_host(log, host_allocator_config(in.stack.torch));
+    r.stopped_at = stop_after;
+    return r;
+}
+
+std::optional<HostOom> find_host_oom(const HostResult& r, uint64_t capacity_per_node) {
+    for (const auto& p : r.timeline) {
+        const uint64_t per_node = p.resident * r.ranks_per_node;
+        if (per_node > capacity_per_node)
+            return HostOom{p.t, p.term, r.modules.at(p.module), p.phase, per_node, capacity_per_node};
+    }
+    return std::nullopt;
 }
 
 }  // namespace zeromem::sim

@@ -33,7 +33,16 @@ std::string render_host_table(const HostResult& r) {
                       gib(p.peak_resident * r.ranks_per_node).c_str());
         o << line;
     }
+    if (r.stopped_at)
+        o << "  (the run stopped at the GPU out-of-memory in phase " << to_string(*r.stopped_at)
+          << "; later phases were not replayed)\n";
     return o.str();
+}
+
+std::string render_host_oom(const HostOom& h) {
+    return "host out of memory: " + gib(h.per_node) + " GiB per node > " + gib(h.capacity_per_node) +
+           " GiB host RAM per node (--host-memory) at " + h.event + " in " + h.module + ", phase " + to_string(h.phase) +
+           " (GiB = 2^30 bytes)";
 }
 
 nlohmann::json host_to_json(const HostResult& r) {
@@ -50,6 +59,7 @@ nlohmann::json host_to_json(const HostResult& r) {
     j["peak_event"] = r.peak_event;
     j["peak_module"] = r.peak_module;
     j["peak_phase"] = to_string(r.peak_phase);
+    j["stopped_at"] = r.stopped_at ? nlohmann::json(to_string(*r.stopped_at)) : nlohmann::json(nullptr);
     j["phases"] = nlohmann::json::array();
     for (const auto& p : r.phases)
         j["phases"].push_back({{"name", to_string(p.phase)}, {"peak", p.peak_resident}, {"peak_per_node", p.peak_resident * g},

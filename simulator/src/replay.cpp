@@ -149,7 +149,8 @@ SimResult simulate(const EstimateInput& in, const SimOptions& opt) {
         capacity = *in.cluster.gpu_memory - std::min(*in.cluster.gpu_memory, in.residual.cuda_context);
     SimResult r = replay(log, opt, capacity);
     if (r.oom && in.cluster.gpu_memory) r.oom->device_total = *in.cluster.gpu_memory;
-    r.host = simulate_host(in, opt.steps);
+    // The job stops at a GPU out-of-memory: the host replay stops with it.
+    r.host = simulate_host(in, opt.steps, r.oom ? std::optional<Phase>(r.oom->phase) : std::nullopt);
     return r;
 }
 

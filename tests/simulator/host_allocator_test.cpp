@@ -90,3 +90,27 @@ TEST(HostAllocator, ConfigFollowsTheTorchVersion) {
     EXPECT_FALSE(host_allocator_config("1.10").round_pinned);
     EXPECT_THROW(host_allocator_config("x.y"), zeromem::InputError);
 }
+
+// find_host_oom: the first event whose resident bytes x ranks per node
+// exceed the capacity (4 ranks: 3 GB x 4 = 12 GB > 10 GB at t = 1; the later,
+// higher peak is not the one reported).
+TEST(HostOom, FirstEventOverTheNodesCapacity) {
+    zeromem::sim::HostResult r;
+    r.modules = {"model", "model.layers.0"};
+    r.ranks_per_node = 4;
+    r.timeline.push_back({0, "a", zeromem::sim::Phase::load, 0, 0, zeromem::sim::HostKind::pageable, 0, 2000000000, 0, 0});
+    r.timeline.push_back({1, "b", zeromem::sim::Phase::forward, 1, 0, zeromem::sim::HostKind::pageable, 0, 3000000000, 0, 0});
+    r.timeline.push_back({2, "c", zeromem::sim::Phase::backward, 0, 0, zeromem::sim::HostKind::pageable, 0, 5000000000, 0, 0});
+    const auto o = zeromem::sim::find_host_oom(r, 10000000000u);
+    ASSERT_TRUE(o);
+    EXPECT_EQ(o->t, 1u);
+    EXPECT_EQ(o->event, "b");
+    EXPECT_EQ(o->module, "model.layers.0");
+    EXPECT_EQ(o->phase, zeromem::sim::Phase::forward);
+    EXPECT_EQ(o->per_node, 12000000000u);
+    EXPECT_FALSE(zeromem::sim::find_host_oom(r, 20000000000u));  // 5 GB x 4 = 20 GB is not over 20 GB
+    // 12e9 B = 11.18 GiB, 10e9 B = 9.31 GiB.
+    EXPECT_EQ(zeromem::sim::render_host_oom(*o),
+              "host out of memory: 11.18 GiB per node > 9.31 GiB host RAM per node (--host-memory) at b in model.layers.0, "
+              "phase forward (GiB = 2^30 bytes)");
+}

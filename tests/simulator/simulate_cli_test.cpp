@@ -105,7 +105,7 @@ TEST(SimulateCli, RefusesModelsItDoesNotReplay) {
     // are not replayed; fused experts (Llama 4's text blocks) are refused too
     // (moe_sim_test.cpp RefusedMoeInputsNameTheKey).
     const std::tuple<const char*, const char*, const char*> cases[] = {
-        {"llama-4-scout-17b-16e.json", "", "vision_config"},
+        {"llama-4-scout-17b-16e.json", "", "fused_experts"},
         {"mixtral-8x7b.json", " --ep-size 2", "--ep-size"},
         {"flan-t5-large.json", "", "num_decoder_layers"},
         {"qwen2.5-vl-7b-instruct.json", "", "vision_config"},
@@ -114,11 +114,9 @@ TEST(SimulateCli, RefusesModelsItDoesNotReplay) {
         const auto r = cli::zeromem("simulate --hf-config " + cli::testdata(std::string("hf_configs/published/") + file) +
                                     " --gpus 8 --stage 2 --steps 1 --seq-len 512" + extra);
         EXPECT_EQ(r.exit_code, 2) << file << ": " << r.err;
-        // One error line (a reader warning, e.g. Llama 4's missing vision_config, may precede it).
-        const size_t at = r.err.find("zeromem: error: ");
-        EXPECT_NE(at, std::string::npos) << file << ": " << r.err;
-        EXPECT_EQ(r.err.find("zeromem: error: ", at + 1), std::string::npos) << file << ": " << r.err;
-        EXPECT_EQ(lines(r.err.substr(at == std::string::npos ? 0 : at)), 1u) << file;
+        // Exactly one error line: no reader warning (Llama 4's missing vision_config) before it.
+        EXPECT_EQ(r.err.rfind("zeromem: error: ", 0), 0u) << file << ": " << r.err;
+        EXPECT_EQ(lines(r.err), 1u) << file << ": " << r.err;
         EXPECT_NE(r.err.find(field), std::string::npos) << file << ": " << r.err;
     }
 }
@@ -155,4 +153,102 @@ TEST(SimulateCli, RefusesTensorsBeyondSixtyFourBitArithmetic) {
 TEST(SimulateCli, LargeButRepresentableActivationsKeepReservedAboveAllocated) {
     const auto j = cli::json_of("simulate --model llama-2-7b --gpus 8 --stage 3 --steps 1 --micro-batch 512 --seq-len 4096", -1);
     EXPECT_GE(j["peak_reserved"].get<uint64_t>(), j["peak_allocated"].get<uint64_t>());
+}
+
+// --host-memory gives a host verdict. llama-2-7b without zero.Init loads the
+// whole bf16 model on every rank: 6.74e9 params x 2 B = 13.5 GB per rank, x 8
+// ranks = 108 GB (100 GiB) per node, far above 10 GB; with 1000 GB it fits.
+TEST(SimulateCli, HostMemoryVerdict) {
+    auto r = cli::zeromem("simulate --model llama-2-7b --gpus 8 --stage 3 --steps 1 --host-memory 10GB");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.out.find("host out of memory: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("GiB per node > 9.31 GiB host RAM per node (--host-memory)"), std::string::npos) << r.out;  // 1e10 / 2^30
+    EXPECT_NE(r.out.find(", phase "), std::string::npos);
+    const auto j = cli::json_of("simulate --model llama-2-7b --gpus 8 --stage 3 --steps 1 --host-memory 10GB", 1);
+    ASSERT_TRUE(j["host_oom"].is_object());
+    EXPECT_EQ(j["host_oom"]["capacity_per_node"].get<uint64_t>(), 10000000000u);
+    EXPECT_GT(j["host_oom"]["per_node"].get<uint64_t>(), 10000000000u);
+    r = cli::zeromem("simulate --model llama-2-7b --gpus 8 --stage 3 --steps 1 --host-memory 1000GB");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.find("host out of memory"), std::string::npos);
+}
+
+// Settings estimate models and the replay does not: one line naming the flag, exit 2.
+TEST(SimulateCli, RefusesUnreplayedSettings) {
+    const std::pair<const char*, const char*> cases[] = {
+        {"--eval-generate", "--eval-generate"}, {"--eval-generate --num-beams 4", "--eval-generate"},
+        {"--convention paper", "--convention: paper"}, {"--convention deepspeed", "--convention: deepspeed"},
+        {"--legacy-zero2 --convention deepspeed", "--convention"}, {"--legacy-zero2", "--legacy-zero2"}};
+    for (const auto& [flags, name] : cases) {
+        const auto r = cli::zeromem(std::string("simulate --model llama-2-7b --gpus 8 --stage 2 --steps 1 ") + flags);
+        EXPECT_EQ(r.exit_code, 2) << flags << ": " << r.err;
+        EXPECT_EQ(lines(r.err), 1u) << flags << ": " << r.err;
+        EXPECT_NE(r.err.find(name), std::string::npos) << flags << ": " << r.err;
+        EXPECT_NE(r.err.find("use zeromem estimate"), std::string::npos) << r.err;
+    }
+}
+
+// --fragmentation and --gather-on-save leave the replay as it is, and say so.
+TEST(SimulateCli, NotesSettingsThatDoNotChangeTheReplay) {
+    const auto r = cli::zeromem("simulate --model gpt2-xl --gpus 8 --stage 3 --steps 1 --fragmentation 0.1 --gather-on-save");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("zeromem: note: --fragmentation: does not change the replay"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--gather-on-save): the checkpoint save is not replayed"), std::string::npos) << r.err;
+    const auto j = cli::json_of("simulate --model gpt2-xl --gpus 8 --stage 3 --steps 1 --fragmentation 0.1");
+    ASSERT_TRUE(j["notes"].is_array());
+    EXPECT_EQ(j["notes"].size(), 1u);
+}
+
+// Another --deepspeed-version: a note says which side follows which version.
+TEST(SimulateCli, DeepSpeedVersionNote) {
+    auto r = cli::zeromem("simulate --model llama-2-7b --gpus 8 --stage 1 --steps 1 --deepspeed-version 0.18.0");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("--deepspeed-version 0.18.0: the GPU replay follows DeepSpeed 0.19.6; the host replay"),
+              std::string::npos) << r.err;
+    r = cli::zeromem("simulate --model llama-2-7b --gpus 8 --stage 1 --steps 1");
+    EXPECT_EQ(r.err.find("--deepspeed-version"), std::string::npos) << r.err;
+}
+
+// Stage 0 with bf16 weights: DeepSpeed before 0.17.6 accumulates in fp32 by
+// default and builds BF16_Optimizer (engine.py get_data_types,
+// _do_optimizer_sanity_check); the simulator refuses rather than replay
+// 0.19.6's FP16_Optimizer path.
+TEST(SimulateCli, RefusesBf16OptimizerWithoutZeroOfOlderDeepSpeed) {
+    const auto r = cli::zeromem("simulate --model gpt2-xl --gpus 8 --stage 0 --dtype bf16 --steps 1 --deepspeed-version 0.17.0");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find("--deepspeed-version: 0.17.0"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("BF16_Optimizer without ZeRO before DeepSpeed 0.18.5 is not replayed; the simulator replays 0.19.6"),
+              std::string::npos) << r.err;
+    // estimate still answers, with the fixed allowance rather than the replay's.
+    const auto e = cli::zeromem("estimate --model gpt2-xl --gpus 8 --stage 0 --dtype bf16 --deepspeed-version 0.17.0 --explain");
+    EXPECT_NE(e.exit_code, 2) << e.err;
+    EXPECT_EQ(e.out.find("bytes from the simulator's replay"), std::string::npos) << e.out;
+    EXPECT_NE(e.out.find("the fixed fraction 0.05"), std::string::npos) << e.out;
+}
+
+// Bad input is one line: --params alone warns nothing before the error.
+TEST(SimulateCli, NoWarningBeforeTheError) {
+    const auto r = cli::zeromem("simulate --params 7e9 --gpus 8 --stage 3");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_EQ(r.err.rfind("zeromem: error: ", 0), 0u) << r.err;
+}
+
+// After a GPU out-of-memory the host section stops at its phase.
+// mixtral-8x7b (46.7e9 params) at stage 3 on 8 x 80 GB: the fp32 optimizer
+// states alone are 46.7e9 x 12 B / 8 = 70 GB per GPU, plus the bf16 shard and
+// gradients, so the first optimizer step runs out of memory.
+TEST(SimulateCli, HostReplayStopsAtTheGpuOutOfMemory) {
+    const auto j = cli::json_of("simulate --model mixtral-8x7b --gpus 8 --stage 3 --gpu A100-80GB --steps 1", 1);
+    ASSERT_TRUE(j["oom"].is_object());
+    const std::string phase = j["oom"]["phase"];
+    EXPECT_EQ(j["host"]["stopped_at"], phase);
+    for (const auto& p : j["host"]["phases"]) {
+        EXPECT_NE(p["name"], "steady_forward");
+        EXPECT_NE(p["name"], "steady_backward");
+    }
+    const auto r = cli::zeromem("simulate --model mixtral-8x7b --gpus 8 --stage 3 --gpu A100-80GB --steps 1");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find("the run stopped at the GPU out-of-memory in phase " + phase), std::string::npos);
 }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -160,6 +161,9 @@ struct HostResult {
     uint64_t peak_t = 0;
     std::string peak_event, peak_module;
     Phase peak_phase = Phase::load;
+    /// Set when the GPU replay ran out of memory: the host events stop after
+    /// this phase (the GPU out-of-memory's), as the job would.
+    std::optional<Phase> stopped_at;
     uint64_t peak_per_node() const { return peak_per_rank * ranks_per_node; }
     /// Peak resident bytes per rank over the given phases (0 if none seen).
     uint64_t peak_in(std::initializer_list<Phase> phases) const;
@@ -170,7 +174,27 @@ struct HostResult {
 HostResult replay_host(const HostEventLog& log, HostAllocatorConfig cfg);
 
 /// produce_host_events + replay_host with the config of in.stack.torch.
-HostResult simulate_host(const EstimateInput& in, int64_t steps);
+/// With `stop_after` (the phase of a GPU out-of-memory), the events after
+/// the first event of a later phase are dropped and stopped_at is set.
+HostResult simulate_host(const EstimateInput& in, int64_t steps, std::optional<Phase> stop_after = std::nullopt);
+
+/// The first host event at which the resident host RAM of a node exceeds
+/// `capacity_per_node` bytes (--host-memory or the --host preset).
+struct HostOom {
+    uint64_t t = 0;              ///< host event index
+    std::string event, module;
+    Phase phase = Phase::load;
+    uint64_t per_node = 0;       ///< resident bytes per node after the event
+    uint64_t capacity_per_node = 0;
+};
+
+/// The host out-of-memory of `r` against `capacity_per_node` bytes, or
+/// nothing when every event fits.
+std::optional<HostOom> find_host_oom(const HostResult& r, uint64_t capacity_per_node);
+
+/// One line: "host out of memory: <GiB> GiB per node > <GiB> GiB
+/// (--host-memory) at <event> in <module>, phase <phase>" (GiB = 2^30 bytes).
+std::string render_host_oom(const HostOom& o);
 
 /// The host lines of the `zeromem simulate` table: peak host RAM per rank
 /// and per node (GiB = 2^30 bytes) with the event, module and phase at the
@@ -180,7 +204,8 @@ std::string render_host_table(const HostResult& r);
 /// The "host" object of `zeromem simulate --format json`, bytes as
 /// integers: {"peak_per_rank", "peak_per_node", "ranks_per_node", "pinned",
 /// "pinned_per_node", "nvme", "nvme_per_node", "peak_event", "peak_module",
-/// "peak_phase", "phases": [{"name", "peak", "peak_per_node", "pinned"}],
+/// "peak_phase", "stopped_at" (the GPU out-of-memory's phase, or null),
+/// "phases": [{"name", "peak", "peak_per_node", "pinned"}],
 /// "timeline": [{"t", "event", "phase", "module", "kind", "bytes",
 /// "allocated", "resident", "pinned", "nvme"}]} (per rank unless named
 /// per_node).
