@@ -264,11 +264,26 @@ bool runs_bf16_optimizer(const EstimateInput& in) {
 // The producer replays 0.19.6's stage 0 only, so such an input is refused
 // rather than replayed as the wrong wrapper.
 void refuse_older_bf16_optimizer(const EstimateInput& in) {
-    if (in.zero.stage != 0 || optimizer_wrapper(in) != OptimizerWrapper::bf16_optimizer) return;
+    if (in.zero.stage != 0 || in.cluster.pp != 1 || optimizer_wrapper(in) != OptimizerWrapper::bf16_optimizer) return;
     throw InputError("--deepspeed-version: " + in.stack.deepspeed +
                      " builds BF16_Optimizer without ZeRO (bf16 weights, fp32 gradient accumulation); BF16_Optimizer "
                      "without ZeRO before DeepSpeed 0.18.5 is not replayed; the simulator replays 0.19.6 (use "
                      "`zeromem estimate`, or --deepspeed-version 0.19.6)");
+}
+
+// ZeRO-1 with a gradient accumulation dtype other than the weights' (bf16
+// weights, fp32 accumulation, CPU optimizer offload: DeepSpeedZeroOptimizer,
+// not BF16_Optimizer) keeps a full param.grad_accum per parameter in that
+// dtype (stage_1_and_2.py use_grad_accum_attribute,
+// _fill_param_grad_accum_attribute); not replayed, so refused naming the key
+// (the estimator counts it).
+void refuse_grad_accum_attribute(const EstimateInput& in) {
+    const Dtype acc = in.train.grad_accum_dtype.value_or(in.train.dtype);
+    if (in.zero.stage != 1 || acc == in.train.dtype || optimizer_wrapper(in) != OptimizerWrapper::zero) return;
+    throw InputError(std::string("data_types.grad_accum_dtype: ") + to_string(acc) + " with " +
+                     to_string(in.train.dtype) + " weights at ZeRO stage 1 (DeepSpeedZeroOptimizer) keeps a full " +
+                     to_string(acc) + " param.grad_accum per parameter (stage_1_and_2.py "
+                     "_fill_param_grad_accum_attribute), which the simulator does not replay (use `zeromem estimate`)");
 }
 
 Producer::Producer(const EstimateInput& in, const SimOptions& opt, EventLog&& buffer)
@@ -290,6 +305,7 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt, EventLog&& bu
     if (in.zero.stage < 0 || in.zero.stage > 3)
         throw InputError("zero_optimization.stage: " + std::to_string(in.zero.stage) + " is outside 0..3");
     refuse_older_bf16_optimizer(in);
+    refuse_grad_accum_attribute(in);
     const auto& t = in.train;
     const auto& z = in.zero;
     stage_ = z.stage;

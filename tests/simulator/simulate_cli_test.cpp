@@ -2,6 +2,8 @@
 // with one line, output files.
 #include "../cli_runner.h"
 
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include <tuple>
@@ -186,6 +188,23 @@ TEST(SimulateCli, RefusesUnreplayedSettings) {
         EXPECT_NE(r.err.find(name), std::string::npos) << flags << ": " << r.err;
         EXPECT_NE(r.err.find("use zeromem estimate"), std::string::npos) << r.err;
     }
+}
+
+// ZeRO-1 with fp32 accumulation of bf16 weights under CPU optimizer offload
+// runs DeepSpeedZeroOptimizer with a full fp32 param.grad_accum
+// (stage_1_and_2.py use_grad_accum_attribute): not replayed, refused naming
+// the key rather than replayed without it.
+TEST(SimulateCli, RefusesTheGradAccumAttribute) {
+    const std::string cfg = cli::temp_path("z1_fp32acc_offload.json");
+    std::ofstream(cfg) << R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
+        "data_types": {"grad_accum_dtype": "fp32"},
+        "zero_optimization": {"stage": 1, "offload_optimizer": {"device": "cpu"}}})";
+    const auto r = cli::zeromem("simulate --model gpt2-xl --gpus 8 --steps 1 --ds-config '" + cfg + "'");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find("data_types.grad_accum_dtype"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("param.grad_accum"), std::string::npos) << r.err;
+    std::remove(cfg.c_str());
 }
 
 // --fragmentation and --gather-on-save leave the replay as it is, and say so.
