@@ -448,16 +448,22 @@ HostEventLog HostProducer::run() {
     process_baseline();
     // partitioned_param_swapper.py AsyncPartitionedParameterSwapper.__init__:
     // buffer_count aligned buffers of buffer_size elements, page-locked
-    // (new_cpu_locked_tensor), made when zero.Init starts.
-    if (z3 && off_par_nvme_)
+    // (new_cpu_locked_tensor), made when zero.Init starts: before the model
+    // is built under zero.Init, inside deepspeed.initialize (after the
+    // host copy went to the GPU) without it.
+    auto param_swap_pool = [&] {
+        if (!(z3 && off_par_nvme_)) return;
         alloc("parameter NVMe swap pool",
               static_cast<uint64_t>(in_.zero.offload_param_buffer_count) *
                   aio_aligned(static_cast<uint64_t>(in_.zero.offload_param_buffer_size), bm_) * bm_,
               HostKind::locked);
+    };
     if (z3 && in_.zero.zero_init) {
+        param_swap_pool();
         zero_init_partition_params(true);
     } else {
         from_pretrained_host_copy();
+        param_swap_pool();
         // parameter_offload.py _convert_to_zero_parameters: Init(module=...)
         // partitions the GPU-resident module the same way.
         if (z3) zero_init_partition_params(false);
