@@ -258,6 +258,12 @@ TEST(Families, DeepseekNullAndZeroKeysWarnOrAreRefused) {
     cfg["kv_lora_rank"] = 0;
     EXPECT_TRUE(any_warning(arch_from_hf_config(cfg, "dsv3_kvlora0.json"), "without MLA"));
 
+    cfg = deepseek_v3();
+    cfg["q_lora_rank"] = 0;  // read as null: a direct q_proj, warned
+    EXPECT_TRUE(any_warning(arch_from_hf_config(cfg, "dsv3_qlora0.json"), "'q_lora_rank' is 0"));
+    cfg["q_lora_rank"] = nullptr;
+    EXPECT_FALSE(any_warning(arch_from_hf_config(cfg, "dsv3_qlora_null.json"), "'q_lora_rank' is 0"));
+
     for (const char* type : {"deepseek_v3", "deepseek_v2"}) {
         cfg = deepseek_v3();
         cfg["model_type"] = type;

@@ -35,6 +35,17 @@ EstimateInput at(const char* deepspeed, int stage, Dtype model, std::optional<Dt
     return in;
 }
 
+// A 1e9-parameter ZeRO-1 run with bf16 weights and fp32 accumulation on
+// 80 GiB GPUs and 1 TiB hosts, for compare and fit.
+EstimateInput planner_input() {
+    EstimateInput in = at("0.19.6", 1, Dtype::bf16, Dtype::fp32);
+    in.model.params = 1000000000ULL;
+    in.cluster.gpu_memory = 80ULL << 30;
+    in.cluster.host_memory = 1ULL << 40;
+    in.residual.fragmentation_fraction = 0.05;
+    return in;
+}
+
 }  // namespace
 
 TEST(OptimizerWrapper, Deepspeed0196WithoutZero) {
@@ -99,11 +110,7 @@ TEST(OptimizerWrapper, OldBf16WithoutZeroCountsTheFp32GradientBuffer) {
 // compare skips the options DeepSpeed refuses: with bf16 and fp32
 // accumulation no stage 0 row, and the ordering names the refusal.
 TEST(OptimizerWrapper, CompareSkipsStageZeroForTheMix) {
-    EstimateInput in = at("0.19.6", 1, Dtype::bf16, Dtype::fp32);
-    in.model.params = 1000000000ULL;
-    in.cluster.gpu_memory = 80ULL << 30;
-    in.cluster.host_memory = 1ULL << 40;
-    in.residual.fragmentation_fraction = 0.05;
+    const EstimateInput in = planner_input();
     const SpeedHardware hw =
         speed_hardware(load_gpu_preset("A100-80GB", ZEROMEM_SOURCE_DATA_DIR), Dtype::bf16, "", "", ZEROMEM_SOURCE_DATA_DIR);
     const auto rows = compare_options(in, hw, 64, SpeedConstants{});
@@ -119,11 +126,7 @@ TEST(OptimizerWrapper, CompareSkipsStageZeroForTheMix) {
 
 // fit names the refusal for stage 0 instead of "no GPU count accepted".
 TEST(OptimizerWrapper, FitNamesTheRefusalForStageZero) {
-    EstimateInput in = at("0.19.6", 1, Dtype::bf16, Dtype::fp32);
-    in.model.params = 1000000000ULL;
-    in.cluster.gpu_memory = 80ULL << 30;
-    in.cluster.host_memory = 1ULL << 40;
-    in.residual.fragmentation_fraction = 0.05;
+    const EstimateInput in = planner_input();
     bool seen = false;
     for (const FitRow& r : fewest_gpus(in, 8, 64)) {
         if (r.option.stage != 0) continue;

@@ -823,6 +823,9 @@ void read_mla(ModelArch& a, const ConfigReader& r, const json& fam) {
     // q_lora_rank null (DeepSeek-V2-Lite) means a direct q_proj, not the family default.
     const bool q_null = r.config().contains("q_lora_rank") && r.config()["q_lora_rank"].is_null();
     a.q_lora_rank = q_null ? 0 : r.fam_integer(fam, "q_lora_rank", 0);
+    if (!q_null && r.config().contains("q_lora_rank") && a.q_lora_rank == 0)
+        a.warnings.push_back(r.source() + ": 'q_lora_rank' is 0: read as null (a direct q_proj); transformers "
+                                          "would build a zero-width q_a_proj");
     a.kv_lora_rank = r.fam_integer(fam, "kv_lora_rank");
     if (a.kv_lora_rank == 0)
         a.warnings.push_back(r.source() + ": 'kv_lora_rank' is 0: the attention is read as plain multi-head "
