@@ -35,9 +35,13 @@ std::string csv_field(const std::string& s) {
 std::string render_table(const SimResult& r) {
     std::ostringstream o;
     o << "Simulated GPU memory of one rank (PyTorch caching allocator model), GiB = 2^30 bytes\n";
-    o << "  peak allocated  " << gib(r.peak_allocated) << " GiB  at " << r.peak_event << " in " << r.peak_module << "\n";
-    o << "  peak reserved   " << gib(r.peak_reserved) << " GiB  at " << r.peak_reserved_event << " in "
-      << r.peak_reserved_module << "\n";
+    // An out-of-memory at the first allocation leaves no peak event.
+    auto at = [](const std::string& event, const std::string& module) {
+        return event.empty() ? std::string("  (no allocation succeeded)") : "  at " + event + " in " + module;
+    };
+    o << "  peak allocated  " << gib(r.peak_allocated) << " GiB" << at(r.peak_event, r.peak_module) << "\n";
+    o << "  peak reserved   " << gib(r.peak_reserved) << " GiB" << at(r.peak_reserved_event, r.peak_reserved_module)
+      << "\n";
     o << "  reserved - allocated at the allocated peak: " << gib(r.reserved_at_peak - r.peak_allocated) << " GiB\n";
     o << "  live at the allocated peak (requested bytes, estimator terms):";
     for (int i = 0; i < kComponentCount; ++i) o << (i ? ", " : " ") << kComponents[i] << " " << gib(r.peak_composition[static_cast<size_t>(i)]);

@@ -152,6 +152,8 @@ TEST(SimWriters, OomIsReportedAsPyTorchDoes) {
     EXPECT_EQ(r.oom->term, "parameter");
     EXPECT_TRUE(r.timeline.empty());
     EXPECT_NE(render_table(r).find("Tried to allocate 0.00 GiB"), std::string::npos);
+    // No allocation succeeded: the peak lines say so instead of empty names.
+    EXPECT_NE(render_table(r).find("peak allocated  0.00 GiB  (no allocation succeeded)"), std::string::npos);
     EXPECT_EQ(to_json(r)["oom"]["requested"].get<uint64_t>(), 16384u);
 }
 
