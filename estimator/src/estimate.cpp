@@ -147,17 +147,29 @@ void estimate_paper(const EstimateInput& in, Estimate& out, const Explainer& ex)
 // ---------------------------------------------------------------------------
 // deepspeed convention: bit-exact ports, same operation order as the Python
 // ---------------------------------------------------------------------------
+// The inputs both of DeepSpeed's estimators read, as doubles in their
+// operation order: Ψ, GPUs per node, nodes, total GPUs (nodes x GPUs per node),
+// additional_buffer_factor, and whether the optimizer is offloaded.
+struct DeepspeedSizes {
+    double P, g, n, N, abf;
+    bool cpu_offload;
+};
+
+DeepspeedSizes deepspeed_sizes(const EstimateInput& in) {
+    const double g = static_cast<double>(in.cluster.gpus_per_node());
+    const double n = static_cast<double>(in.cluster.nodes);
+    return {static_cast<double>(in.model.params), g, n, n * g, in.additional_buffer_factor,
+            in.zero.offload_optimizer != OffloadDevice::none};
+}
+
 // DeepSpeed's estimate_zero2_model_states_mem_needs: fills out.per_gpu and
 // returns the host bytes per node (before truncation).
 double deepspeed_zero2(const EstimateInput& in, Estimate& out, const Explainer& ex) {
-    const double P = static_cast<double>(in.model.params);
-    const double g = static_cast<double>(in.cluster.gpus_per_node());
-    const double n = static_cast<double>(in.cluster.nodes);
-    const double N = n * g;
-    const double abf = in.additional_buffer_factor;
+    const DeepspeedSizes d = deepspeed_sizes(in);
+    const double P = d.P, g = d.g, N = d.N, abf = d.abf;
+    const bool cpu_offload = d.cpu_offload;
     auto& m = out.per_gpu;
     double cpu = 0;
-    const bool cpu_offload = in.zero.offload_optimizer != OffloadDevice::none;
     if (cpu_offload) {
         const double gpu = 2 * P;
         cpu = P * std::max(4 * N, 16.0) * abf;
@@ -189,14 +201,11 @@ double deepspeed_zero2(const EstimateInput& in, Estimate& out, const Explainer& 
 // DeepSpeed's estimate_zero3_model_states_mem_needs: fills out.per_gpu and
 // returns the host bytes per node (before truncation).
 double deepspeed_zero3(const EstimateInput& in, Estimate& out, const Explainer& ex) {
-    const double P = static_cast<double>(in.model.params);
-    const double g = static_cast<double>(in.cluster.gpus_per_node());
-    const double n = static_cast<double>(in.cluster.nodes);
-    const double N = n * g;
-    const double abf = in.additional_buffer_factor;
+    const DeepspeedSizes d = deepspeed_sizes(in);
+    const double P = d.P, g = d.g, n = d.n, N = d.N, abf = d.abf;
+    const bool cpu_offload = d.cpu_offload;
     auto& m = out.per_gpu;
     double cpu = 0;
-    const bool cpu_offload = in.zero.offload_optimizer != OffloadDevice::none;
     const double L = static_cast<double>(in.model.largest_layer_params);
     const double gf = 1.0 / n;
     const double llm = 4 * L;
