@@ -409,12 +409,8 @@ void dtype_findings(const json& config, const std::string& version, Findings& ou
         return;  // the schema findings name a value DeepSpeed does not know
     }
     if (in.train.grad_accum_dtype == in.train.dtype) return;
-    if (const auto why = optimizer_wrapper_refusal(in)) {
-        const std::string reason = without_named_key(*why);
-        const auto fix = reason.find("; use ");
-        out.push_back({Severity::error, "/data_types/grad_accum_dtype", reason.substr(0, fix),
-                       fix == std::string::npos ? "" : reason.substr(fix + 2)});
-    }
+    if (const auto why = optimizer_wrapper_refusal(in))
+        out.push_back({Severity::error, "/data_types/grad_accum_dtype", without_named_key(why->reason), why->fix});
 }
 
 // "optimizer.type" names a class whose state zeromem counts

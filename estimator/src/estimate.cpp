@@ -47,7 +47,7 @@ void validate(const EstimateInput& in) {
     if (in.cluster.pp > 1 && in.zero.stage >= 2)
         throw InputError("--pp: DeepSpeed's pipeline engine supports ZeRO stage 0 or 1 only; stage " +
                          std::to_string(in.zero.stage) + " with pipeline parallelism is rejected (runtime/pipe/engine.py)");
-    if (const auto why = optimizer_wrapper_refusal(in)) throw InputError(*why);
+    if (const auto why = optimizer_wrapper_refusal(in)) throw InputError(why->message());
     if (in.train.load_in_bits != 16 && in.train.load_in_bits != 8 && in.train.load_in_bits != 4)
         throw InputError("--load-in: must be 4bit or 8bit");
     const auto& z = in.zero;

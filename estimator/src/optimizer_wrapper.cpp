@@ -20,7 +20,7 @@ Dtype effective_grad_accum_dtype(const EstimateInput& in) {
     return t.dtype;
 }
 
-std::optional<std::string> optimizer_wrapper_refusal(const EstimateInput& in) {
+std::optional<WrapperRefusal> optimizer_wrapper_refusal(const EstimateInput& in) {
     if (in.zero.stage != 0) return std::nullopt;
     const Dtype model = in.train.dtype, acc = effective_grad_accum_dtype(in);
     const std::string mix = std::string("data_types.grad_accum_dtype: ") + to_string(acc) + " with " +
@@ -28,16 +28,17 @@ std::optional<std::string> optimizer_wrapper_refusal(const EstimateInput& in) {
                             " raises NotImplementedError (engine.py _do_optimizer_sanity_check, ";
     if (model != acc) {
         if (model == Dtype::bf16 && acc == Dtype::fp32 && !deepspeed_at_least(in, "0.18.5")) return std::nullopt;
-        return mix + "\"unsupported mix\"); use ZeRO stage 1-3, or a grad_accum_dtype equal to the model dtype";
+        return WrapperRefusal{mix + "\"unsupported mix\")",
+                              "use ZeRO stage 1-3, or a grad_accum_dtype equal to the model dtype"};
     }
     if (model == Dtype::bf16 && in.cluster.pp == 1 && !deepspeed_at_least(in, "0.17.6"))
-        return mix + "\"Bfloat16 wrapper must use a gradient accumulation type of fp32\"); use grad_accum_dtype "
-                     "fp32 or ZeRO";
+        return WrapperRefusal{mix + "\"Bfloat16 wrapper must use a gradient accumulation type of fp32\")",
+                              "use grad_accum_dtype fp32 or ZeRO"};
     return std::nullopt;
 }
 
 OptimizerWrapper optimizer_wrapper(const EstimateInput& in) {
-    if (const auto why = optimizer_wrapper_refusal(in)) throw InputError(*why);
+    if (const auto why = optimizer_wrapper_refusal(in)) throw InputError(why->message());
     const Dtype model = in.train.dtype, acc = effective_grad_accum_dtype(in);
     if (in.zero.stage == 1 && model == Dtype::bf16 && acc == Dtype::fp32 &&
         in.zero.offload_optimizer != OffloadDevice::cpu)

@@ -115,7 +115,8 @@ std::optional<std::string> option_refusal(const EstimateInput& base, const ZeroO
     if (o.stage != 0) return std::nullopt;
     EstimateInput at = base;
     at.zero.stage = o.stage;
-    return optimizer_wrapper_refusal(at);
+    if (const auto why = optimizer_wrapper_refusal(at)) return why->message();
+    return std::nullopt;
 }
 
 bool option_allowed(const EstimateInput& base, const ZeroOption& o, int64_t data_parallel) {
@@ -789,7 +790,7 @@ static FitRow fewest_for_option(const EstimateInput& base, const ZeroOption& o, 
         if (const auto why = optimizer_wrapper_refusal(at)) {
             FitRow row;
             row.option = o;
-            row.note = *why;
+            row.note = why->message();
             return row;
         }
     }

@@ -32,8 +32,13 @@ Dtype effective_grad_accum_dtype(const EstimateInput& in);
 /// that differ (from DeepSpeed 0.18.5; before it, bf16 with fp32
 /// accumulation built BF16_Optimizer), and, before DeepSpeed 0.17.6, for
 /// bf16 accumulation of bf16 weights outside a pipeline. ZeRO stages 1-3
-/// accept every mix. The message names data_types.grad_accum_dtype.
-std::optional<std::string> optimizer_wrapper_refusal(const EstimateInput& in);
+/// accept every mix. `reason` names data_types.grad_accum_dtype, `fix`
+/// says what DeepSpeed accepts instead; message() joins them with "; ".
+struct WrapperRefusal {
+    std::string reason, fix;
+    std::string message() const { return reason + "; " + fix; }
+};
+std::optional<WrapperRefusal> optimizer_wrapper_refusal(const EstimateInput& in);
 
 /// The wrapper DeepSpeed builds for `in` (engine.py
 /// _do_optimizer_sanity_check): BF16_Optimizer for bf16 weights with fp32
