@@ -85,8 +85,8 @@ def verdict_of(out, resource):
 def rule_16b(out, case):
     """The 16 B/param rule on the GPU: ZeRO paper Table 1 (2 + 2 + 12 bytes per parameter), partitioned by
     stage over N_d, with offloaded optimizer states / parameters off the GPU. Returns (bytes, verdict)."""
-    if "error" in out:
-        return None, None
+    if "error" in out or not all(k in out for k in ("model", "cluster", "zero_optimization")):
+        return None, None  # a workload's JSON (DPO, PPO) has one block per model: the rule is not scored
     m, cl, z = out["model"], out["cluster"], out["zero_optimization"]
     p = float(out.get("trainable_params", m["params"]))
     total = float(m["params"])
@@ -158,7 +158,7 @@ def gib(b):
 
 
 def peak_of(out, res):
-    if "error" in out:
+    if "error" in out or "per_gpu" not in out:
         return None
     if res == "gpu":
         return out["per_gpu"]["total"]
@@ -166,7 +166,7 @@ def peak_of(out, res):
 
 
 def capacity_of(out, res):
-    if "error" in out:
+    if "error" in out or "cluster" not in out:
         return None
     return out["cluster"]["gpu_memory" if res == "gpu" else "host_memory"]
 
