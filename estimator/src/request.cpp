@@ -592,7 +592,7 @@ void apply_version_defaults(const Request& req, EstimateInput& in, Provenance& p
             if (prov.count(key)) continue;
             (std::string(dev) == "offload_optimizer" ? in.zero.offload_optimizer_pin_memory
                                                       : in.zero.offload_param_pin_memory) = false;
-            prov[key] = "false (the default before DeepSpeed 0.19.5, --deepspeed-version " + in.stack.deepspeed + ")";
+            prov[key] = "false (the default before DeepSpeed 0.19.5; the stack follows DeepSpeed " + in.stack.deepspeed + ")";
         }
     }
     // transformers >= 5 loads with dtype="auto" by default

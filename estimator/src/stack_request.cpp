@@ -122,10 +122,15 @@ void resolve_stack(const Request& req, Resolved& r) {
     SoftwareStack& stack = r.input.stack;
     std::string pinned;
     const StackSource source = stack_source(req, pinned);
-    const std::string builtin = pinned.empty() ? "built-in default" : "built-in default, " + pinned;
-    r.provenance["stack.deepspeed"] = stack.deepspeed + " (" + builtin + ")";
-    r.provenance["stack.torch"] = stack.torch + " (" + builtin + ")";
-    r.provenance["stack.transformers"] = stack.transformers + " (" + builtin + ")";
+    r.provenance["stack.deepspeed"] = stack.deepspeed + " (built-in default)";
+    r.provenance["stack.torch"] = stack.torch + " (built-in default)";
+    r.provenance["stack.transformers"] = stack.transformers + " (built-in default)";
+    const StackEnvironment& env = req.environment;
+    if (!pinned.empty() && (!env.virtual_env.empty() || !env.conda_prefix.empty()))
+        r.notes.push_back("software stack: " + pinned + " pins the built-in stack; " +
+                          (!env.virtual_env.empty() ? "$VIRTUAL_ENV=" + env.virtual_env
+                                                    : "$CONDA_PREFIX=" + env.conda_prefix) +
+                          " is not read");
     const FoundStack found = read_source(req, source);
     for (const auto& n : found.notes) r.notes.push_back("software stack: " + n);
     const std::pair<const char*, std::string*> packages[] = {
