@@ -140,8 +140,21 @@ TEST(CliStack, NewerThanKnownWarnsAndRuns) {
     EXPECT_TRUE(has(r.err, "DeepSpeed 0.99.0 is newer than the newest zeromem knows")) << r.err;
     EXPECT_TRUE(has(r.err, "torch 2.10.0 is newer than the newest zeromem knows (2.8)")) << r.err;  // 2.10 > 2.8 numerically
     EXPECT_TRUE(has(r.out, "torch 2.8 (from $VIRTUAL_ENV=")) << r.out;
-    // Older than the oldest known is still an error.
+    // Older than the oldest known is still an error, installed or given;
+    // an explicit version wins over the installed one before it is checked.
     expect_error("estimate --params 7e9 --gpus 8 --deepspeed-version 0.3.0", "--deepspeed-version");
+    ScratchDir old("venv_old");
+    add_dist_info(old.root, "deepspeed-0.3.0", "deepspeed", "0.3.0");
+    const std::string env = "VIRTUAL_ENV='" + old.str() + "'";
+    r = with_env(env, "estimate --params 7e9 --gpus 8 --stage 3");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(has(r.err, "stack.deepspeed (")) << r.err;
+    EXPECT_TRUE(has(r.err, "DeepSpeed 0.3.0 is older than the versions zeromem knows")) << r.err;
+    r = with_env(env, "estimate --params 7e9 --gpus 8 --stage 3 --deepspeed-version 0.19.6");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(has(r.out, "DeepSpeed 0.19.6 (--deepspeed-version)")) << r.out;
+    r = with_env(env, "estimate --params 7e9 --gpus 8 --stage 3 --stack torch=2.8,deepspeed=0.18.0");
+    EXPECT_TRUE(has(r.out, "DeepSpeed 0.18.0 (--stack)")) << r.out;
 }
 
 // --stack auto reads the python3 on PATH (a virtualenv: pyvenv.cfg beside

@@ -116,6 +116,18 @@ void apply_stack_list(const std::string& text, SoftwareStack& stack, Resolved& r
     }
 }
 
+// Whether --stack NAME=V or the package's own flag sets `package` (then the
+// installed version is not read: an explicit version wins, even over one
+// zeromem would refuse).
+bool given_explicitly(const Request& req, const std::string& package) {
+    if (package == "deepspeed" && req.deepspeed_version) return true;
+    if (package == "torch" && req.torch_version) return true;
+    if (package == "transformers" && req.transformers_version) return true;
+    if (!req.stack) return false;
+    const std::string list = "," + *req.stack;
+    return list.find("," + package + "=") != std::string::npos;
+}
+
 }  // namespace
 
 void resolve_stack(const Request& req, Resolved& r) {
@@ -138,6 +150,7 @@ void resolve_stack(const Request& req, Resolved& r) {
     for (const auto& [name, slot] : packages) {
         const auto& v = name == std::string("deepspeed") ? found.deepspeed
                         : name == std::string("torch")   ? found.torch : found.transformers;
+        if (v && given_explicitly(req, name)) continue;
         if (v) set_version(name, *slot, v->version, "from " + v->source, "stack." + std::string(name) + " (" + v->source + ")", r);
         else if (!found.where.empty())
             r.provenance[std::string("stack.") + name] = *slot + " (built-in default: no " + name + " in " + found.where + ")";
