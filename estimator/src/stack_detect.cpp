@@ -40,12 +40,12 @@ std::string trim(const std::string& s) {
     return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
 }
 
-// A whole small text file; nullopt when it cannot be read. Metadata files
-// are small; a runaway file is cut at 1 MiB (the headers come first).
-std::optional<std::string> read_text(const fs::path& p) {
+// The start of a file, at most `limit` bytes; nullopt when it cannot be
+// read. Metadata headers come first; a runaway file is cut at 256 KiB.
+std::optional<std::string> read_text(const fs::path& p, std::size_t limit = 256 << 10) {
     std::ifstream in(p, std::ios::binary);
     if (!in) return std::nullopt;
-    std::string text(1 << 20, '\0');
+    std::string text(limit, '\0');
     in.read(text.data(), std::streamsize(text.size()));
     text.resize(std::size_t(in.gcount()));
     return text;
@@ -341,7 +341,7 @@ std::optional<PythonOnPath> python_on_path(const std::string& path, const std::s
             std::error_code ec;
             const fs::path real = fs::canonical(py, ec);
             if (ec) continue;
-            const auto head = read_text(real);
+            const auto head = read_text(real, 2);
             if (head && head->rfind("#!", 0) == 0) {
                 skipped.push_back(py.string() + " is a script zeromem does not follow; PATH searched on");
                 continue;
