@@ -139,10 +139,11 @@ void add_trainable_options(CLI::App* sub, zeromem::Request& req) {
 void add_implementation_options(CLI::App* sub, zeromem::Request& req) {
     const char* gT = "Training";
     opt_str(sub, "--optimizer-impl", req.optimizer_impl, "fused (DeepSpeed's FusedAdam/DeepSpeedCPUAdam), torch (foreach AdamW) or torch-fused; default: DeepSpeed's under offload, else the HF Trainer's for the stack", gT)->type_name("KIND");
-    opt_str(sub, "--deepspeed-version", req.deepspeed_version, "DeepSpeed version whose behaviour to follow (default 0.19.6)", gT)->type_name("V");
-    opt_str(sub, "--torch-version", req.torch_version, "torch version (default 2.8: the HF Trainer then uses fused AdamW)", gT)->type_name("V");
-    opt_str(sub, "--transformers-version", req.transformers_version, "transformers version (default 5.0)", gT)->type_name("V");
-    opt_str(sub, "--stack", req.stack, "All three at once: deepspeed=V,torch=V,transformers=V", gT)->type_name("LIST");
+    opt_str(sub, "--deepspeed-version", req.deepspeed_version, "DeepSpeed version whose behaviour to follow (default: the installed one, else 0.19.6; newer than 0.19.6: followed as 0.19.6, with a warning)", gT)->type_name("V");
+    opt_str(sub, "--torch-version", req.torch_version, "torch version (default: the installed one, else 2.8: the HF Trainer then uses fused AdamW)", gT)->type_name("V");
+    opt_str(sub, "--transformers-version", req.transformers_version, "transformers version (default: the installed one, else 5.0)", gT)->type_name("V");
+    opt_str(sub, "--stack", req.stack, "deepspeed=V,torch=V,transformers=V (over the installed ones); auto: also read the python3 on PATH; defaults: the built-in 0.19.6/2.8/5.0 (as ZEROMEM_STACK=defaults). By default the versions are read from $VIRTUAL_ENV, else $CONDA_PREFIX", gT)->type_name("LIST|auto|defaults");
+    opt_str(sub, "--stack-from", req.stack_from, "Read the versions from a `pip freeze` output instead of the environment", gT)->type_name("FILE");
     sub->add_flag("--ds-checkpointing", req.ds_checkpointing,
                   "The model uses deepspeed.checkpointing, so the config's activation_checkpointing keys apply")->group(gT);
 }

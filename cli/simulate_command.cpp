@@ -36,7 +36,7 @@ std::vector<std::string> replay_notes(const zeromem::Request& req, const zeromem
         notes.push_back("stage3_gather_16bit_weights_on_model_save (--gather-on-save): the checkpoint save is not "
                         "replayed; zeromem estimate models its gather");
     if (in.stack.deepspeed != "0.19.6")
-        notes.push_back("--deepspeed-version " + in.stack.deepspeed +
+        notes.push_back((req.deepspeed_version ? "--deepspeed-version " : "DeepSpeed ") + in.stack.deepspeed +
                         ": the GPU replay follows DeepSpeed 0.19.6; the host replay (pinned buffers, CPU-Adam states) "
                         "follows " + in.stack.deepspeed);
     return notes;

@@ -303,7 +303,8 @@ TEST(CliArchitectures, UnknownModelTypeRefusedAndMoeHeader) {
 TEST(Cli, SoftwareStackInHeaderAndJson) {
     Outcome r = zeromem("estimate --params 7e9 --gpus 8 --stage 3");
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_NE(r.out.find("software: DeepSpeed 0.19.6 (default), torch 2.8 (default), transformers 5.0 (default); "
+    EXPECT_NE(r.out.find("software: DeepSpeed 0.19.6 (built-in default), torch 2.8 (built-in default), transformers 5.0 "
+                         "(built-in default); "
                          "optimizer step: HF Trainer default adamw_torch_fused"),
               std::string::npos) << r.out;
     r = zeromem("estimate --params 7e9 --gpus 8 --stage 3 --stack deepspeed=0.18.0,torch=2.7 --transformers-version 4.46");

@@ -133,17 +133,23 @@ std::vector<ComponentRow> component_rows(const Estimate& e, Optimizer opt) {
     return out;
 }
 
+// Where one package's version came from ("built-in default",
+// "--torch-version", "from $VIRTUAL_ENV=/x: torch-2.3.1.dist-info"): the
+// parenthesised part of its provenance ("stack.torch").
+std::string stack_source(const Resolved& res, const char* key) {
+    const auto it = res.provenance.find(key);
+    if (it == res.provenance.end()) return "built-in default";
+    const std::size_t open = it->second.find(" (");
+    if (open == std::string::npos || it->second.back() != ')') return it->second;
+    return it->second.substr(open + 2, it->second.size() - open - 3);
+}
+
 // The software stack the full convention followed, each version with where
 // it came from, and the optimizer implementation that runs the step.
 std::string stack_line(const Estimate& e, const Resolved& res) {
     if (e.convention != Convention::full) return {};
     const auto& st = res.input.stack;
-    auto from = [&](const char* key) {
-        const auto it = res.provenance.find(key);
-        if (it == res.provenance.end() || it->second.find("(default") != std::string::npos) return std::string(" (default)");
-        const std::size_t open = it->second.find(" (");
-        return open == std::string::npos ? std::string() : it->second.substr(open);
-    };
+    auto from = [&](const char* key) { return " (" + stack_source(res, key) + ")"; };
     return "software: DeepSpeed " + st.deepspeed + from("stack.deepspeed") + ", torch " + st.torch + from("stack.torch") +
            ", transformers " + st.transformers + from("stack.transformers") + "; optimizer step: " +
            e.optimizer_step_kernel;
@@ -348,6 +354,9 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
     if (e.convention == Convention::full) {
         const auto& st = in.stack;
         j["software"] = {{"deepspeed", st.deepspeed}, {"torch", st.torch}, {"transformers", st.transformers},
+                         {"from", {{"deepspeed", stack_source(res, "stack.deepspeed")},
+                                   {"torch", stack_source(res, "stack.torch")},
+                                   {"transformers", stack_source(res, "stack.transformers")}}},
                          {"optimizer_step", e.optimizer_step_kernel}};
     }
     j["warnings"] = res.warnings;

@@ -10,7 +10,6 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
-#include <set>
 #include <utility>
 
 namespace zeromem {
@@ -189,52 +188,6 @@ std::optional<std::string> check_precision(const nlohmann::json& cfg, const std:
 
 }  // namespace
 
-namespace {
-// --stack deepspeed=V,torch=V,transformers=V, then the single-version flags
-// (which win). Each version is checked and recorded with where it came from.
-void apply_stack(const Request& req, SoftwareStack& stack, Provenance& prov) {
-    prov["stack.deepspeed"] = stack.deepspeed + " (default: newest the reference describes)";
-    prov["stack.torch"] = stack.torch + " (default: newest the reference describes)";
-    prov["stack.transformers"] = stack.transformers + " (default: newest the reference describes)";
-    std::set<std::string> named;  // --stack names each package once
-    auto set = [&](const char* name, std::string& slot, const std::string& value, const std::string& from) {
-        compare_versions(value, "0", from);
-        if (from == "--stack" && !named.insert(name).second)
-            throw InputError("--stack: " + std::string(name) + " is given twice");
-        if (std::string(name) == "deepspeed") {  // the releases zeromem knows, as `check` does
-            const std::string oldest = ds_schema().value("oldest_version", std::string("0.4.2"));
-            const std::string newest = ds_schema().value("newest_version", std::string("0.19.6"));
-            if (compare_versions(value, oldest, from) < 0 || compare_versions(value, newest, from) > 0)
-                throw InputError(from + ": DeepSpeed " + value + " is outside the versions zeromem knows (" + oldest +
-                                 " to " + newest + ")");
-        }
-        slot = value;
-        prov[std::string("stack.") + name] = value + " (" + from + ")";
-    };
-    if (req.stack) {
-        std::size_t pos = 0;
-        const std::string& text = *req.stack;
-        while (pos <= text.size()) {
-            const std::size_t comma = text.find(',', pos);
-            const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-            const std::size_t eq = item.find('=');
-            if (eq == std::string::npos)
-                throw InputError("--stack: '" + item + "' is not NAME=VERSION (deepspeed, torch, transformers)");
-            const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
-            if (name == "deepspeed") set("deepspeed", stack.deepspeed, value, "--stack");
-            else if (name == "torch") set("torch", stack.torch, value, "--stack");
-            else if (name == "transformers") set("transformers", stack.transformers, value, "--stack");
-            else throw InputError("--stack: unknown package '" + name + "' (use deepspeed, torch, transformers)");
-            if (comma == std::string::npos) break;
-            pos = comma + 1;
-        }
-    }
-    if (req.deepspeed_version) set("deepspeed", stack.deepspeed, *req.deepspeed_version, "--deepspeed-version");
-    if (req.torch_version) set("torch", stack.torch, *req.torch_version, "--torch-version");
-    if (req.transformers_version)
-        set("transformers", stack.transformers, *req.transformers_version, "--transformers-version");
-}
-}  // namespace
 
 // ZeRO++ and MiCS flags override the DeepSpeed config's keys (validated
 // with the rest by estimate: zeropp.h validate_zeropp).
@@ -639,7 +592,7 @@ void apply_version_defaults(const Request& req, EstimateInput& in, Provenance& p
             if (prov.count(key)) continue;
             (std::string(dev) == "offload_optimizer" ? in.zero.offload_optimizer_pin_memory
                                                       : in.zero.offload_param_pin_memory) = false;
-            prov[key] = "false (the default before DeepSpeed 0.19.5, --deepspeed-version " + in.stack.deepspeed + ")";
+            prov[key] = "false (the default before DeepSpeed 0.19.5; the stack follows DeepSpeed " + in.stack.deepspeed + ")";
         }
     }
     // transformers >= 5 loads with dtype="auto" by default
@@ -728,7 +681,7 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     apply_residual_flags(req, in, prov);
     apply_trainable_flags(req, in, prov);
     apply_optimizer_impl(req, in.train, prov);
-    apply_stack(req, in.stack, prov);
+    resolve_stack(req, r);
     apply_version_defaults(req, in, prov);
     apply_ds_checkpointing(req, ds_cfg, in.train, prov);
     check_stage_and_save(req, r);

@@ -4,6 +4,7 @@
 
 #include "zeromem/estimate.h"
 #include "zeromem/gpu.h"
+#include "zeromem/stack_detect.h"
 #include "zeromem/workload.h"
 
 #include <optional>
@@ -53,7 +54,11 @@ struct Request {
     std::optional<std::string> deepspeed_version;     ///< --deepspeed-version
     std::optional<std::string> torch_version;         ///< --torch-version
     std::optional<std::string> transformers_version;  ///< --transformers-version
-    std::optional<std::string> stack;                 ///< --stack deepspeed=V,torch=V,transformers=V
+    std::optional<std::string> stack;                 ///< --stack deepspeed=V,torch=V,transformers=V | auto | defaults
+    std::optional<std::string> stack_from;            ///< --stack-from FILE: a `pip freeze` output
+    /// The environment variables the installed stack is read from (the CLI
+    /// fills them; all empty: nothing is read, the built-in stack is used).
+    StackEnvironment environment;
     bool ds_checkpointing = false;               ///< --ds-checkpointing
     std::optional<bool> gather_on_save;          ///< --gather-on-save / --no-gather-on-save (stage 3)
     std::optional<int64_t> ep_size;              ///< --ep-size: DeepSpeed-MoE expert-parallel size
@@ -112,6 +117,15 @@ Resolved resolve_request(const Request& req, const std::string& data_dir);
 /// counterpart is, else 0). Throws InputError naming the flag for a bad
 /// value or a flag the workload does not take.
 void resolve_workload(const Request& req, Resolved& r, const std::string& data_dir);
+
+/// The software stack part of resolve_request (stack_request.cpp): the
+/// built-in stack, then the versions installed in `req.environment` (or
+/// --stack-from's pip freeze file; none under --stack defaults or
+/// ZEROMEM_STACK=defaults), then --stack NAME=V, then the single-version
+/// flags. Each version's source goes to `r.provenance` ("stack.torch"); a
+/// version newer than the newest known is followed as the newest known, with
+/// a warning. Throws InputError naming the flag or setting for a bad version.
+void resolve_stack(const Request& req, Resolved& r);
 
 /// Throws InputError naming --workload when `r` holds a workload of several
 /// models (dpo, orpo, ppo) and `subcommand` models one model only.
