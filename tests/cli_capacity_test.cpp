@@ -65,14 +65,16 @@ TEST(CliCapacity, VerdictWithoutArchitectureNeedsTheAllowance) {
     const uint64_t a = 9703235584ull;
     EXPECT_EQ(j.at("activation_allowance").at("bytes").get<uint64_t>(), a);
     EXPECT_TRUE(j.at("gpu_verdict").is_null());
-    auto at = [&](uint64_t cap) { return json_of(base + " --gpu-memory " + std::to_string(cap) + "B"); };
+    auto at = [&](uint64_t cap, int exit_code = 0) {
+        return json_of(base + " --gpu-memory " + std::to_string(cap) + "B", exit_code);
+    };
     j = at(t + a);
     EXPECT_EQ(j.at("gpu_verdict"), "fits");
     EXPECT_EQ(j.at("fits_gpu"), true);
     j = at(t + a - 1);
     EXPECT_EQ(j.at("gpu_verdict"), "tight");
     EXPECT_EQ(j.at("fits_gpu"), true);
-    j = at(t - 1);
+    j = at(t - 1, 1);  // exit status 1: does not fit
     EXPECT_EQ(j.at("gpu_verdict"), "oom");
     const Outcome r = zeromem(base + " --gpu-memory " + std::to_string(t + a - 1) + "B");
     ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -419,7 +419,7 @@ void resolve_host_capacity(const Request& req, Resolved& r) {
         char* end = nullptr;
         const double lead = std::strtod(req.host_reserve->c_str(), &end);
         const bool zero = end != req.host_reserve->c_str() && lead == 0.0 &&
-                          std::all_of(end, req.host_reserve->c_str() + req.host_reserve->size(),
+                          std::all_of(static_cast<const char*>(end), req.host_reserve->c_str() + req.host_reserve->size(),
                                       [](char ch) { return std::isalpha(static_cast<unsigned char>(ch)) != 0; });
         cl.host_reserve = zero ? 0 : parse_bytes(*req.host_reserve, "--host-reserve");
         how = "--host-reserve " + *req.host_reserve;
