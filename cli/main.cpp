@@ -48,7 +48,7 @@ DeepSpeed 0.19.6, torch 2.8, transformers 5.0. The second output line says where
 
 const char* kCompareExamples = R"(
 Examples:
-  zeromem compare --model llama-2-7b --gpus 8 --gpu A100-80GB --host-memory 1TB --global-batch 64 --seq-len 4096
+  zeromem compare --model llama-2-7b --gpus 8 --gpu A100-80GB --host-memory 1TiB --global-batch 64 --seq-len 4096
   zeromem compare --model llama-3-70b --gpus 32 --nodes 4 --gpu H100-80GB --network ib-ndr400 --global-batch 256 --format json
 
 Every option (stages 0-3, optimizer offload cpu/nvme, parameter offload cpu/nvme for stage 3, with and without
@@ -58,7 +58,7 @@ tokens/s. Memory in GiB (2^30 bytes), time in seconds; --format json gives bytes
 
 const char* kPlanExamples = R"(
 Examples:
-  zeromem plan --model llama-2-7b --gpus 8 --gpu A100-80GB --host-memory 1TB --global-batch 64 --seq-len 4096
+  zeromem plan --model llama-2-7b --gpus 8 --gpu A100-80GB --host-memory 1TiB --global-batch 64 --seq-len 4096
   zeromem plan --model llama-2-13b --gpus 8 --gpu A100-40GB --global-batch 32 --emit ds_config.json
   zeromem plan --model llama-3-8b --gpus 8 --gpu H100-80GB --global-batch 64 --emit ds.json --for hf-trainer
 )";
@@ -74,7 +74,7 @@ Exit status (every subcommand, as grep and diff do):
 const char* kFitExamples = R"(
 Examples:
   zeromem fit --gpus 64 --gpu-memory 32GB --convention paper      # largest model per option (ZeRO paper)
-  zeromem fit --model llama-2-70b --gpu A100-80GB --host-memory 1TB  # fewest GPUs per option
+  zeromem fit --model llama-2-70b --gpu A100-80GB --host-memory 1TiB  # fewest GPUs per option
   zeromem fit --model llama-2-70b --gpu A100-80GB --gpus 64          # fewest GPUs, searching up to 64
 
 With a model (--model, --hf-config or --params) fit searches the fewest GPUs, up to --gpus when given;

@@ -110,7 +110,12 @@ void add_cluster_options(CLI::App* sub, zeromem::Request& req) {
                                      "DeepSpeed-MoE capacity_factor (default 1.0; with --ep-size)")
         ->group(gT)->type_name("F");
     opt_str(sub, "--gpu-memory", req.gpu_memory, "Memory per GPU, e.g. 80GiB (overrides --gpu)", gC)->type_name("SIZE");
-    opt_str(sub, "--host-memory", req.host_memory, "Host RAM per node, e.g. 1TB", gC)->type_name("SIZE");
+    opt_str(sub, "--host-memory", req.host_memory,
+            "Installed host RAM per node, e.g. 1TiB; verdicts use it less host_os_reserve (kernel memmap 1/64, "
+            "min watermark, OS baseline)", gC)->type_name("SIZE");
+    opt_str(sub, "--host-reserve", req.host_reserve,
+            "host_os_reserve per node, replacing the derived one (0 when --host-memory is what `free` shows "
+            "available)", gC)->type_name("SIZE");
 }
 
 // Training settings: dtype, batch, sequence, checkpointing, optimizer, attention.

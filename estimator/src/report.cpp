@@ -100,6 +100,19 @@ std::string verdict(const char* what, std::optional<bool> fits, uint64_t need, s
            format_gib(diff < 0 ? -diff : diff) + " GiB" + (*fits ? " free" : "") + ")";
 }
 
+// The GPU verdict line without an architecture: model states only, and
+// "tight" when the margin does not cover the activation allowance.
+std::string states_only_verdict(const Estimate& e, std::optional<uint64_t> cap) {
+    const std::string allowance = format_gib(double(e.activation_allowance)) + " GiB";
+    if (!e.gpu_verdict || *e.gpu_verdict == "oom")
+        return verdict("GPU (model states only)", e.fits_gpu, e.per_gpu.total, cap, "pass --gpu or --gpu-memory");
+    const double free = double(*cap) - double(e.per_gpu.total);
+    return std::string("GPU (model states only): ") + *e.gpu_verdict + " — needs " +
+           format_gib(double(e.per_gpu.total)) + " GiB of " + format_gib(double(*cap)) + " GiB (" +
+           format_gib(free) + " GiB free, " + (*e.gpu_verdict == "fits" ? "covering" : "less than") +
+           " the activation allowance " + allowance + ")";
+}
+
 // The phase whose GPU total is the peak (full convention), or none.
 const PhaseMemory* peak_phase_of(const Estimate& e) {
     for (const auto& p : e.phases)
@@ -166,12 +179,18 @@ std::string phase_suffix(const Estimate& e, const std::string& first_oom, const 
 std::vector<std::string> answer_lines(const Estimate& e, const Resolved& res) {
     const EstimateInput& in = res.input;
     std::vector<std::string> out;
-    out.push_back(verdict("GPU", e.fits_gpu, e.per_gpu.total, in.cluster.gpu_memory, "pass --gpu or --gpu-memory") +
-                  phase_suffix(e, e.first_oom_phase, e.peak_phase));
+    if (in.model.arch)
+        out.push_back(verdict("GPU", e.fits_gpu, e.per_gpu.total, in.cluster.gpu_memory, "pass --gpu or --gpu-memory") +
+                      phase_suffix(e, e.first_oom_phase, e.peak_phase));
+    else
+        out.push_back(states_only_verdict(e, in.cluster.gpu_memory));
     out.push_back(verdict("Host", e.fits_host, e.per_node.host_memory, in.cluster.host_memory, "pass --host-memory") +
                   phase_suffix(e, e.first_host_oom_phase, e.host_peak_phase));
+    if (!in.model.arch) out.push_back("Activation allowance (no architecture): " + e.activation_allowance_how);
     if (const auto it = res.provenance.find("cluster.gpu_memory"); it != res.provenance.end())
         out.push_back("GPU capacity used: " + it->second);
+    if (const auto it = res.provenance.find("cluster.host_memory"); it != res.provenance.end())
+        out.push_back("Host capacity used: " + it->second);
     for (const auto& a : advise(in, e)) {
         const std::string what = a.resource == "gpu" ? "GPU" : "host";
         if (a.found)
@@ -208,6 +227,7 @@ void csv_answer(std::ostringstream& o, const Estimate& e, const Resolved& res) {
     cap("host_memory", in.cluster.host_memory, "cluster.host_memory");
     o << "verdict,gpu," << e.per_gpu.total << "," << format_gib(double(e.per_gpu.total), 3) << ","
       << fits_word(e.fits_gpu) << "\n";
+    o << "verdict,gpu_verdict,,," << e.gpu_verdict.value_or("capacity unknown") << "\n";
     o << "verdict,host," << e.per_node.host_memory << "," << format_gib(double(e.per_node.host_memory), 3) << ","
       << fits_word(e.fits_host) << "\n";
     o << "verdict,peak_phase,,," << e.peak_phase << "\n";
@@ -263,6 +283,7 @@ static void put_inputs_json(ojson& j, const EstimateInput& in) {
                     {"tp", in.cluster.tp}, {"pp", in.cluster.pp}, {"data_parallel", in.cluster.data_parallel()}};
     j["cluster"]["gpu_memory"] = in.cluster.gpu_memory ? ojson(*in.cluster.gpu_memory) : ojson(nullptr);
     j["cluster"]["host_memory"] = in.cluster.host_memory ? ojson(*in.cluster.host_memory) : ojson(nullptr);
+    j["cluster"]["host_os_reserve"] = in.cluster.host_memory ? ojson(in.cluster.host_reserve) : ojson(nullptr);
     j["zero_optimization"] = {{"stage", in.zero.stage},
                               {"offload_optimizer", to_string(in.zero.offload_optimizer)},
                               {"offload_param", to_string(in.zero.offload_param)},
@@ -337,6 +358,9 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
     for (const auto& r : node_rows(e)) n[r.key] = r.bytes;
     j["per_node"] = n;
     j["fits_gpu"] = e.fits_gpu ? ojson(*e.fits_gpu) : ojson(nullptr);
+    j["gpu_verdict"] = e.gpu_verdict ? ojson(*e.gpu_verdict) : ojson(nullptr);
+    if (!in.model.arch)
+        j["activation_allowance"] = {{"bytes", e.activation_allowance}, {"how", e.activation_allowance_how}};
     j["fits_host"] = e.fits_host ? ojson(*e.fits_host) : ojson(nullptr);
     j["peak_phase"] = e.peak_phase;
     j["host_peak_phase"] = e.host_peak_phase;

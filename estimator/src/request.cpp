@@ -3,6 +3,7 @@
 #include "zeromem/ds_schema.h"
 
 #include "zeromem/ds_config.h"
+#include "zeromem/host_capacity.h"
 #include "zeromem/util.h"
 
 #include <algorithm>
@@ -348,6 +349,49 @@ void resolve_moe_flags(const Request& req, Resolved& r) {
     }
 }
 
+// The warning for a size written in GB/TB where the hardware is sold in
+// binary units: `binary_example` says what the label means.
+std::string decimal_size_warning(const std::string& flag, const std::string& text, uint64_t bytes,
+                                 const std::string& binary_example) {
+    return flag + " " + text + " is " + format_gib(double(bytes)) + " GiB: GB/TB are powers of 1000, while " +
+           binary_example + "; write GiB/TiB if that is what you mean";
+}
+
+// Resolves --host-memory (the installed RAM per node) and --host-reserve:
+// the capacity verdicts use is the given size less host_os_reserve
+// (zeromem/host_capacity.h).
+void resolve_host_capacity(const Request& req, Resolved& r) {
+    ClusterSettings& cl = r.input.cluster;
+    const uint64_t given = parse_bytes(*req.host_memory, "--host-memory");
+    if (decimal_unit(*req.host_memory))
+        r.warnings.push_back(decimal_size_warning("--host-memory", *req.host_memory, given,
+                                                  "RAM sold as \"768GB\" is 768 GiB of DIMMs (JEDEC sizes are binary)"));
+    std::string how;
+    if (req.host_reserve) {
+        // 0 is a valid reserve (--host-memory already what `free` shows).
+        char* end = nullptr;
+        const double lead = std::strtod(req.host_reserve->c_str(), &end);
+        const bool zero = end != req.host_reserve->c_str() && lead == 0.0 &&
+                          std::all_of(static_cast<const char*>(end), req.host_reserve->c_str() + req.host_reserve->size(),
+                                      [](char ch) { return std::isalpha(static_cast<unsigned char>(ch)) != 0; });
+        cl.host_reserve = zero ? 0 : parse_bytes(*req.host_reserve, "--host-reserve");
+        how = "--host-reserve " + *req.host_reserve;
+    } else {
+        const HostReserve hr = host_os_reserve(given);
+        cl.host_reserve = hr.total();
+        how = "derived from --host-memory: " + host_os_reserve_text(hr);
+    }
+    if (cl.host_reserve >= given)
+        throw InputError(std::string(req.host_reserve ? "--host-reserve" : "--host-memory") + ": " + *req.host_memory +
+                         " (" + format_gib(double(given)) + " GiB) does not exceed host_os_reserve " +
+                         format_gib(double(cl.host_reserve)) + " GiB (" + how + ")");
+    cl.host_memory = given - cl.host_reserve;
+    r.provenance["cluster.host_reserve"] = "host_os_reserve " + how;
+    r.provenance["cluster.host_memory"] = "--host-memory " + *req.host_memory + " (" + format_gib(double(given)) +
+                                          " GiB) less host_os_reserve " + format_gib(double(cl.host_reserve)) +
+                                          " GiB = " + format_gib(double(*cl.host_memory)) + " GiB";
+}
+
 // Resolves the device memories (--gpu preset, --gpu-memory, --host-memory).
 void resolve_device_memory(const Request& req, const std::string& data_dir, Resolved& r) {
     EstimateInput& in = r.input;
@@ -368,15 +412,11 @@ void resolve_device_memory(const Request& req, const std::string& data_dir, Reso
     if (req.gpu_memory) {
         in.cluster.gpu_memory = parse_bytes(*req.gpu_memory, "--gpu-memory");
         if (decimal_unit(*req.gpu_memory))
-            r.warnings.push_back("--gpu-memory " + *req.gpu_memory + " is " + format_gib(double(*in.cluster.gpu_memory)) +
-                                 " GiB: GB/TB are powers of 1000, while a GPU sold as \"80GB\" (the A100-80GB preset) "
-                                 "has 80 GiB; write GiB if that is what you mean");
+            r.warnings.push_back(decimal_size_warning("--gpu-memory", *req.gpu_memory, *in.cluster.gpu_memory,
+                                                      "a GPU sold as \"80GB\" (the A100-80GB preset) has 80 GiB"));
         prov["cluster.gpu_memory"] = "--gpu-memory " + *req.gpu_memory;
     }
-    if (req.host_memory) {
-        in.cluster.host_memory = parse_bytes(*req.host_memory, "--host-memory");
-        prov["cluster.host_memory"] = "--host-memory " + *req.host_memory;
-    }
+    if (req.host_memory) resolve_host_capacity(req, r);
 }
 
 // Loads --ds-config and applies it (its "auto" values filled from the flags);

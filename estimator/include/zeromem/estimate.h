@@ -189,6 +189,14 @@ struct Estimate {
     uint64_t params_per_rank = 0;     ///< parameters held by one tensor/pipeline rank before ZeRO
     std::optional<bool> fits_gpu;     ///< unset when the GPU capacity is unknown
     std::optional<bool> fits_host;    ///< unset when the host capacity is unknown
+    /// Without an architecture (--params only) the estimate holds no
+    /// activations: the bytes a dense decoder of that size would store at the
+    /// micro batch and sequence (dense_decoder_allowance), and how.
+    uint64_t activation_allowance = 0;
+    std::string activation_allowance_how;
+    /// "fits", "tight" (model states fit, the margin does not cover
+    /// activation_allowance) or "oom"; unset when the capacity is unknown.
+    std::optional<std::string> gpu_verdict;
     std::vector<ExplainTerm> terms;   ///< filled only when asked for
     std::vector<std::string> notes;   ///< assumptions and warnings
     /// full convention: which optimizer implementation runs the step and
@@ -247,6 +255,24 @@ uint64_t activation_bytes_per_layer(int64_t s, int64_t b, int64_t h, int64_t a, 
 /// activation_bytes_per_layer for multi-head attention with f = 4h.
 uint64_t layer_activation_bytes(const ModelArch& arch, int64_t s, int64_t b, int64_t t, Checkpointing mode,
                                 bool flash_attention, bool sequence_parallel);
+
+/// A dense decoder's shape for a parameter count alone: GPT-3's width-depth
+/// ratio h = 128 L (Brown et al. 2020 Table 2.1: 6.7B 4096 x 32, 175B 12288
+/// x 96) with 12 h^2 parameters per layer (Korthikanti et al. 2022 Sec. 2):
+/// L = round(cbrt(P / (12 * 128^2))), h = round(sqrt(P / (12 L))), heads
+/// round(h / 128).
+struct DenseShape {
+    int64_t layers = 0, hidden = 0, heads = 0;
+};
+DenseShape dense_decoder_shape(uint64_t params);
+
+/// The activation bytes per GPU such a decoder stores at `in`'s micro batch,
+/// sequence, checkpointing, attention, dtype and tp/pp (Korthikanti's
+/// per-layer formula, activation_bytes_per_layer, for L / pp layers, one
+/// recomputed layer under full checkpointing, and 5 sbh for the embedding
+/// output and final norm; the logits are left out: the vocabulary is
+/// unknown). Sets `how` to the derivation.
+uint64_t dense_decoder_allowance(const EstimateInput& in, std::string& how);
 
 /// LoRA adapter parameters: rank r x (in + out) for each targeted projection
 /// (comma list of q,k,v,o,gate,up,down) in every layer. Throws InputError

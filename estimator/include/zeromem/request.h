@@ -24,6 +24,7 @@ struct Request {
     std::optional<std::string> gpu;              ///< --gpu: preset name in data/gpus
     std::optional<std::string> gpu_memory;       ///< --gpu-memory: size per GPU
     std::optional<std::string> host_memory;      ///< --host-memory: size per node
+    std::optional<std::string> host_reserve;     ///< --host-reserve: host_os_reserve per node (replaces the derived one)
     std::optional<std::string> dtype;            ///< --dtype
     std::optional<int64_t> micro_batch;          ///< --micro-batch
     std::optional<int64_t> seq_len;              ///< --seq-len

@@ -230,7 +230,9 @@ struct ClusterSettings {
     int64_t nodes = 1;                         ///< must divide gpus
     std::string gpu_name;                      ///< preset name, empty if unknown
     std::optional<uint64_t> gpu_memory;        ///< bytes per GPU
-    std::optional<uint64_t> host_memory;       ///< bytes per node
+    /// bytes per node a job can use: the given size less host_reserve
+    std::optional<uint64_t> host_memory;
+    uint64_t host_reserve = 0;                 ///< host_os_reserve already taken from host_memory, bytes
     int64_t tp = 1;                            ///< tensor-parallel size
     int64_t pp = 1;                            ///< pipeline-parallel size
     int64_t gpus_per_node() const { return gpus / nodes; }
