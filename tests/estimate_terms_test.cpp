@@ -177,6 +177,8 @@ TEST(Issue7Section1, Bf16OptimizerCastAfterTheActivations) {
     r.gpus = 8;
     r.stage = 1;
     r.cuda_context = "0";
+    r.nccl_buffers = "0";  // DeepSpeed's tensors only: no per-process terms
+    r.cublas_workspace = "0";
     r.fragmentation = 0.0;
     Resolved res = resolve_request(r, ZEROMEM_SOURCE_DATA_DIR);
     res.input.train.grad_accum_dtype = Dtype::fp32;

@@ -5,6 +5,7 @@
 #include "zeromem/util.h"
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,6 +41,7 @@ const EventLog* fragmentation_events(const EstimateInput& in, SimOptions& opt) {
     opt.record_spans = false;
     thread_local EventLog buffer;
     try {
+        opt.alloc = parse_alloc_conf(in.residual.alloc_conf);  // the faces validate it first
         produce_events(r, opt, buffer);
     } catch (const InputError&) {
         return nullptr;  // --ep-size, encoder models, tp/pp, LoRA, oversized tensors, ...
@@ -170,7 +172,7 @@ std::string input_key(const EstimateInput& in) {
     k.add(m.ep_size, m.capacity_factor, m.min_capacity);
     const SoftwareStack& s = in.stack;
     k.add(s.deepspeed, s.torch, s.transformers);
-    k.add(in.residual.cuda_context, in.residual.load_dtype, in.residual.load_path, in.convention);
+    k.add(in.residual.load_dtype, in.residual.load_path, in.convention, in.residual.alloc_conf);
     return k.str();
 }
 
@@ -219,7 +221,7 @@ public:
         }
         const EventLog* log = fragmentation_events(in, opt);
         std::optional<uint64_t> bytes;
-        if (log) bytes = by_log(*log, opt);
+        if (log) bytes = by_log(*log, opt, in.residual.alloc_conf);
         const std::lock_guard<std::mutex> lock(mu_);
         if (entries_.size() == kEntries) entries_.erase(entries_.begin());
         entries_.emplace_back(key, bytes);
@@ -227,8 +229,10 @@ public:
     }
 
 private:
-    uint64_t by_log(const EventLog& log, const SimOptions& opt) {
-        const LogFingerprint f = fingerprint(log);
+    // The allocator's configuration is part of what it sees: folded in.
+    uint64_t by_log(const EventLog& log, const SimOptions& opt, const std::string& alloc_conf) {
+        LogFingerprint f = fingerprint(log);
+        f.add(std::hash<std::string>{}(alloc_conf));
         {
             const std::lock_guard<std::mutex> lock(mu_);
             for (const auto& [g, bytes] : logs_)
@@ -262,6 +266,7 @@ std::function<std::optional<uint64_t>(const EstimateInput&)> fragmentation_provi
 }
 
 void use_replayed_fragmentation(EstimateInput& in, bool explicit_fraction) {
+    (void)parse_alloc_conf(in.residual.alloc_conf);  // bad --alloc-conf: one error line, whatever the fraction
     if (explicit_fraction) return;
     in.residual.fragmentation_provider = fragmentation_provider();
     in.residual.fragmentation_provider_source = kFragmentationSource;
