@@ -127,7 +127,7 @@ private:
 };
 
 #if defined(__x86_64__) && defined(__GLIBCXX__) && !defined(_GLIBCXX_DEBUG)
-static_assert(sizeof(ModelArch) == 496 && sizeof(ClusterSettings) == 96 && sizeof(TrainingSettings) == 176 &&
+static_assert(sizeof(ModelArch) == 496 && sizeof(ClusterSettings) == 136 && sizeof(TrainingSettings) == 176 &&
                   sizeof(ZeroSettings) == 200 && sizeof(MoeSettings) == 32 && sizeof(SoftwareStack) == 96,
               "a settings struct changed: add the new field to input_key() in fragmentation.cpp, then update these sizes");
 #endif
@@ -150,7 +150,8 @@ std::string input_key(const EstimateInput& in) {
               a.vision_other_params, a.projector_params, a.vision_largest_module, a.warnings);
     }
     const ClusterSettings& c = in.cluster;
-    k.add(c.gpus, c.nodes, c.gpu_memory, c.tp, c.pp);  // not read by the producer: gpu_name, host_memory
+    k.add(c.gpus, c.nodes, c.gpu_memory, c.tp, c.pp);  // not read by the producer: gpu_name, host_memory,
+                                                        // compute_capability, intra_interconnect
     const TrainingSettings& t = in.train;  // not read by the producer: train_batch_size
     k.add(t.dtype, t.grad_accum_dtype, t.communication_dtype, t.micro_batch, t.grad_accum,
           t.seq_len, t.checkpointing, t.optimizer, t.gradient_clipping, t.flash_attention, t.sequence_parallel,

@@ -244,3 +244,33 @@ TEST(SimFragmentation, CachedProviderAgreesWithTheReplay) {
     EXPECT_NE(replay_fragmentation(inputs[0]), replay_fragmentation(inputs[6]))
         << "stages 1 and 3 should differ, or the test shows nothing";
 }
+
+// PYTORCH_CUDA_ALLOC_CONF reaches the replayed allowance (--alloc-conf of
+// estimate): the provider answers each configuration as a direct replay with
+// it does, although both configurations give the same event log (its cache
+// folds the configuration into the log's fingerprint), and a bad string is
+// refused with the flag's name before any replay.
+TEST(SimFragmentation, AllocConfReachesTheReplay) {
+    Request r;
+    r.model = "llama-2-7b";
+    r.gpus = 8;
+    r.stage = 2;
+    r.fragmentation.reset();
+    EstimateInput plain = resolve_request(r, ZEROMEM_SOURCE_DATA_DIR).input;
+    EstimateInput expandable = plain;
+    expandable.residual.alloc_conf = "expandable_segments:True";
+    const auto provider = fragmentation_provider();
+    const auto a = provider(plain), b = provider(expandable);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(*a, *replay_fragmentation(plain));
+    EXPECT_EQ(*b, *replay_fragmentation(expandable));
+    EXPECT_NE(*a, *b);
+    EstimateInput bad = plain;
+    bad.residual.alloc_conf = "no_such_key:1";
+    try {
+        use_replayed_fragmentation(bad, false);
+        ADD_FAILURE() << "no error";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("--alloc-conf"), std::string::npos) << e.what();
+    }
+}
