@@ -67,8 +67,10 @@ TEST(SimFragmentation, EstimateUsesTheReplayInEveryPhase) {
     for (const auto& p : e.phases) {
         EXPECT_EQ(p.per_gpu.fragmentation, kTinyZero12Fragmentation) << p.name;
         const GpuMemory& m = p.per_gpu;
+        // + the per-process terms (process_terms.h): cuBLAS workspaces in the
+        // allocator, the CUDA context and NCCL buffers outside it.
         EXPECT_EQ(m.total, m.parameters + m.gradients + m.optimizer_states + m.activations + m.temporary_buffers +
-                               m.cuda_context + kTinyZero12Fragmentation)
+                               m.cublas_workspaces + m.cuda_context + m.nccl_buffers + kTinyZero12Fragmentation)
             << p.name;
     }
     bool stated = false;
@@ -84,7 +86,10 @@ TEST(SimFragmentation, ExplicitFractionWins) {
     EXPECT_FALSE(in.residual.fragmentation_provider);
     const Estimate e = estimate(in);
     const GpuMemory& m = e.per_gpu;
-    const uint64_t alloc = m.total - m.cuda_context - m.fragmentation;
+    // The fraction applies to the allocated bytes: everything but what is
+    // outside the allocator (context, NCCL) and the allowance itself.
+    const uint64_t alloc = m.total - m.cuda_context - m.nccl_buffers - m.fragmentation;
+    EXPECT_EQ(alloc, m.allocated);
     EXPECT_EQ(m.fragmentation, static_cast<uint64_t>(std::llround(0.05 * double(alloc))));
     // An explicit byte figure wins over an injected provider too.
     in.residual.fragmentation_bytes = 12345;
@@ -107,7 +112,8 @@ TEST(SimFragmentation, CliParamsOnlyFallsBackWithANote) {
     const auto j = json_of("estimate --params 7e9 --gpus 8 --stage 3");
     const auto& m = j["per_gpu_in_peak_phase"];
     const uint64_t frag = m["fragmentation"].get<uint64_t>();
-    const uint64_t alloc = m["total"].get<uint64_t>() - m["cuda_context"].get<uint64_t>() - frag;
+    const uint64_t alloc = m["total"].get<uint64_t>() - m["cuda_context"].get<uint64_t>() -
+                           m["nccl_buffers"].get<uint64_t>() - frag;
     EXPECT_EQ(frag, static_cast<uint64_t>(std::llround(0.05 * double(alloc))));
     bool noted = false;
     for (const auto& n : j["notes"]) noted = noted || n.get<std::string>().find("fixed fraction 0.05") != std::string::npos;
