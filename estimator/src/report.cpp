@@ -547,7 +547,7 @@ std::string render_table(const Estimate& e, const Resolved& res, bool explain) {
     o << "GiB = 2^30 bytes.";
     if (by_phase)
         o << " Per GPU: the components live in the peak phase (" << e.peak_phase
-          << "), which add up to the total, CUDA context and fragmentation included; a component that is larger in "
+          << "), which add up to the total, the per-process terms and fragmentation included; a component that is larger in "
              "another phase shows that peak beside it.";
     o << "\n";
     if (explain) explain_text(o, e, res);

@@ -280,3 +280,18 @@ TEST(SimFragmentation, AllocConfReachesTheReplay) {
         EXPECT_NE(std::string(e.what()).find("--alloc-conf"), std::string::npos) << e.what();
     }
 }
+
+// The simulator's output carries the per-process terms as their own fields,
+// sized as the estimator sizes them (process_terms.h): on 8 A100s of one node
+// the context is 400,000,000 B (Ampere, lazy loading), NCCL's WORLD and
+// data-parallel rings 2 x 24 x (524,288 + 4,915,200 + 4,194,304) B, cuBLAS
+// 2 x (4096 KiB x 2 + 16 KiB x 8 + 1024 KiB) B inside the allocator.
+TEST(SimFragmentation, SimulateListsTheProcessTerms) {
+    const auto j = json_of("simulate --model llama-2-7b --gpus 8 --gpu A100-80GB --stage 2 --steps 1");
+    EXPECT_EQ(j.at("cuda_context").get<uint64_t>(), 400000000u);
+    EXPECT_EQ(j.at("nccl_buffers").get<uint64_t>(), 2u * 24u * (524288u + 4915200u + 4194304u));
+    EXPECT_EQ(j.at("cublas_workspaces").get<uint64_t>(), 2u * (4096u * 1024u * 2u + 16u * 1024u * 8u + 1048576u));
+    EXPECT_TRUE(j.at("cublas_in_allocator").get<bool>());
+    EXPECT_EQ(j.at("nvidia_smi_at_peak_reserved").get<uint64_t>(),
+              j.at("peak_reserved").get<uint64_t>() + 400000000u + 462422016u + 19136512u);
+}
