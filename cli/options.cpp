@@ -123,7 +123,9 @@ void add_training_options(CLI::App* sub, zeromem::Request& req) {
     const char* gT = "Training";
     opt_str(sub, "--dtype", req.dtype, "Model dtype: bf16 (default), fp16, fp32", gT)->type_name("DTYPE");
     opt_int(sub, "--micro-batch", req.micro_batch, "Micro batch per GPU (train_micro_batch_size_per_gpu); default 1", gT)->type_name("N");
-    opt_int(sub, "--seq-len", req.seq_len, "Sequence length in tokens; default 2048", gT)->type_name("N");
+    opt_int(sub, "--seq-len", req.seq_len,
+            "Sequence length in tokens; default 2048. Under dynamic padding (the HF Trainer's default collator) the "
+            "longest batch's length, which sets the peak", gT)->type_name("N");
     opt_int(sub, "--grad-accum", req.grad_accum, "Gradient accumulation steps; default 1", gT)->type_name("N");
     opt_str(sub, "--gradient-checkpointing", req.checkpointing, "none (default), full or selective", gT)->type_name("MODE");
     opt_str(sub, "--optimizer", req.optimizer, (std::string("optimizer whose states are counted: ") + zeromem::optimizer_names_help()).c_str(), gT)->type_name("NAME");
@@ -220,7 +222,18 @@ void add_output_options(CLI::App* sub, zeromem::Request& req) {
     opt_str(sub, "--convention", req.convention, "full (default: what DeepSpeed allocates), deepspeed (its estimator), paper (ZeRO Table 1)", gO)->type_name("NAME");
     sub->add_flag("--legacy-zero2", req.legacy_zero2_formula,
                   "deepspeed convention: ZeRO-2 formula of DeepSpeed v0.4.2-v0.14.2 (4Ψ + 16Ψ/N)")->group(gO);
-    opt_str(sub, "--cuda-context", req.cuda_context, "CUDA context per process (default 512MiB)", gO)->type_name("SIZE");
+    opt_str(sub, "--cuda-context", req.cuda_context,
+            "CUDA context per process (default: by GPU architecture and module loading, lazy from torch 1.13: ~400 MB; "
+            "eager: 1000 MB)", gO)->type_name("SIZE");
+    opt_str(sub, "--nccl-buffers", req.nccl_buffers,
+            "NCCL communicator buffers per process (default: per communicator DeepSpeed creates, from NCCL's default "
+            "buffer sizes and ring channels for the GPU's interconnect)", gO)->type_name("SIZE");
+    opt_str(sub, "--cublas-workspace", req.cublas_workspace,
+            "cuBLAS + cuBLASLt workspaces per process (default: PyTorch's, 2 handles x (8 MiB + 128 KiB, 32 MiB on "
+            "Hopper) + 1 MiB))", gO)->type_name("SIZE");
+    opt_str(sub, "--alloc-conf", req.alloc_conf,
+            "PYTORCH_CUDA_ALLOC_CONF string, e.g. expandable_segments:True,max_split_size_mb:128: the caching "
+            "allocator the simulator replays (and the replayed fragmentation allowance of estimate)", gO)->type_name("CONF");
     sub->add_option_function<double>("--fragmentation", [&req](const double& v) { req.fragmentation = v; },
                                       "Allocator fragmentation allowance, fraction of the peak (default: reserved - allocated of the simulator's replay; 0.05 where it cannot replay the model)")
         ->group(gO)->type_name("FRACTION");

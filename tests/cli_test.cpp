@@ -464,8 +464,12 @@ TEST(Cli, WorkloadDpoPrintsEveryModelPerPhaseAndRefusesBadFlags) {
         saw_forward = true;
         EXPECT_EQ(p.at("models").at(1).at("role"), "reference");
         EXPECT_EQ(p.at("models").at(1).at("gpu_bytes").get<uint64_t>(), 1684603904ULL);
+        // + one process's terms (no --gpu: unknown architecture): context 426 MiB,
+        // NCCL WORLD + data-parallel 2 x 24 x (524,288 + 4,915,200 + 4,194,304),
+        // cuBLAS 2 x (32 MiB + 1 MiB) (process_terms.h).
+        const uint64_t process = (426ULL << 20) + 2ULL * 24 * (524288 + 4915200 + 4194304) + 2ULL * (33ULL << 20);
         EXPECT_EQ(p.at("per_gpu").get<uint64_t>(), p.at("models").at(0).at("gpu_bytes").get<uint64_t>() +
-                                                        1684603904ULL + 536870912ULL);
+                                                        1684603904ULL + process);
     }
     EXPECT_TRUE(saw_forward);
     EXPECT_TRUE(j.at("fits_gpu").get<bool>());

@@ -63,8 +63,9 @@ TEST(CliUx, PerGpuComponentsAddUpToTheTotal) {
     std::istringstream in(r.out);
     std::string line;
     uint64_t sum = 0, total = 0;
-    const std::vector<std::string> top = {"parameters",        "gradients",    "optimizer_states", "activations",
-                                          "temporary_buffers", "cuda_context", "fragmentation"};
+    const std::vector<std::string> top = {"parameters",        "gradients",         "optimizer_states",
+                                          "activations",       "temporary_buffers", "cublas_workspaces",
+                                          "fragmentation",     "cuda_context",      "nccl_buffers"};
     while (std::getline(in, line)) {
         for (const auto& k : top)
             if (line.rfind("per_gpu," + k + ",", 0) == 0) sum += std::stoull(line.substr(9 + k.size()));

@@ -57,8 +57,10 @@ std::vector<Row> gpu_rows(const GpuMemory& m, Optimizer opt) {
         rows.push_back({"variance", second_state_label(opt), m.variance, 2});
     rows.push_back({"activations", "activations", m.activations, 1});
     rows.push_back({"temporary_buffers", "temporary buffers", m.temporary_buffers, 1});
-    rows.push_back({"cuda_context", "CUDA context", m.cuda_context, 1});
+    rows.push_back({"cublas_workspaces", "cuBLAS/cuBLASLt workspaces", m.cublas_workspaces, 1});
     rows.push_back({"fragmentation", "fragmentation allowance", m.fragmentation, 1});
+    rows.push_back({"cuda_context", "CUDA context", m.cuda_context, 1});
+    rows.push_back({"nccl_buffers", "NCCL buffers", m.nccl_buffers, 1});
     return rows;
 }
 
@@ -174,6 +176,23 @@ std::string phase_suffix(const Estimate& e, const std::string& first_oom, const 
     return first_oom.empty() ? " (peak at " + peak + ")" : " (first OOM at " + first_oom + ")";
 }
 
+// Which figure the GPU verdict gives, at the peak phase: what
+// torch.cuda.max_memory_allocated and max_memory_reserved would read, and
+// what nvidia-smi shows (the figure the verdict compares). Full convention only.
+std::string readings_line(const Estimate& e) {
+    const PhaseMemory* peak = peak_phase_of(e);
+    if (!peak) return {};
+    const GpuMemory& m = peak->per_gpu;
+    const uint64_t outside = m.total - m.reserved;
+    const bool cublas_outside = outside > m.cuda_context + m.nccl_buffers;  // torch < 2.0: cuBLAS's own pool
+    return "At the " + e.peak_phase + " peak: allocated " + format_gib(double(m.allocated)) +
+           " GiB (torch.cuda.max_memory_allocated), reserved " + format_gib(double(m.reserved)) +
+           " GiB (allocated + the fragmentation allowance; max_memory_reserved), nvidia-smi ~" +
+           format_gib(double(m.total)) + " GiB (reserved + CUDA context + NCCL buffers" +
+           (cublas_outside ? " + cuBLAS's own workspace" : "") +
+           ", outside the allocator); the verdict compares the nvidia-smi figure";
+}
+
 // The answer in sentences: the GPU and host verdicts (need, capacity, first
 // phase out of memory) and, for what does not fit, the recipe's change.
 std::vector<std::string> answer_lines(const Estimate& e, const Resolved& res) {
@@ -187,6 +206,7 @@ std::vector<std::string> answer_lines(const Estimate& e, const Resolved& res) {
     out.push_back(verdict("Host", e.fits_host, e.per_node.host_memory, in.cluster.host_memory, "pass --host-memory") +
                   phase_suffix(e, e.first_host_oom_phase, e.host_peak_phase));
     if (!in.model.arch) out.push_back("Activation allowance (no architecture): " + e.activation_allowance_how);
+    if (const auto line = readings_line(e); !line.empty()) out.push_back(line);
     if (const auto it = res.provenance.find("cluster.gpu_memory"); it != res.provenance.end())
         out.push_back("GPU capacity used: " + it->second);
     if (const auto it = res.provenance.find("cluster.host_memory"); it != res.provenance.end())
@@ -304,6 +324,8 @@ static ojson phases_json(const Estimate& e, Optimizer optimizer) {
     for (const auto& p : e.phases) {
         ojson pg;
         for (const auto& r : gpu_rows(p, optimizer)) pg[r.key] = r.bytes;
+        pg["allocated"] = p.per_gpu.allocated;
+        pg["reserved"] = p.per_gpu.reserved;
         pg["total"] = p.per_gpu.total;
         phases.push_back({{"name", p.name},
                           {"per_gpu", pg},
@@ -338,11 +360,15 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
     put_inputs_json(j, in);
     ojson g;
     for (const auto& r : gpu_rows(e, in.train.optimizer)) g[r.key] = r.bytes;
-    g["total"] = e.per_gpu.total;
+    g["allocated"] = e.per_gpu.allocated;  // torch.cuda.max_memory_allocated at the peak phase
+    g["reserved"] = e.per_gpu.reserved;    // max_memory_reserved: allocated + fragmentation
+    g["total"] = e.per_gpu.total;          // nvidia-smi: reserved + context + NCCL (what the verdict compares)
     j["per_gpu"] = g;  // each component at its own peak; total = the peak phase's
     if (const PhaseMemory* peak = peak_phase_of(e)) {
         ojson pk;
         for (const auto& r : gpu_rows(*peak, in.train.optimizer)) pk[r.key] = r.bytes;
+        pk["allocated"] = peak->per_gpu.allocated;
+        pk["reserved"] = peak->per_gpu.reserved;
         pk["total"] = peak->per_gpu.total;
         j["per_gpu_in_peak_phase"] = pk;  // the components that add up to the total
     }
@@ -554,7 +580,7 @@ std::string render_table(const Estimate& e, const Resolved& res, bool explain) {
     o << "GiB = 2^30 bytes.";
     if (by_phase)
         o << " Per GPU: the components live in the peak phase (" << e.peak_phase
-          << "), which add up to the total, CUDA context and fragmentation included; a component that is larger in "
+          << "), which add up to the total, the per-process terms and fragmentation included; a component that is larger in "
              "another phase shows that peak beside it.";
     o << "\n";
     if (explain) explain_text(o, e, res);

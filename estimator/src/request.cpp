@@ -399,6 +399,8 @@ void resolve_device_memory(const Request& req, const std::string& data_dir, Reso
     if (req.gpu) {
         r.gpu = load_gpu_preset(*req.gpu, data_dir);
         in.cluster.gpu_name = r.gpu->name;
+        in.cluster.compute_capability = r.gpu->compute_capability;
+        in.cluster.intra_interconnect = r.gpu->intra_interconnect;
         // The verdict compares against what the card exposes when the preset
         // knows it (nvidia-smi / torch.cuda.mem_get_info total), else the label.
         in.cluster.gpu_memory = r.gpu->usable_bytes.value_or(r.gpu->memory_bytes);
@@ -534,6 +536,18 @@ void apply_residual_flags(const Request& req, EstimateInput& in, Provenance& pro
     if (req.cuda_context) {
         in.residual.cuda_context = parse_bytes_or_zero(*req.cuda_context, "--cuda-context");
         prov["cuda_context"] = "--cuda-context " + *req.cuda_context;
+    }
+    if (req.nccl_buffers) {
+        in.residual.nccl_buffers = parse_bytes_or_zero(*req.nccl_buffers, "--nccl-buffers");
+        prov["nccl_buffers"] = "--nccl-buffers " + *req.nccl_buffers;
+    }
+    if (req.cublas_workspace) {
+        in.residual.cublas_workspaces = parse_bytes_or_zero(*req.cublas_workspace, "--cublas-workspace");
+        prov["cublas_workspaces"] = "--cublas-workspace " + *req.cublas_workspace;
+    }
+    if (req.alloc_conf) {
+        in.residual.alloc_conf = *req.alloc_conf;
+        prov["alloc_conf"] = "--alloc-conf " + *req.alloc_conf + " (PYTORCH_CUDA_ALLOC_CONF)";
     }
     if (req.fragmentation) {
         if (!(*req.fragmentation >= 0 && *req.fragmentation < 1)) {  // NaN too

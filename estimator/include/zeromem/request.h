@@ -40,6 +40,9 @@ struct Request {
     std::optional<std::string> convention;       ///< --convention
     bool legacy_zero2_formula = false;           ///< --legacy-zero2
     std::optional<std::string> cuda_context;     ///< --cuda-context: size
+    std::optional<std::string> nccl_buffers;     ///< --nccl-buffers: size
+    std::optional<std::string> cublas_workspace; ///< --cublas-workspace: size
+    std::optional<std::string> alloc_conf;       ///< --alloc-conf: PYTORCH_CUDA_ALLOC_CONF
     std::optional<double> fragmentation;         ///< --fragmentation: fraction
     std::optional<std::string> load_dtype;       ///< --load-dtype
     std::optional<std::string> load_path;        ///< --load-path
