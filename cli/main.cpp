@@ -23,6 +23,9 @@
 #include <iostream>
 #include <optional>
 
+// Exit status 4: answered, it fits, but inside the error band (README "Exit status").
+constexpr int kExitTight = 4;
+
 namespace {
 
 const char* kEstimateExamples = R"(
@@ -309,7 +312,8 @@ int run_estimate(const Cli& c, const std::string& dir) {
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";
     std::cout << render(e, res, fmt, c.explain);
-    return (e.fits_gpu == false || e.fits_host == false) ? 1 : 0;
+    if (e.fits_gpu == false || e.fits_host == false) return 1;
+    return (e.gpu_verdict == "tight" || e.host_verdict == "tight") ? kExitTight : 0;
 }
 
 // The parsed subcommand, run; bad input is one error line and exit 2.

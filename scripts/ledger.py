@@ -266,40 +266,43 @@ def has_architecture(out):
     return bool((out.get("model") or {}).get("family"))
 
 
-def band_points(rows):
-    """(id, evidence, underestimate as a fraction of capacity) for each predictable GPU observation with an
-    architecture that shows how far below the real need zeromem's estimate can be: a run that ran out of
-    memory needed at least the capacity, so (capacity - estimated) / capacity is a lower bound of the
-    underestimate; a run that fitted with a measured max_allocated / max_reserved peak gives
-    (observed - estimated) / capacity of the same kind. nvidia-smi figures of runs that fitted are left out:
-    the caching allocator keeps freed blocks, so they bound the need from above only."""
+def band_points(rows, resource="gpu"):
+    """(id, evidence, underestimate as a fraction of capacity) for each predictable observation that shows
+    how far below the real need zeromem's estimate can be. A run that ran out of memory needed at least the
+    capacity, so (capacity - estimated) / capacity is a lower bound of the underestimate; a GPU run that
+    fitted with a measured max_allocated / max_reserved peak gives (observed - estimated) / capacity of the
+    same kind. nvidia-smi figures of runs that fitted are left out: the caching allocator keeps freed
+    blocks, so they bound the need from above only. GPU inputs without an architecture (--params) are left
+    out too: their verdict follows the activation allowance, not the band."""
     pts = []
     for r in rows:
         c, z = r["case"], r["z"]
-        if c["resource"] != "gpu" or not c.get("predictable", True) or "error" in z or "per_gpu" not in z:
+        if c["resource"] != resource or not c.get("predictable", True) or "error" in z or "per_gpu" not in z:
             continue
-        if not has_architecture(z):
+        if resource == "gpu" and not has_architecture(z):
             continue
-        cap = capacity_of(z, "gpu")
+        cap = capacity_of(z, resource)
         if not cap:
             continue
         if c["observed"]["outcome"] == "oom":
-            pts.append((c["id"], "ran out of memory", (cap - z["per_gpu"]["total"]) / cap))
+            pts.append((c["id"], "ran out of memory", (cap - peak_of(z, resource)) / cap))
             continue
         mp = c["observed"].get("measured_peak")
-        if mp and mp["kind"] in ("max_allocated", "max_reserved"):
+        if resource == "gpu" and mp and mp["kind"] in ("max_allocated", "max_reserved"):
             est = estimated_of_kind(z, mp["kind"])
             pts.append((c["id"], mp["kind"], (mp["gib"] * GIB - est) / cap))
     return pts
 
 
 def band(rows):
-    """The error band of the verdict: the largest underestimate the ledger shows, as a fraction of the GPU's
-    capacity (0 when every estimate was at or above the need). An estimate within this margin below the
-    capacity is "tight"."""
-    pts = band_points(rows)
-    worst = max([e for _, _, e in pts] + [0.0])
-    return {"under": round(worst, 4), "runs": len(pts)}
+    """The error band of the verdict per resource: the largest underestimate the ledger shows, as a fraction
+    of the capacity (0 when every estimate was at or above the need), and the observations it rests on. A
+    need within this margin below the capacity is "tight"."""
+    out = {}
+    for res in ("gpu", "host"):
+        pts = band_points(rows, res)
+        out[res] = {"under": round(max([e for _, _, e in pts] + [0.0]), 4), "runs": len(pts)}
+    return out
 
 
 def check(rows):
@@ -313,6 +316,12 @@ def check(rows):
     for key, ceil in gate.get("at_most", {}).items():
         if t.get(key, 0) > ceil:
             failures.append(f"{key} = {t.get(key, 0)}, the gate holds at most {ceil}")
+    with open(os.path.join(ROOT, "data", "verdict_band.json")) as f:
+        stored = json.load(f)
+    for res, b in band(rows).items():
+        if abs(stored[res]["under"] - b["under"]) > 5e-4 or stored[res]["runs"] != b["runs"]:
+            failures.append(f"data/verdict_band.json {res} = {stored[res]}, the ledger measures {b}: "
+                            f"run python3 scripts/ledger.py --band and store it")
     for r in rows:
         if "error" in r["z"]:
             failures.append(f"{r['case']['id']}: zeromem refused the ledger's input: {r['z']['error']}")
@@ -337,8 +346,9 @@ def main():
     exe = os.path.abspath(a.zeromem)
     rows = score(exe)
     if a.band:
-        for i, k, e in sorted(band_points(rows), key=lambda x: x[2]):
-            print(f"{i:28s} {k:18s} {e:+.4f}")
+        for res in ("gpu", "host"):
+            for i, k, e in sorted(band_points(rows, res), key=lambda x: x[2]):
+                print(f"{res:4s} {i:28s} {k:18s} {e:+.4f}")
         print(json.dumps(band(rows)))
         return 0
     if a.show:

@@ -1,4 +1,5 @@
 #include "zeromem/estimate.h"
+#include "zeromem/verdict_band.h"
 #include "zeromem/optimizer_wrapper.h"
 
 #include "zeromem/optimizer_state.h"
@@ -1853,9 +1854,18 @@ void set_gpu_verdict(const EstimateInput& in, Estimate& out) {
     }
     if (!out.fits_gpu) return;
     if (!*out.fits_gpu) out.gpu_verdict = "oom";
-    else if (in.model.arch || out.per_gpu.total + out.activation_allowance <= *in.cluster.gpu_memory)
-        out.gpu_verdict = "fits";
-    else out.gpu_verdict = "tight";
+    else if (!in.model.arch)
+        out.gpu_verdict = out.per_gpu.total + out.activation_allowance <= *in.cluster.gpu_memory ? "fits" : "tight";
+    else if (in.convention == Convention::full)
+        out.gpu_verdict = banded_verdict(out.per_gpu.total, *in.cluster.gpu_memory, verdict_band().gpu_under);
+    else out.gpu_verdict = "fits";
+}
+
+// The host verdict: "tight" inside the error band the ledger measures for host RAM.
+void set_host_verdict(const EstimateInput& in, Estimate& out) {
+    if (!out.fits_host) return;
+    const double under = in.convention == Convention::full ? verdict_band().host_under : 0.0;
+    out.host_verdict = banded_verdict(out.per_node.host_memory, *in.cluster.host_memory, under);
 }
 
 }  // namespace
@@ -1894,6 +1904,7 @@ Estimate estimate(const EstimateInput& in_given, bool explain) {
     if (in.cluster.gpu_memory) out.fits_gpu = out.per_gpu.total <= *in.cluster.gpu_memory;
     if (in.cluster.host_memory) out.fits_host = out.per_node.host_memory <= *in.cluster.host_memory;
     set_gpu_verdict(in, out);
+    set_host_verdict(in, out);
     return out;
 }
 

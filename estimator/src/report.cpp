@@ -1,3 +1,4 @@
+#include "zeromem/verdict_band.h"
 #include "zeromem/report.h"
 #include "zeromem/optimizer_state.h"
 
@@ -94,12 +95,15 @@ std::string params_text(uint64_t p) {
 }
 
 std::string verdict(const char* what, std::optional<bool> fits, uint64_t need, std::optional<uint64_t> cap,
-                    const char* how) {
+                    const char* how, const std::optional<std::string>& three_way = std::nullopt,
+                    double band = 0, int band_runs = 0) {
     if (!fits) return std::string(what) + ": capacity unknown (" + how + ")";
     const double diff = double(*cap) - double(need);
-    return std::string(what) + ": " + (*fits ? "fits" : "DOES NOT FIT") + " — needs " + format_gib(double(need)) +
-           " GiB of " + format_gib(double(*cap)) + " GiB (" + (*fits ? "" : "short by ") +
-           format_gib(diff < 0 ? -diff : diff) + " GiB" + (*fits ? " free" : "") + ")";
+    const bool tight = *fits && three_way && *three_way == "tight";
+    return std::string(what) + ": " + (tight ? "TIGHT" : *fits ? "fits" : "DOES NOT FIT") + " — needs " +
+           format_gib(double(need)) + " GiB of " + format_gib(double(*cap)) + " GiB (" + (*fits ? "" : "short by ") +
+           format_gib(diff < 0 ? -diff : diff) + " GiB" + (*fits ? " free" : "") +
+           (tight ? ", " + band_words(band, band_runs) : std::string()) + ")";
 }
 
 // The GPU verdict line without an architecture: model states only, and
@@ -198,12 +202,15 @@ std::string readings_line(const Estimate& e) {
 std::vector<std::string> answer_lines(const Estimate& e, const Resolved& res) {
     const EstimateInput& in = res.input;
     std::vector<std::string> out;
+    const VerdictBand& band = verdict_band();
     if (in.model.arch)
-        out.push_back(verdict("GPU", e.fits_gpu, e.per_gpu.total, in.cluster.gpu_memory, "pass --gpu or --gpu-memory") +
+        out.push_back(verdict("GPU", e.fits_gpu, e.per_gpu.total, in.cluster.gpu_memory, "pass --gpu or --gpu-memory",
+                              e.gpu_verdict, band.gpu_under, band.gpu_runs) +
                       phase_suffix(e, e.first_oom_phase, e.peak_phase));
     else
         out.push_back(states_only_verdict(e, in.cluster.gpu_memory));
-    out.push_back(verdict("Host", e.fits_host, e.per_node.host_memory, in.cluster.host_memory, "pass --host-memory") +
+    out.push_back(verdict("Host", e.fits_host, e.per_node.host_memory, in.cluster.host_memory, "pass --host-memory",
+                          e.host_verdict, band.host_under, band.host_runs) +
                   phase_suffix(e, e.first_host_oom_phase, e.host_peak_phase));
     if (!in.model.arch) out.push_back("Activation allowance (no architecture): " + e.activation_allowance_how);
     if (const auto line = readings_line(e); !line.empty()) out.push_back(line);
@@ -248,6 +255,7 @@ void csv_answer(std::ostringstream& o, const Estimate& e, const Resolved& res) {
     o << "verdict,gpu," << e.per_gpu.total << "," << format_gib(double(e.per_gpu.total), 3) << ","
       << fits_word(e.fits_gpu) << "\n";
     o << "verdict,gpu_verdict,,," << e.gpu_verdict.value_or("capacity unknown") << "\n";
+    o << "verdict,host_verdict,,," << e.host_verdict.value_or("capacity unknown") << "\n";
     o << "verdict,host," << e.per_node.host_memory << "," << format_gib(double(e.per_node.host_memory), 3) << ","
       << fits_word(e.fits_host) << "\n";
     o << "verdict,peak_phase,,," << e.peak_phase << "\n";
@@ -385,6 +393,7 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
     j["per_node"] = n;
     j["fits_gpu"] = e.fits_gpu ? ojson(*e.fits_gpu) : ojson(nullptr);
     j["gpu_verdict"] = e.gpu_verdict ? ojson(*e.gpu_verdict) : ojson(nullptr);
+    j["host_verdict"] = e.host_verdict ? ojson(*e.host_verdict) : ojson(nullptr);
     if (!in.model.arch)
         j["activation_allowance"] = {{"bytes", e.activation_allowance}, {"how", e.activation_allowance_how}};
     j["fits_host"] = e.fits_host ? ojson(*e.fits_host) : ojson(nullptr);

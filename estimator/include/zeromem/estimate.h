@@ -213,9 +213,12 @@ struct Estimate {
     /// micro batch and sequence (dense_decoder_allowance), and how.
     uint64_t activation_allowance = 0;
     std::string activation_allowance_how;
-    /// "fits", "tight" (model states fit, the margin does not cover
-    /// activation_allowance) or "oom"; unset when the capacity is unknown.
+    /// "fits", "tight" or "oom"; unset when the capacity is unknown. Tight: with an architecture, the
+    /// need is inside the error band below the capacity (verdict_band.h); without one, the margin does
+    /// not cover activation_allowance.
     std::optional<std::string> gpu_verdict;
+    /// "fits", "tight" (inside the host error band of verdict_band.h) or "oom"; unset without a host capacity.
+    std::optional<std::string> host_verdict;
     std::vector<ExplainTerm> terms;   ///< filled only when asked for
     std::vector<std::string> notes;   ///< assumptions and warnings
     /// full convention: which optimizer implementation runs the step and

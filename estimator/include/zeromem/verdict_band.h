@@ -1,0 +1,30 @@
+#pragma once
+// The error band of the verdict, measured on the public-run ledger (tests/cases/ledger,
+// scripts/ledger.py --band) and stored in data/verdict_band.json, which is compiled in. An estimate
+// that fits, but by less than the band, is "tight": on the ledger's runs zeromem's estimate has been
+// that far below the real need.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace zeromem {
+
+struct VerdictBand {
+    double gpu_under = 0;  ///< largest underestimate on the ledger, fraction of the GPU's capacity
+    int gpu_runs = 0;      ///< ledger observations it rests on
+    double host_under = 0; ///< the same for host RAM per node
+    int host_runs = 0;
+};
+
+/// The band compiled in from data/verdict_band.json.
+const VerdictBand& verdict_band();
+
+/// "fits", "tight" or "oom" for `need` bytes against `capacity` with the band fraction `under`:
+/// tight when need <= capacity but need > capacity x (1 - under).
+std::string banded_verdict(uint64_t need, uint64_t capacity, double under);
+
+/// The words the output says a tight verdict in: the band and the runs it rests on.
+std::string band_words(double under, int runs);
+
+}  // namespace zeromem
