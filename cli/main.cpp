@@ -14,6 +14,7 @@
 #include "simulate_command.h"
 #include "measure_command.h"
 #include "check_command.h"
+#include "calibrate_command.h"
 
 #include <CLI/CLI.hpp>
 
@@ -119,7 +120,7 @@ namespace {
 using namespace zeromem;
 using namespace zeromem_cli;
 
-const char* const kSubcommands[] = {"estimate", "compare", "plan", "fit", "check", "simulate", "measure",
+const char* const kSubcommands[] = {"estimate", "compare", "plan", "fit", "check", "calibrate", "simulate", "measure",
                                     "validate", "models", "gpus", "interconnects", "hosts"};
 
 /// What the command line fills in, and the subcommands it may name.
@@ -131,8 +132,9 @@ struct Cli {
     SimulateFlags simf;
     MeasureFlags mf;
     CheckFlags chkf;
+    CalibrateFlags calf;
     CLI::App *est = nullptr, *cmp = nullptr, *pln = nullptr, *fit = nullptr, *simc = nullptr, *meas = nullptr,
-             *val = nullptr, *chk = nullptr, *models = nullptr, *gpus = nullptr, *ics = nullptr, *hosts = nullptr;
+             *val = nullptr, *chk = nullptr, *cal = nullptr, *models = nullptr, *gpus = nullptr, *ics = nullptr, *hosts = nullptr;
 };
 
 // estimate: the request options plus --format and --explain.
@@ -200,6 +202,7 @@ void add_subcommands(CLI::App& app, Cli& c, const std::string& named) {
     c.simc = add_simulate_command(app, c.req, c.simf, wants("simulate"));
     add_measure_commands(app, c.req, c.mf, c.meas, c.val, wants("measure"), wants("validate"));
     c.chk = add_check_command(app, c.req, c.chkf, wants("check"));
+    c.cal = add_calibrate_command(app, c.req, c.calf, wants("calibrate"));
     add_listing_commands(app, c);
 }
 
@@ -220,7 +223,7 @@ std::optional<int> answer_before_parsing(CLI::App& app, int argc, char** argv) {
     for (const auto* s : app.get_subcommands([](const CLI::App*) { return true; }))
         if (s->get_name() == sub) return std::nullopt;
     std::cerr << "zeromem: error: unknown subcommand '" << sub
-              << "' (use estimate, compare, plan, fit, check, simulate, measure, validate, models, gpus, interconnects or hosts; see zeromem --help)\n";
+              << "' (use estimate, compare, plan, fit, check, calibrate, simulate, measure, validate, models, gpus, interconnects or hosts; see zeromem --help)\n";
     return 2;
 }
 
@@ -318,6 +321,7 @@ int run(const Cli& c) {
         if (*c.meas) return run_measure(c.req, c.mf, dir);
         if (*c.val) return run_validate(c.req, c.mf, dir);
         if (*c.chk) return run_check(c.req, c.chkf, dir);
+        if (*c.cal) return run_calibrate(c.req, c.calf, dir);
         return run_estimate(c, dir);
     } catch (const InputError& e) {
         std::cerr << "zeromem: error: " << e.what() << "\n";
@@ -335,7 +339,7 @@ int main(int argc, char** argv) {
                  "zeromem"};
     app.set_version_flag("--version", std::string("zeromem ") + zeromem::version());
     app.require_subcommand(1);
-    app.footer(std::string("\nSubcommands: estimate, compare, plan, fit, check, simulate, measure, validate, models, gpus, interconnects, hosts. Run `zeromem estimate --help` for the options.\n"
+    app.footer(std::string("\nSubcommands: estimate, compare, plan, fit, check, calibrate, simulate, measure, validate, models, gpus, interconnects, hosts. Run `zeromem estimate --help` for the options.\n"
                "Example: zeromem estimate --params 7e9 --gpus 8 --stage 3\n") + kExitStatus);
     Cli c;
     add_subcommands(app, c, argc > 1 ? argv[1] : "");
