@@ -276,6 +276,12 @@ TEST(RunLogSystem, NvidiaSmiAndGnuTime) {
     EXPECT_EQ(tv.observations[0].host_scope, HostScope::process);
 }
 
+TEST(RunLogSystem, NvidiaSmiWordsInsideAnotherCellAreNoHeader) {
+    // found by fuzz_run_log: "memory.used [MiB]" not at the start of a cell
+    const std::string e = error_of([] { (void)read_run_log("x memory.used [MiB]\n0\n", "smi.csv"); });
+    EXPECT_TRUE(contains(e, "no memory reading recognised")) << e;
+}
+
 // Malformed or cut-off readings: one line naming the file and the line.
 TEST(RunLogErrors, CutOffReadingsNameFileAndLine) {
     struct Case {

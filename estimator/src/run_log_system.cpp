@@ -50,6 +50,7 @@ void read_nvidia_smi(const std::vector<Line>& lines, const std::string& path, st
             used = column(header, "memory.used");
             total = column(header, "memory.total");
             index = column(header, "index");
+            if (used < 0) header.clear();  // the words inside another cell: not a query header
             continue;
         }
         if (header.empty()) continue;
