@@ -15,6 +15,7 @@ namespace zeromem_cli {
 struct CalibrateFlags {
     std::vector<std::string> logs;   ///< --log FILE, repeatable
     std::string format = "table";    ///< --format table|json
+    std::string output;              ///< --output PROFILE.json: write the fitted calibration profile
 };
 
 /// Registers `calibrate` on `app` (request options included) and returns it.

@@ -295,7 +295,7 @@ int list_presets(const Cli& c, const std::string& dir) {
 int run_estimate(const Cli& c, const std::string& dir) {
     const Format fmt = parse_format(c.format);
     Resolved res = resolve_request(c.req, dir);
-    sim::use_replayed_fragmentation(res.input, c.req.fragmentation.has_value());  // the replay's allowance
+    sim::use_replayed_fragmentation(res.input, c.req.fragmentation.has_value() || res.fragmentation_fitted);  // the replay's allowance
     if (res.workload.kind != Workload::sft) {  // several models per GPU (workload.h)
         const WorkloadEstimate w = estimate_workload(res.input, res.workload, c.explain);
         for (const auto& wn : res.warnings) std::cerr << "zeromem: warning: " << wn << "\n";

@@ -29,7 +29,8 @@ int64_t estimated_allocated(const nlohmann::json& est, const std::string& phase)
 
 // L09's setup: Mistral 7B, 2x A100-SXM 80GB, ZeRO-3 + CPU offload, bf16
 // (micro batch and sequence not stated: the defaults, 1 and 2048).
-const std::string kMistral = " --model mistral-7b --gpus 2 --gpu A100-80GB --stage 3 --offload-optimizer cpu --dtype bf16";
+const std::string kMistralRun = " --model mistral-7b --gpus 2 --stage 3 --offload-optimizer cpu --dtype bf16";
+const std::string kMistral = kMistralRun + " --gpu A100-80GB";
 
 TEST(CliCalibrate, SeeMemoryUsageTracePhaseByPhase) {
     const auto j = json_of("calibrate --log " + testdata("run_logs/L09_ds_see_memory_usage_mistral7b_zero3_step.log") + kMistral);
@@ -99,6 +100,62 @@ TEST(CliCalibrate, TableSaysItsUnit) {
     EXPECT_NE(r.out.find("GiB (2^30 bytes)"), std::string::npos);
     EXPECT_NE(r.out.find("Engine after forward"), std::string::npos);
     EXPECT_NE(r.out.find("61.48"), std::string::npos);  // Max_MA as printed
+}
+
+// The profile of L09's run, fitted and applied. Its fields are arithmetic on
+// the log's numbers and the plain estimate of the same setup.
+TEST(CliCalibrate, ProfileFittedFromTheTraceIsAppliedByEstimate) {
+    const std::string profile = cli::temp_path("profile.json");
+    const std::string setup = kMistral;
+    const auto j = json_of("calibrate --log " + testdata("run_logs/L09_ds_see_memory_usage_mistral7b_zero3_step.log") +
+                           setup + " --output '" + profile + "'");
+    const auto est = json_of("estimate" + setup);
+    const auto p = nlohmann::json::parse(cli::slurp(profile));
+    EXPECT_EQ(j["profile"], p);
+    EXPECT_EQ(p["format"], "zeromem calibration profile 1");
+    EXPECT_EQ(p["fitted_on"]["gpu"], "A100-80GB");
+    EXPECT_EQ(p["fitted_on"]["deepspeed"], "0.19.6");
+    EXPECT_EQ(p["inputs"]["stage"], 3);
+    // earliest reading, "Engine before forward" (line 2): MA 20.83 GB against the load phase
+    const int64_t baseline = gib_h(2083) - estimated_allocated(est, "load");
+    EXPECT_EQ(p["process_baseline"]["source_line"], 2);
+    EXPECT_EQ(p["process_baseline"]["bytes"], baseline);
+    // largest peak, "Engine after backward" (line 11): Max_MA 62.2 GB, CA 65.09 GB
+    EXPECT_EQ(p["reserved_share"]["source_line"], 11);
+    const double share = double(gib_h(6509) - gib_h(6220)) / double(gib_h(6220));
+    EXPECT_DOUBLE_EQ(p["reserved_share"]["fraction"].get<double>(), share);
+
+    const auto cal = cli::zeromem("estimate" + setup + " --calibration '" + profile + "' --format json");
+    ASSERT_EQ(cal.exit_code, 0) << cal.err;
+    EXPECT_NE(cal.err.find("from calibration profile"), std::string::npos) << cal.err;
+    const auto e = nlohmann::json::parse(cal.out);
+    EXPECT_EQ(e["per_gpu"]["cuda_context"], 512 * kMiB + baseline);
+    for (const auto& ph : e["phases"]) {  // fragmentation = share x allocated, to the byte
+        const auto& g = ph["per_gpu"];
+        const int64_t alloc = g["total"].get<int64_t>() - g["cuda_context"].get<int64_t>() - g["fragmentation"].get<int64_t>();
+        EXPECT_NEAR(double(g["fragmentation"].get<int64_t>()), share * double(alloc), 1.0) << ph["name"];
+    }
+    // a flag wins over the profile's term
+    const auto flagged = json_of("estimate" + setup + " --calibration '" + profile + "' --cuda-context 1GiB");
+    EXPECT_EQ(flagged["per_gpu"]["cuda_context"], kGiB);
+    // another GPU type: refused unless forced
+    const std::string other = kMistralRun + " --gpu H100-80GB --calibration '" + profile + "'";
+    cli::expect_error("estimate" + other, "--force-calibration");
+    const auto forced = cli::zeromem("estimate" + other + " --force-calibration");
+    EXPECT_EQ(forced.exit_code, 0) << forced.err;
+    EXPECT_NE(forced.err.find("(--force-calibration)"), std::string::npos) << forced.err;
+    std::remove(profile.c_str());
+}
+
+TEST(CliCalibrate, BadProfilesAndOutputWithoutGpu) {
+    const std::string bad = cli::temp_path("bad_profile.json");
+    { std::ofstream(bad) << "{\"format\": \"zeromem calibration profile 1\", \"fitted_on\": {\"gpu\": 3}}"; }
+    cli::expect_error("estimate --params 7e9 --calibration '" + bad + "'", bad + ": calibration profile: 'fitted_on.gpu'");
+    std::remove(bad.c_str());
+    cli::expect_error("estimate --params 7e9 --force-calibration", "--force-calibration: given without --calibration");
+    cli::expect_error("calibrate --log " + testdata("run_logs/L04_ds_throughput_timer_megatron_polaris.log") +
+                          " --params 7e9 --output " + cli::temp_path("never.json"),
+                      "--gpu: a calibration profile records the GPU type");
 }
 
 TEST(CliCalibrate, BadLogsAreOneLineErrors) {
