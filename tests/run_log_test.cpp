@@ -276,6 +276,24 @@ TEST(RunLogSystem, NvidiaSmiAndGnuTime) {
     EXPECT_EQ(tv.observations[0].host_scope, HostScope::process);
 }
 
+TEST(RunLogSystem, ZeromemMeasureJsonPhases) {
+    // runtime/src/measure.cpp PhaseClock::end: peak_bytes / end_bytes {device: {..., total}}, host_rss_peak
+    const std::string text = R"({"backend": "host", "world_size": 2, "ranks": [
+      {"rank": 1, "phases": [{"name": "forward", "step": 0, "peak_bytes": {"device": {"total": 3000}},
+                              "end_bytes": {"device": {"total": 2000}}, "host_rss_peak": 5000}]}]})";
+    const RunLog log = read_run_log(text, "m.json");
+    ASSERT_EQ(log.observations.size(), 1u);
+    const MemoryObservation& o = log.observations[0];
+    EXPECT_EQ(o.format, LogFormat::zeromem_measure);
+    EXPECT_EQ(o.message, "forward");
+    EXPECT_EQ(o.rank, 1);
+    EXPECT_EQ(o.max_allocated->bytes, 3000);
+    EXPECT_EQ(o.allocated->bytes, 2000);
+    EXPECT_EQ(o.max_host->bytes, 5000);
+    const std::string e = error_of([] { (void)read_run_log(R"({"backend": "host", "ranks": [{"rank": 0}]})", "m.json"); });
+    EXPECT_TRUE(contains(e, "m.json: zeromem measure: a rank without a 'phases' list")) << e;
+}
+
 TEST(RunLogSystem, NvidiaSmiWordsInsideAnotherCellAreNoHeader) {
     // found by fuzz_run_log: "memory.used [MiB]" not at the start of a cell
     const std::string e = error_of([] { (void)read_run_log("x memory.used [MiB]\n0\n", "smi.csv"); });
