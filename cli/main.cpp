@@ -14,6 +14,7 @@
 #include "simulate_command.h"
 #include "measure_command.h"
 #include "check_command.h"
+#include "calibrate_command.h"
 
 #include <CLI/CLI.hpp>
 
@@ -127,7 +128,7 @@ namespace {
 using namespace zeromem;
 using namespace zeromem_cli;
 
-const char* const kSubcommands[] = {"estimate", "compare", "plan", "fit", "check", "simulate", "measure",
+const char* const kSubcommands[] = {"estimate", "compare", "plan", "fit", "check", "calibrate", "simulate", "measure",
                                     "validate", "models", "gpus", "interconnects", "hosts"};
 
 /// What the command line fills in, and the subcommands it may name.
@@ -139,8 +140,9 @@ struct Cli {
     SimulateFlags simf;
     MeasureFlags mf;
     CheckFlags chkf;
+    CalibrateFlags calf;
     CLI::App *est = nullptr, *cmp = nullptr, *pln = nullptr, *fit = nullptr, *simc = nullptr, *meas = nullptr,
-             *val = nullptr, *chk = nullptr, *models = nullptr, *gpus = nullptr, *ics = nullptr, *hosts = nullptr;
+             *val = nullptr, *chk = nullptr, *cal = nullptr, *models = nullptr, *gpus = nullptr, *ics = nullptr, *hosts = nullptr;
 };
 
 // estimate: the request options plus --format and --explain.
@@ -208,6 +210,7 @@ void add_subcommands(CLI::App& app, Cli& c, const std::string& named) {
     c.simc = add_simulate_command(app, c.req, c.simf, wants("simulate"));
     add_measure_commands(app, c.req, c.mf, c.meas, c.val, wants("measure"), wants("validate"));
     c.chk = add_check_command(app, c.req, c.chkf, wants("check"));
+    c.cal = add_calibrate_command(app, c.req, c.calf, wants("calibrate"));
     add_listing_commands(app, c);
 }
 
@@ -228,7 +231,7 @@ std::optional<int> answer_before_parsing(CLI::App& app, int argc, char** argv) {
     for (const auto* s : app.get_subcommands([](const CLI::App*) { return true; }))
         if (s->get_name() == sub) return std::nullopt;
     std::cerr << "zeromem: error: unknown subcommand '" << sub
-              << "' (use estimate, compare, plan, fit, check, simulate, measure, validate, models, gpus, interconnects or hosts; see zeromem --help)\n";
+              << "' (use estimate, compare, plan, fit, check, calibrate, simulate, measure, validate, models, gpus, interconnects or hosts; see zeromem --help)\n";
     return 2;
 }
 
@@ -300,7 +303,7 @@ int list_presets(const Cli& c, const std::string& dir) {
 int run_estimate(const Cli& c, const std::string& dir) {
     const Format fmt = parse_format(c.format);
     Resolved res = resolve_request(c.req, dir);
-    sim::use_replayed_fragmentation(res.input, c.req.fragmentation.has_value());  // the replay's allowance
+    sim::use_replayed_fragmentation(res.input, c.req.fragmentation.has_value() || res.fragmentation_fitted);  // the replay's allowance
     if (res.workload.kind != Workload::sft) {  // several models per GPU (workload.h)
         const WorkloadEstimate w = estimate_workload(res.input, res.workload, c.explain);
         for (const auto& wn : res.warnings) std::cerr << "zeromem: warning: " << wn << "\n";
@@ -327,6 +330,7 @@ int run(const Cli& c) {
         if (*c.meas) return run_measure(c.req, c.mf, dir);
         if (*c.val) return run_validate(c.req, c.mf, dir);
         if (*c.chk) return run_check(c.req, c.chkf, dir);
+        if (*c.cal) return run_calibrate(c.req, c.calf, dir);
         return run_estimate(c, dir);
     } catch (const InputError& e) {
         std::cerr << "zeromem: error: " << e.what() << "\n";
@@ -355,7 +359,7 @@ int main(int argc, char** argv) {
                  "zeromem"};
     app.set_version_flag("--version", std::string("zeromem ") + zeromem::version());
     app.require_subcommand(1);
-    app.footer(std::string("\nSubcommands: estimate, compare, plan, fit, check, simulate, measure, validate, models, gpus, interconnects, hosts. Run `zeromem estimate --help` for the options.\n"
+    app.footer(std::string("\nSubcommands: estimate, compare, plan, fit, check, calibrate, simulate, measure, validate, models, gpus, interconnects, hosts. Run `zeromem estimate --help` for the options.\n"
                "Example: zeromem estimate --params 7e9 --gpus 8 --stage 3\n") + kExitStatus);
     Cli c;
     add_subcommands(app, c, argc > 1 ? argv[1] : "");

@@ -291,7 +291,7 @@ SpeedRun prepare_speed_run(const std::string& cmd, const zeromem::Request& req, 
     }
     SpeedRun run;
     run.res = resolve_request(req, dir);
-    sim::use_replayed_fragmentation(run.res.input, req.fragmentation.has_value());  // the replay's allowance
+    sim::use_replayed_fragmentation(run.res.input, req.fragmentation.has_value() || run.res.fragmentation_fitted);  // the replay's allowance
     keep_freed_heap_for_replays(run.res.input);
     const Resolved& res = run.res;
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
@@ -443,7 +443,7 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
         req.params = "1e9";  // placeholder; the parameter count is searched below
     }
     Resolved res = resolve_request(req, dir);
-    sim::use_replayed_fragmentation(res.input, req.fragmentation.has_value());  // the replay's allowance
+    sim::use_replayed_fragmentation(res.input, req.fragmentation.has_value() || res.fragmentation_fitted);  // the replay's allowance
     keep_freed_heap_for_replays(res.input);
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     const auto rows = largest ? largest_model(res.input) : fewest_gpus(res.input, f.gpus_per_node, max_gpus);

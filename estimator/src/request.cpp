@@ -1,5 +1,7 @@
 #include "zeromem/request.h"
 
+#include "zeromem/calibration_profile.h"
+
 #include "zeromem/ds_schema.h"
 
 #include "zeromem/ds_config.h"
@@ -712,6 +714,20 @@ void finish_batch_and_moe(const Request& req, Resolved& r) {
                              "expert-data-parallel group only through AutoEP (expert_parallel.autoep_size)");
 }
 
+// --calibration: the profile's fitted terms, except those a flag sets.
+void apply_calibration(const Request& req, Resolved& r) {
+    if (!req.calibration) {
+        if (req.force_calibration) throw InputError("--force-calibration: given without --calibration");
+        return;
+    }
+    CalibrationProfile p = read_calibration_profile(*req.calibration);
+    if (req.cuda_context) p.process_baseline.reset();   // --cuda-context wins
+    if (req.fragmentation) p.reserved_share.reset();    // --fragmentation wins
+    for (auto& n : apply_calibration_profile(p, *req.calibration, req.force_calibration, r.input, r.provenance))
+        r.notes.push_back(std::move(n));
+    r.fragmentation_fitted = p.reserved_share.has_value();
+}
+
 }  // namespace
 
 Resolved resolve_request(const Request& req, const std::string& data_dir) {
@@ -741,6 +757,7 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     check_stage_and_save(req, r);
     apply_zeropp_flags(req, in.zero, prov);
     apply_generation(req, in, prov);
+    apply_calibration(req, r);
     add_plausibility_warnings(req, in, r.warnings);
     resolve_workload(req, r, data_dir);
     finish_batch_and_moe(req, r);

@@ -25,7 +25,7 @@ Evaluation evaluate(const Request& req, const SpeedChoice& speed, const std::str
     if (!base.gpu) throw InputError("--gpu: the speed model needs a GPU preset (see `zeromem gpus`)");
     Evaluation ev;
     ev.resolved = resolve_request(base, data_dir);
-    sim::use_replayed_fragmentation(ev.resolved.input, req.fragmentation.has_value());  // the replay's allowance
+    sim::use_replayed_fragmentation(ev.resolved.input, req.fragmentation.has_value() || ev.resolved.fragmentation_fitted);  // the replay's allowance
     const EstimateInput& in = ev.resolved.input;
     ev.hw = speed_hardware(*ev.resolved.gpu, in.train.dtype, speed.interconnect, speed.network, data_dir);
     if (in.cluster.nodes > 1 && speed.network.empty())

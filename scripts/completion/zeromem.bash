@@ -8,7 +8,7 @@ _zeromem() {
     cur="${COMP_WORDS[COMP_CWORD]}"
     prev="${COMP_WORDS[COMP_CWORD-1]}"
     sub="${COMP_WORDS[1]}"
-    local subs="estimate compare plan fit models gpus interconnects"
+    local subs="estimate compare plan fit calibrate models gpus interconnects"
     if [[ $COMP_CWORD -eq 1 ]]; then
         COMPREPLY=($(compgen -W "$subs --help --version" -- "$cur"))
         return
@@ -19,7 +19,7 @@ _zeromem() {
         --interconnect|--network)
             COMPREPLY=($(compgen -W "$(zeromem interconnects 2>/dev/null | awk '{print $1}')" -- "$cur")); return ;;
         --hf-config) COMPREPLY=($(compgen -f -- "$cur") $(compgen -d -- "$cur")); return ;;
-        --ds-config|--emit|--stack-from) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --ds-config|--emit|--stack-from|--log|--calibration|--output) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --stack) COMPREPLY=($(compgen -W "auto defaults deepspeed= torch= transformers=" -- "$cur")); return ;;
         --format) COMPREPLY=($(compgen -W "table json csv md" -- "$cur")); return ;;
         --stage) COMPREPLY=($(compgen -W "0 1 2 3" -- "$cur")); return ;;

@@ -47,6 +47,8 @@ struct Request {
     std::optional<std::string> load_dtype;       ///< --load-dtype
     std::optional<std::string> load_path;        ///< --load-path
     std::optional<std::string> host_overhead;    ///< --host-overhead: size per process
+    std::optional<std::string> calibration;      ///< --calibration: a calibration profile (calibration_profile.h)
+    bool force_calibration = false;              ///< --force-calibration: apply it on another GPU type or stack
     std::optional<int64_t> tp;                   ///< --tp
     std::optional<int64_t> pp;                   ///< --pp
     bool sequence_parallel = false;              ///< --sequence-parallel
@@ -105,6 +107,9 @@ struct Resolved {
     /// DeepSpeed config keys read but without effect on memory, one line
     /// each (ds_config_notes); printed on stderr by the CLI as notes.
     std::vector<std::string> notes;
+    /// A calibration profile set the fragmentation fraction: the simulator's
+    /// replay must not replace it (sim::use_replayed_fragmentation).
+    bool fragmentation_fitted = false;
     /// --workload and its models (sft: none beyond `input`).
     WorkloadSettings workload;
 };

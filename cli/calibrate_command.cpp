@@ -1,0 +1,82 @@
+// zeromem calibrate --log FILE ...: see calibrate_command.h.
+#include "calibrate_command.h"
+
+#include "zeromem/calibrate.h"
+#include "zeromem/calibration_profile.h"
+#include "zeromem/estimate.h"
+#include "zeromem/request.h"
+#include "zeromem/run_log.h"
+#include "zeromem/simulator.h"
+#include "zeromem/types.h"
+
+#include <fstream>
+#include <iostream>
+#include <optional>
+
+namespace zeromem_cli {
+
+namespace {
+
+const char* kCalibrateExamples = R"(
+Examples:
+  zeromem calibrate --log train.log --model mistral-7b --gpus 2 --gpu A100-80GB --stage 3 --offload-optimizer cpu
+  zeromem calibrate --log rank0.log --log nvidia-smi.csv --ds-config ds.json --model llama-2-7b --gpus 8 --format json
+
+Reads, recognised by content: DeepSpeed see_memory_usage and ThroughputTimer lines, Megatron report_memory,
+HF Trainer memory metrics, torch.cuda.memory_stats() JSON, memory_summary(), the CUDA out-of-memory message,
+nvidia-smi --query-gpu=memory.used --format=csv, /usr/bin/time -v and zeromem measure JSON. Each reading is
+matched to an estimate phase by its message and printed beside the estimate: GiB (2^30 bytes) in the table,
+bytes in --format json. Exit status 0, or 2 when a log or flag cannot be read.
+)";
+
+}  // namespace
+
+CLI::App* add_calibrate_command(CLI::App& app, zeromem::Request& req, CalibrateFlags& f, bool with_options) {
+    auto* cal = app.add_subcommand("calibrate", "Hold a real run's memory readings (its logs) against the estimate, phase by phase");
+    cal->footer(kCalibrateExamples);
+    if (!with_options) return cal;
+    cal->add_option("--log", f.logs, "A log or readings file of the run (repeatable)")
+        ->required()->group("Calibrate")->type_name("FILE");
+    cal->add_option("--output", f.output, "Write the calibration profile fitted from the logs (process baseline, "
+                    "reserved share; needs --gpu) for `estimate --calibration`")->group("Output")->type_name("PROFILE.json");
+    cal->add_option("--format", f.format, "table (default) or json")->group("Output")->type_name("FORMAT");
+    add_request_options(cal, req);
+    return cal;
+}
+
+int run_calibrate(const zeromem::Request& req, const CalibrateFlags& f, const std::string& dir) {
+    using namespace zeromem;
+    if (f.format != "table" && f.format != "json")
+        throw InputError("--format: '" + f.format + "' is not table or json for calibrate");
+    std::vector<RunLog> logs;
+    for (const auto& path : f.logs) logs.push_back(read_run_log_file(path));  // InputError: exit 2
+    Resolved res = resolve_request(req, dir);
+    require_single_model(res, "calibrate");
+    sim::use_replayed_fragmentation(res.input, req.fragmentation.has_value() || res.fragmentation_fitted);  // as estimate does
+    if (res.input.convention != Convention::full)
+        throw InputError("--convention: calibrate compares phases, which only the full convention has");
+    const Estimate e = estimate(res.input);
+    for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
+    for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";
+    const Calibration c = calibrate(logs, e, res.input);
+    std::optional<CalibrationProfile> profile;
+    if (!f.output.empty() || !res.input.cluster.gpu_name.empty())
+        profile = fit_calibration_profile(c, res.input, f.logs);  // --output without --gpu: InputError
+    if (!f.output.empty()) {
+        std::ofstream out(f.output);
+        out << calibration_profile_json(*profile).dump(2) << "\n";
+        if (!out) throw InputError("--output: cannot write " + f.output);
+    }
+    if (f.format == "json") {
+        nlohmann::json j = calibration_json(c);
+        j["peak_phase"] = e.peak_phase;
+        j["profile"] = profile ? calibration_profile_json(*profile) : nlohmann::json();
+        std::cout << j.dump(2) << "\n";
+    } else {
+        std::cout << render_calibration_table(c);
+        if (!f.output.empty()) std::cout << "calibration profile written to " << f.output << "\n";
+    }
+    return 0;
+}
+
+}  // namespace zeromem_cli

@@ -1,0 +1,82 @@
+// A real run's readings (run_log.h) held against the estimate of the same
+// setup: each reading matched to an estimate phase, measured vs estimated in
+// the same keys, the difference, and the phase's terms that may explain it.
+#pragma once
+
+#include "zeromem/estimate.h"
+#include "zeromem/run_log.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zeromem {
+
+/// The figures of one reading, or the estimate's for it, in bytes.
+struct MemoryFigures {
+    std::optional<int64_t> allocated, max_allocated, reserved, max_reserved, host, max_host, device_used;
+};
+
+/// One component of the estimated phase (GpuMemory's names), bytes per GPU.
+struct PhaseTerm {
+    std::string name;
+    int64_t bytes = 0;
+};
+
+/// One reading against the estimate.
+struct CalibrationRow {
+    std::string log_path;
+    MemoryObservation observation;
+    std::string phase;  ///< the estimate phase it is held against; empty when the message names none
+    std::string why;    ///< how the phase was chosen ("message 'Engine after forward'")
+    MemoryFigures measured;
+    MemoryFigures estimated;
+    MemoryFigures difference;       ///< measured - estimated, for each key both have
+    std::vector<PhaseTerm> terms;   ///< the phase's components, largest first
+    std::string explained_by;       ///< the one term within 10% of the main difference, if any
+};
+
+struct Calibration {
+    std::vector<CalibrationRow> rows;
+    std::vector<std::string> notes;
+};
+
+/// The estimate phase (a name in `e.phases`) a reading is held against, from
+/// its printer and message:
+///  - see_memory_usage: "... after forward" / "before backward" -> forward,
+///    "after backward" / "before step" / "before optimizer" -> backward (the
+///    Max_MA printed there is the backward's peak: the counters reset at the
+///    previous call), "after step" / "end step" / "after optimizer" ->
+///    optimizer_step, "before forward" and the engine / ZeRO initialisation
+///    messages (initialize, partitions, optimizer states) -> load;
+///  - Megatron report_memory, ThroughputTimer, memory_stats, memory_summary,
+///    nvidia-smi: steady_backward (their peaks count from the start, so the
+///    estimate is the largest phase up to there), GNU time: the host peak phase;
+///  - the allocator's out-of-memory message: the first phase whose estimate
+///    overflows the GPU (else the peak phase);
+///  - the Trainer's "train" deltas: the training phases less load;
+///  - zeromem measure: its phase names are the estimate's.
+/// Empty, with `why` saying so, when nothing matches.
+std::string match_phase(const MemoryObservation& o, const Estimate& e, std::string& why);
+
+/// Every reading of `logs` against `e` (full convention: it needs e.phases;
+/// throws InputError otherwise). The estimate has one figure per phase, that
+/// phase's peak: allocated = total - cuda_context - fragmentation, reserved =
+/// allocated + fragmentation, device_used = total, host = the node's host RAM
+/// (per process: divided by the GPUs per node). A peak that counts from the
+/// start is held against the largest phase up to the matched one; a Trainer
+/// delta against the phase less the load phase.
+Calibration calibrate(const std::vector<RunLog>& logs, const Estimate& e, const EstimateInput& in);
+
+/// {"observations": [{"log", "format", "message", "phase", "why", "source_line",
+/// "measured": {...}, "estimated": {...}, "difference": {...}, "terms": [{"name",
+/// "bytes"}], "explained_by"}], "notes": [...]}; bytes, keys as MemoryFigures.
+nlohmann::json calibration_json(const Calibration& c);
+
+/// The table: one line per reading, GiB (2^30 bytes).
+std::string render_calibration_table(const Calibration& c);
+
+}  // namespace zeromem

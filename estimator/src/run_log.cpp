@@ -1,0 +1,259 @@
+// The run-log dispatcher and the shared pieces of its readers (see
+// zeromem/run_log.h and run_log_lines.h), plus the two JSON documents:
+// torch.cuda.memory_stats() and zeromem measure.
+#include "run_log_lines.h"
+
+#include "zeromem/types.h"
+#include "zeromem/util.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+namespace zeromem {
+
+const char* to_string(LogFormat f) {
+    switch (f) {
+    case LogFormat::ds_see_memory_usage: return "see_memory_usage";
+    case LogFormat::ds_throughput_timer: return "ThroughputTimer";
+    case LogFormat::megatron_report_memory: return "report_memory";
+    case LogFormat::hf_trainer_metrics: return "Trainer memory metrics";
+    case LogFormat::torch_memory_stats: return "torch.cuda.memory_stats";
+    case LogFormat::torch_memory_summary: return "torch.cuda.memory_summary";
+    case LogFormat::torch_oom_message: return "CUDA out of memory";
+    case LogFormat::nvidia_smi_csv: return "nvidia-smi";
+    case LogFormat::gnu_time_verbose: return "/usr/bin/time -v";
+    case LogFormat::zeromem_measure: return "zeromem measure";
+    }
+    return "?";
+}
+
+namespace run_log_detail {
+
+std::vector<Line> split_lines(const std::string& text) {
+    std::vector<Line> lines;
+    std::size_t start = 0, number = 1;
+    const std::string_view all(text);
+    while (start < all.size()) {
+        std::size_t end = all.find('\n', start);
+        if (end == std::string_view::npos) end = all.size();
+        std::string_view l = all.substr(start, end - start);
+        if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+        lines.push_back({l, number++});
+        start = end + 1;
+    }
+    return lines;
+}
+
+void Where::fail(const std::string& what) const {
+    throw InputError(path + ":" + std::to_string(line) + ": " + to_string(format) + ": " + what);
+}
+
+std::optional<Decimal> read_decimal(std::string_view text, std::size_t& pos) {
+    std::size_t p = pos;
+    while (p < text.size() && (text[p] == ' ' || text[p] == '\t')) ++p;
+    bool negative = false;
+    if (p < text.size() && (text[p] == '-' || text[p] == '+')) negative = text[p++] == '-';
+    Decimal d;
+    int digits = 0;
+    bool point = false;
+    for (; p < text.size(); ++p) {
+        const char c = text[p];
+        if (c == '.' && !point) {
+            point = true;
+            continue;
+        }
+        if (c < '0' || c > '9') break;
+        if (++digits > 18) return std::nullopt;
+        d.mantissa = d.mantissa * 10 + (c - '0');
+        if (point) ++d.decimals;
+    }
+    if (digits == 0) return std::nullopt;
+    if (negative) d.mantissa = -d.mantissa;
+    pos = p;
+    return d;
+}
+
+namespace {
+
+// value x unit in bytes (long double: 64-bit mantissa, exact to the byte below 2^62).
+long double scaled(const Decimal& d, long double unit, const Where& w) {
+    const long double v = static_cast<long double>(d.mantissa) * unit / std::pow(10.0L, d.decimals);
+    if (!(std::fabs(v) < 4.6e18L)) w.fail("a value beyond 2^62 bytes");
+    return v;
+}
+
+int64_t to_int(long double v) { return static_cast<int64_t>(std::llround(v)); }
+
+}  // namespace
+
+Reading rounded(const Decimal& d, long double unit, long double step, const Where& w) {
+    const long double v = scaled(d, unit, w);
+    const long double half = step * unit / 2;
+    const long double low = d.mantissa >= 0 && v - half < 0 ? 0.0L : v - half;  // a printed 0 of a count is >= 0
+    return {to_int(v), to_int(low), to_int(v + half)};
+}
+
+Reading floored(const Decimal& d, long double unit, long double step, const Where& w) {
+    const long double v = scaled(d, unit, w);
+    return {to_int(v), to_int(v), to_int(v + step * unit)};
+}
+
+long double binary_unit(std::string_view unit) {
+    if (unit == "bytes" || unit == "B") return 1.0L;
+    if (unit == "KiB") return kKiB;
+    if (unit == "MiB") return kMiB;
+    if (unit == "GiB") return kGiB;
+    if (unit == "TiB") return kGiB * 1024.0L;
+    return 0.0L;
+}
+
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    return s;
+}
+
+bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+bool expect(std::string_view text, std::size_t& pos, std::string_view word) {
+    std::size_t p = pos;
+    while (p < text.size() && (text[p] == ' ' || text[p] == '\t')) ++p;
+    if (text.substr(p, word.size()) != word) return false;
+    pos = p + word.size();
+    return true;
+}
+
+namespace {
+
+using nlohmann::json;
+
+// A byte count held in `j[key]`: a whole number >= 0 (json: exact).
+std::optional<Reading> json_bytes(const json& j, const char* key, const std::string& path, LogFormat f) {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return std::nullopt;
+    const bool whole = it->is_number_unsigned() || (it->is_number_integer() && it->get<int64_t>() >= 0);
+    if (!whole) throw InputError(path + ": " + to_string(f) + ": '" + key + "' is not a whole number of bytes");
+    const uint64_t v = it->get<uint64_t>();
+    if (v > (uint64_t(1) << 62)) throw InputError(path + ": " + to_string(f) + ": '" + key + "' is beyond 2^62 bytes");
+    const auto b = static_cast<int64_t>(v);
+    return Reading{b, b, b};
+}
+
+}  // namespace
+
+// json.dumps(torch.cuda.memory_stats()): the allocator's counters in bytes
+// (torch/cuda/memory.py memory_stats: "allocated_bytes.all.current" etc.).
+bool read_memory_stats_json(const nlohmann::json& j, const std::string& path, std::vector<MemoryObservation>& out) {
+    if (!j.is_object() || !j.contains("allocated_bytes.all.current")) return false;
+    const LogFormat f = LogFormat::torch_memory_stats;
+    MemoryObservation o;
+    o.format = f;
+    o.line = 1;
+    o.message = "memory_stats";
+    o.allocated = json_bytes(j, "allocated_bytes.all.current", path, f);
+    o.max_allocated = json_bytes(j, "allocated_bytes.all.peak", path, f);
+    o.reserved = json_bytes(j, "reserved_bytes.all.current", path, f);
+    o.max_reserved = json_bytes(j, "reserved_bytes.all.peak", path, f);
+    out.push_back(o);
+    return true;
+}
+
+// zeromem measure --output: ranks[].phases[] with peak_bytes / end_bytes
+// {device: {..., total}} and host_rss_peak, all bytes.
+bool read_measure_json(const nlohmann::json& j, const std::string& path, std::vector<MemoryObservation>& out) {
+    if (!j.is_object() || !j.contains("ranks") || !j.contains("backend")) return false;
+    const LogFormat f = LogFormat::zeromem_measure;
+    auto bad = [&](const std::string& what) { throw InputError(path + ": " + to_string(f) + ": " + what); };
+    if (!j["ranks"].is_array()) bad("'ranks' is not a list");
+    for (const auto& r : j["ranks"]) {
+        if (!r.is_object() || !r.contains("phases") || !r["phases"].is_array()) bad("a rank without a 'phases' list");
+        for (const auto& p : r["phases"]) {
+            if (!p.is_object() || !p.contains("name") || !p["name"].is_string()) bad("a phase without a 'name'");
+            MemoryObservation o;
+            o.format = f;
+            o.line = 1;
+            o.message = p["name"].get<std::string>();
+            if (r.contains("rank") && r["rank"].is_number_integer()) o.rank = r["rank"].get<int>();
+            const auto device = [&](const char* which) -> std::optional<Reading> {
+                if (!p.contains(which) || !p[which].is_object() || !p[which].contains("device")) return std::nullopt;
+                return json_bytes(p[which]["device"], "total", path, f);
+            };
+            o.max_allocated = device("peak_bytes");
+            o.allocated = device("end_bytes");
+            o.max_host = json_bytes(p, "host_rss_peak", path, f);
+            o.host_scope = HostScope::process;
+            o.peak_window = PeakWindow::since_previous;  // measure resets the peaks at each phase (PhaseClock::begin)
+            out.push_back(o);
+        }
+    }
+    return true;
+}
+
+}  // namespace run_log_detail
+
+namespace {
+
+// The document `text` as JSON, or its parse error as "<path>:<line>:
+// malformed or cut-off JSON" in `error`.
+nlohmann::json parse_json(const std::string& text, const std::string& path, std::string& error) {
+    try {
+        return nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        std::size_t line = 1;
+        for (std::size_t i = 0; i + 1 < std::min<std::size_t>(e.byte, text.size()); ++i)
+            if (text[i] == '\n') ++line;
+        error = path + ":" + std::to_string(line) + ": malformed or cut-off JSON";
+    } catch (const nlohmann::json::out_of_range&) {
+        error = path + ": a JSON number is out of range";
+    }
+    return nlohmann::json();
+}
+
+}  // namespace
+
+RunLog read_run_log(const std::string& text, const std::string& path) {
+    using namespace run_log_detail;
+    RunLog log;
+    log.path = path;
+    std::vector<MemoryObservation> obs;
+    // A document opening with '{' is tried as JSON first; a Trainer log may
+    // open with a Python dict, so one that does not parse is read as text, and
+    // its JSON error is the answer only when no line reader finds a reading.
+    const std::size_t first = text.find_first_not_of(" \t\r\n");
+    std::string json_error;
+    bool done = false;
+    if (first != std::string::npos && text[first] == '{') {
+        const nlohmann::json doc = parse_json(text, path, json_error);
+        done = json_error.empty() && (read_memory_stats_json(doc, path, obs) || read_measure_json(doc, path, obs));
+    }
+    if (!done) {
+        const std::vector<Line> lines = split_lines(text);
+        read_see_memory_usage(lines, path, obs);
+        read_throughput_timer(lines, path, obs);
+        read_megatron_report_memory(lines, path, obs);
+        read_trainer_metrics(lines, path, obs);
+        read_oom_messages(lines, path, obs);
+        read_memory_summary(lines, path, obs);
+        read_nvidia_smi(lines, path, obs);
+        read_gnu_time(lines, path, obs);
+    }
+    if (obs.empty() && !json_error.empty()) throw InputError(json_error);
+    if (obs.empty())
+        throw InputError(path + ": no memory reading recognised (DeepSpeed see_memory_usage or ThroughputTimer, "
+                                "Megatron report_memory, HF Trainer memory metrics, torch.cuda.memory_stats JSON or "
+                                "memory_summary, a CUDA out-of-memory message, nvidia-smi --query-gpu CSV, "
+                                "/usr/bin/time -v, zeromem measure JSON)");
+    std::stable_sort(obs.begin(), obs.end(),
+                     [](const MemoryObservation& a, const MemoryObservation& b) { return a.line < b.line; });
+    for (const auto& o : obs)
+        if (std::find(log.formats.begin(), log.formats.end(), o.format) == log.formats.end())
+            log.formats.push_back(o.format);
+    log.observations = std::move(obs);
+    return log;
+}
+
+RunLog read_run_log_file(const std::string& path) { return read_run_log(read_text_file(path), path); }
+
+}  // namespace zeromem

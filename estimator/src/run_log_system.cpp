@@ -1,0 +1,95 @@
+// Readings of the system's tools (see run_log_lines.h):
+//  - nvidia-smi --query-gpu=[index,]memory.used[,memory.total] --format=csv[,nounits]:
+//    a header "memory.used [MiB]" then one row per GPU, "<n> MiB" (NVML's bytes
+//    / 2^20, whole MiB). The figure is the whole device: every process's
+//    memory and the CUDA contexts, not only PyTorch's.
+//  - GNU time -v: "Maximum resident set size (kbytes): N", the peak resident
+//    set (getrusage ru_maxrss, KiB on Linux) of the largest process it waited for.
+#include "run_log_lines.h"
+
+namespace zeromem::run_log_detail {
+
+namespace {
+
+std::vector<std::string_view> csv_cells(std::string_view t) {
+    std::vector<std::string_view> cells;
+    for (std::size_t p = 0;;) {
+        const auto q = t.find(',', p);
+        cells.push_back(trim(t.substr(p, q == std::string_view::npos ? std::string_view::npos : q - p)));
+        if (q == std::string_view::npos) break;
+        p = q + 1;
+    }
+    return cells;
+}
+
+// "<n> MiB" or "<n>" (nounits) in whole MiB.
+Reading mib_cell(std::string_view cell, const Where& w) {
+    std::size_t pos = 0;
+    const auto d = read_decimal(cell, pos);
+    const std::string_view unit = trim(cell.substr(pos));
+    if (!d || d->decimals != 0 || !(unit.empty() || unit == "MiB")) w.fail("expected '<whole number> MiB', got '" + std::string(cell) + "'");
+    return floored(*d, kMiB, 1.0L, w);
+}
+
+// Column of `name` in the header cells, or -1.
+int column(const std::vector<std::string_view>& header, std::string_view name) {
+    for (std::size_t k = 0; k < header.size(); ++k)
+        if (starts_with(header[k], name)) return static_cast<int>(k);
+    return -1;
+}
+
+}  // namespace
+
+void read_nvidia_smi(const std::vector<Line>& lines, const std::string& path, std::vector<MemoryObservation>& out) {
+    std::vector<std::string_view> header;
+    int used = -1, total = -1, index = -1, row = 0;
+    for (const Line& l : lines) {
+        const std::string_view t = trim(l.text);
+        if (t.find("memory.used [MiB]") != std::string_view::npos) {
+            header = csv_cells(t);
+            used = column(header, "memory.used");
+            total = column(header, "memory.total");
+            index = column(header, "index");
+            if (used < 0) header.clear();  // the words inside another cell: not a query header
+            continue;
+        }
+        if (header.empty()) continue;
+        const auto cells = csv_cells(t);
+        if (cells.size() != header.size() || t.empty()) {  // the table ended
+            header.clear();
+            continue;
+        }
+        const Where w{path, l.number, LogFormat::nvidia_smi_csv};
+        MemoryObservation o;
+        o.format = LogFormat::nvidia_smi_csv;
+        o.line = l.number;
+        o.message = index >= 0 ? "GPU " + std::string(cells[std::size_t(index)]) : "nvidia-smi row " + std::to_string(++row);
+        o.device_used = mib_cell(cells[std::size_t(used)], w);
+        if (total >= 0) o.device_total = mib_cell(cells[std::size_t(total)], w);
+        out.push_back(o);
+    }
+}
+
+void read_gnu_time(const std::vector<Line>& lines, const std::string& path, std::vector<MemoryObservation>& out) {
+    constexpr std::string_view kTag = "Maximum resident set size (kbytes):";
+    std::string command = "/usr/bin/time -v";
+    for (const Line& l : lines) {
+        const std::string_view t = trim(l.text);
+        if (starts_with(t, "Command being timed:")) command = std::string(trim(t.substr(20)));
+        if (!starts_with(t, kTag)) continue;
+        const Where w{path, l.number, LogFormat::gnu_time_verbose};
+        std::size_t pos = kTag.size();
+        const auto d = read_decimal(t, pos);
+        if (!d || d->decimals != 0 || d->mantissa < 0 || !trim(t.substr(pos)).empty())
+            w.fail("expected a whole number of kbytes after 'Maximum resident set size (kbytes):'");
+        MemoryObservation o;
+        o.format = LogFormat::gnu_time_verbose;
+        o.line = l.number;
+        o.message = command;
+        o.host_scope = HostScope::process;
+        o.max_host = rounded(*d, kKiB, 0.0L, w);
+        out.push_back(o);
+    }
+}
+
+}  // namespace zeromem::run_log_detail
