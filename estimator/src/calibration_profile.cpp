@@ -1,5 +1,6 @@
 // Fitting, writing, reading and applying a calibration profile (see
 // zeromem/calibration_profile.h).
+#include "zeromem/process_terms.h"
 #include "zeromem/calibration_profile.h"
 
 #include "zeromem/util.h"
@@ -136,7 +137,9 @@ std::vector<std::string> apply_calibration_profile(const CalibrationProfile& p, 
                         " (--force-calibration)");
     }
     if (p.process_baseline) {
-        const int64_t ctx = std::max<int64_t>(0, int64_t(in.residual.cuda_context) + *p.process_baseline);
+        // The modelled context (the architecture's, or --cuda-context) plus the fitted baseline.
+        const uint64_t modelled = in.residual.cuda_context ? *in.residual.cuda_context : process_memory(in).cuda_context;
+        const int64_t ctx = std::max<int64_t>(0, int64_t(modelled) + *p.process_baseline);
         in.residual.cuda_context = uint64_t(ctx);
         prov["cuda_context"] = "calibration profile " + path + " (CUDA context + fitted process baseline " +
                                std::to_string(*p.process_baseline) + " B)";
