@@ -194,16 +194,17 @@ TEST(KorthikantiActivations, ZeroPaperGpt2RuleOfThumb) {
 
 // estimate_full assembles the backward activations as L · per_layer + the
 // larger of one layer recomputed (full checkpointing) and the loss tensors
-// (autograd frees these before the last layer is recomputed): embedding
-// dropout sbh + the output
+// (autograd frees these before the last layer is recomputed): the output
 // layer's input 4sbh + the logits sbV·(2 + 4 + 4) (16-bit logits, their fp32
 // upcast and the fp32 log-softmax kept for the loss). The per-layer bytes
 // follow Korthikanti's decomposition with the real attention and MLP widths:
-// 10 sbh outside the tensor-parallel region; Q 2, K and V 2 each scaled by
-// kv/a, the output projection's input 2; a gated MLP keeps 4 tensors of
-// 2sbf. Llama-3-8B (h = 4096, L = 32, a = 32, kv = 8, f = 14336,
-// V = 128256; published config), seq 128, b = 1, bf16 (user case C03's
-// setting): per layer sbh(10 + 2 + 4·8/32 + 2 + 8·14336/4096) = 43 sbh.
+// 10 sbh outside the tensor-parallel region less the two residual dropout
+// masks Llama does not have (modeling_llama.py: attention dropout only, 0.0
+// in the config) = 8; Q 2, K and V 2 each scaled by kv/a, the output
+// projection's input 2; a gated MLP keeps 4 tensors of 2sbf. No embedding
+// dropout mask either. Llama-3-8B (h = 4096, L = 32, a = 32, kv = 8,
+// f = 14336, V = 128256; published config), seq 128, b = 1, bf16 (user case
+// C03's setting): per layer sbh(8 + 2 + 4·8/32 + 2 + 8·14336/4096) = 41 sbh.
 TEST(KorthikantiActivations, EstimateAssemblesLayersAndOutputLayer) {
     EstimateInput in = preset_input("llama-3-8b", 1, 2, Dtype::bf16);
     in.train.seq_len = 128;
@@ -212,17 +213,18 @@ TEST(KorthikantiActivations, EstimateAssemblesLayersAndOutputLayer) {
     in.train.flash_attention = true;
     const double sbh = 128.0 * 1.0 * 4096.0;
     const double sbv = 128.0 * 1.0 * 128256.0;
-    const double layer = sbh * (10.0 + 2.0 + 4.0 * 8.0 / 32.0 + 2.0 + 8.0 * 14336.0 / 4096.0);
-    EXPECT_NEAR(layer / sbh, 43.0, 1e-12);
-    const double io = sbh + 4.0 * sbh + sbv * (2.0 + 4.0 + 4.0);
+    const double layer = sbh * (8.0 + 2.0 + 4.0 * 8.0 / 32.0 + 2.0 + 8.0 * 14336.0 / 4096.0);
+    EXPECT_NEAR(layer / sbh, 41.0, 1e-12);
+    const double io = 4.0 * sbh + sbv * (2.0 + 4.0 + 4.0);
     const double expected = 32.0 * 2.0 * sbh + std::max(layer, io);
     EXPECT_NEAR(as_double(estimate(in).per_gpu.activations), expected, 2.0);
 
-    // No checkpointing, eager attention: every layer also keeps the scores,
-    // softmax and its dropout mask, 5as/h · sbh.
+    // No checkpointing, eager attention: every layer also keeps the scores
+    // and softmax, Korthikanti's 5as/h · sbh less the attention dropout mask
+    // (attention_dropout 0.0): 4as/h · sbh.
     in.train.checkpointing = Checkpointing::none;
     in.train.flash_attention = false;
-    const double per_layer = layer + sbh * 5.0 * 32.0 * 128.0 / 4096.0;
+    const double per_layer = layer + sbh * 4.0 * 32.0 * 128.0 / 4096.0;
     EXPECT_NEAR(as_double(estimate(in).per_gpu.activations), 32.0 * per_layer + io, 2.0 * 32.0);
 }
 

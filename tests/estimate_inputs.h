@@ -68,6 +68,9 @@ inline zeromem::ModelArch gpt3_175b_shape() {
     a.head_dim = 128;
     a.ffn_size = 4 * 12288;
     a.vocab_size = 51200;
+    // Megatron GPT (the paper's setting): hidden and attention dropout 0.1,
+    // so every Korthikanti dropout mask is stored.
+    a.embedding_dropout = a.attention_dropout = a.attention_residual_dropout = a.mlp_residual_dropout = 0.1;
     return a;
 }
 

@@ -1005,6 +1005,19 @@ void add_moe_activations(const FullContext& c, const Explainer& ex, uint64_t lay
     }
 }
 
+// The dropout masks a layer stores, as --explain names them.
+std::string dropout_masks_named(const ModelArch& a) {
+    std::string out;
+    auto add = [&](double p, const char* name) {
+        if (p > 0.0) out += (out.empty() ? "" : ", ") + std::string(name) + " p=" + num(p);
+    };
+    add(a.embedding_dropout, "embedding dropout mask");
+    add(a.attention_dropout, "attention dropout mask");
+    add(a.attention_residual_dropout, "attention residual dropout mask");
+    add(a.mlp_residual_dropout, "MLP residual dropout mask");
+    return out.empty() ? ", no dropout (all probabilities 0: no masks)" : ", " + out;
+}
+
 Activations activations(const FullContext& c, const Explainer& ex) {
     const auto& in = c.in;
     const auto& t = in.train;
@@ -1031,11 +1044,13 @@ Activations activations(const FullContext& c, const Explainer& ex) {
             r.host = to_bytes(scale * double(stored));
             stored = 0;
         }
-        // Embedding output and the loss: sbh (embedding dropout mask) on
-        // every first stage; with pp = 1 also the output layer's input and the
-        // logits: 16-bit logits, their fp32 upcast and the fp32 log-softmax
-        // kept for the cross-entropy backward (HF models upcast logits).
-        double io = sbh;
+        // Embedding output and the loss: sbh (embedding dropout mask, where
+        // the model has embedding dropout) on every first stage; with pp = 1
+        // also the output layer's input and the logits: 16-bit logits, their
+        // fp32 upcast and the fp32 log-softmax kept for the cross-entropy
+        // backward (HF models upcast logits).
+        const double embed_mask = a.embedding_dropout > 0.0 ? sbh : 0.0;
+        double io = embed_mask;
         if (c.pp == 1) io += 4.0 * sbh + double(sq) * double(b) * double(a.vocab_size) * double(c.bm + 8) / double(ti);
         r.forward = to_bytes(scale * (double(stored) + io));
         // Backward: autograd frees the loss's saved tensors (logits, their
@@ -1048,14 +1063,16 @@ Activations activations(const FullContext& c, const Explainer& ex) {
         r.backward = to_bytes(scale * (double(stored) + std::max(double(recompute), io)));
         add_moe_activations(c, ex, layers, in_flight, scale, double(stored), double(recompute), io, r);
         if (ex.on) ex.term("activations",
-                "forward: layers · in-flight micro batches · per_layer + io; backward: the same stored part + max(io, one "
-                "recomputed layer); io = sbh + 4sbh + sbV(b_m + 8)/t; per_layer by "
-                "Korthikanti with GQA and the real MLP width",
+                std::string("forward: layers · in-flight micro batches · per_layer + io; backward: the same stored part + "
+                            "max(io, one recomputed layer); io = ") + (embed_mask > 0 ? "sbh (embedding dropout mask) + " : "") +
+                    "4sbh + sbV(b_m + 8)/t; per_layer by Korthikanti with GQA, the real MLP width and a 1-byte mask "
+                    "per element only where the model's dropout p > 0",
                 "s=" + n2s(uint64_t(sq)) + ", b=" + n2s(uint64_t(b)) + ", h=" + n2s(uint64_t(h)) + ", a=" +
                     n2s(uint64_t(a.num_heads)) + ", kv=" + n2s(uint64_t(a.num_kv_heads)) + ", f=" +
                     n2s(uint64_t(active_ffn_width(a))) + ", layers=" + n2s(layers) + ", in flight=" + n2s(in_flight) +
                     ", per_layer=" + n2s(per_layer) + " B, V=" + n2s(uint64_t(a.vocab_size)) + ", t=" + n2s(c.tp) +
                     ", checkpointing " + to_string(t.checkpointing) + (t.flash_attention ? ", flash attention" : ", eager attention") +
+                    dropout_masks_named(a) +
                     (scale != 1.0 ? ", x2 for fp32" : ""),
                 r.backward, kSrcKorthikanti);
     } else {
@@ -1754,8 +1771,11 @@ uint64_t layer_activation_bytes(const ModelArch& arch, int64_t s, int64_t b, int
     const double td = double(t);
     if (mode == Checkpointing::full) return to_bytes(sbh * (sequence_parallel ? 2.0 / td : 2.0));
     // Korthikanti's 10 sbh outside the tensor-parallel region: two LayerNorm
-    // inputs (4), attention and MLP inputs (4), two dropout masks (2).
-    const double nonpar = sequence_parallel ? 10.0 / td : 10.0;
+    // inputs (4), attention and MLP inputs (4), the attention and MLP
+    // residual dropout masks (1 each), each only where the model has that
+    // dropout with p > 0 (at p = 0 at::dropout returns its input, no mask).
+    const double masks = (arch.attention_residual_dropout > 0.0 ? 1.0 : 0.0) + (arch.mlp_residual_dropout > 0.0 ? 1.0 : 0.0);
+    const double nonpar = sequence_parallel ? (8.0 + masks) / td : 8.0 + masks;
     // Inside: Q (2) and K, V (2 each, scaled by kv/a for GQA), the output
     // projection's input (2): 8 for multi-head attention.
     const int64_t hd = arch.head_dim > 0 ? arch.head_dim : h / a;
@@ -1769,10 +1789,15 @@ uint64_t layer_activation_bytes(const ModelArch& arch, int64_t s, int64_t b, int
     const double f = double(active_ffn_width(arch)) / double(h);
     const double mlp = (arch.gated_mlp ? 8.0 : 4.0) * f;
     double factor = nonpar + (attn + mlp) / td;
+    // Eager attention: Korthikanti's 5as²b = softmax output 2, the output of
+    // its dropout 2 and the dropout mask 1; without attention dropout the
+    // mask goes (4as²b: the paper's count less the mask).
     if (mode == Checkpointing::none && !flash_attention)
-        factor += 5.0 * double(a) * double(s) / (double(h) * td);
+        factor += attention_score_factor(arch) * double(a) * double(s) / (double(h) * td);
     return to_bytes(sbh * factor);
 }
+
+double attention_score_factor(const ModelArch& arch) { return arch.attention_dropout > 0.0 ? 5.0 : 4.0; }
 
 uint64_t lora_params(const ModelArch& arch, int64_t rank, const std::string& targets) {
     if (rank <= 0) throw InputError("--lora-rank: must be positive");

@@ -8,6 +8,8 @@
 // checkpoint happens to store them.
 #include "zeromem/model.h"
 
+#include "model_dropout.h"
+
 #include "zeromem/types.h"
 #include "zeromem/util.h"
 
@@ -1191,6 +1193,7 @@ ModelArch read_family(const ConfigReader& r, const std::string& model_type, int 
     else if (reader == "vision_language") read_vision_language(a, r, *fam, model_type, depth);
     else throw InputError("families.json: model_type '" + model_type + "' names unknown reader '" + reader + "'");
     if (reader != "vision_language") {
+        read_dropout_rates(a, r.config(), *fam, r.source());  // the wrapper's text model has them
         a.model_type = model_type;
         if (reader == "decoder" || reader == "t5" || reader == "bert") a.family = model_type;
     }

@@ -593,7 +593,11 @@ std::vector<Saved> Producer::saved_tensors(uint32_t m, bool with_scores) const {
     const std::string& r = mods_[m].role;
     std::vector<Saved> v;
     if (moe_saved_tensors(mods_[m], a, s * b, bm_, k, v)) return v;
-    if (r == "embed_tokens") v.push_back({"embedding_dropout_mask", k * sbh_});
+    // Dropout masks (1 byte per element) only where the model's dropout has
+    // p > 0 (ModelArch::*_dropout; at p = 0 at::dropout returns its input).
+    if (r == "embed_tokens") {
+        if (a.embedding_dropout > 0.0) v.push_back({"embedding_dropout_mask", k * sbh_});
+    }
     else if (r == "input_layernorm" || r == "post_attention_layernorm") v.push_back({"layernorm_input", k * 2 * sbh_});
     else if (r == "q_proj") { v.push_back({"attention_input", k * 2 * sbh_}); v.push_back({"query", k * 2 * sbq}); }
     else if (r == "k_proj") v.push_back({"key", k * 2 * sbkv});
@@ -607,10 +611,10 @@ std::vector<Saved> Producer::saved_tensors(uint32_t m, bool with_scores) const {
         if (with_scores && !t.flash_attention) {
             v.push_back({"attention_scores", k * 2 * scores});
             v.push_back({"attention_softmax", k * 2 * scores});
-            v.push_back({"attention_dropout_mask", k * scores});
+            if (a.attention_dropout > 0.0) v.push_back({"attention_dropout_mask", k * scores});
         }
         v.push_back({"attention_output", k * 2 * sbq});
-        v.push_back({"attention_residual_dropout_mask", k * sbh_});
+        if (a.attention_residual_dropout > 0.0) v.push_back({"attention_residual_dropout_mask", k * sbh_});
     } else if (r == "gate_proj") { v.push_back({"mlp_input", k * 2 * sbh_}); v.push_back({"mlp_gate", k * 2 * sbf}); }
     else if (r == "up_proj") {
         if (!a.gated_mlp) v.push_back({"mlp_input", k * 2 * sbh_});
@@ -618,7 +622,7 @@ std::vector<Saved> Producer::saved_tensors(uint32_t m, bool with_scores) const {
     } else if (r == "down_proj") {
         v.push_back({"mlp_activation", k * 2 * sbf});
         if (a.gated_mlp) v.push_back({"mlp_product", k * 2 * sbf});
-        v.push_back({"mlp_dropout_mask", k * sbh_});
+        if (a.mlp_residual_dropout > 0.0) v.push_back({"mlp_dropout_mask", k * sbh_});
     } else if (r == "final_norm") v.push_back({"layernorm_input", k * 2 * sbh_});
     else if (r == "lm_head") {
         // HF models: 16-bit logits, their fp32 upcast, the fp32 log-softmax of the cross-entropy.
@@ -676,11 +680,13 @@ void Producer::backward_module(uint32_t m, size_t visit) {
     if (mods_[m].role == "lm_head") loss_backward(m);
     uint64_t recomputed = 0;
     if (in_.train.checkpointing == Checkpointing::selective && !in_.train.flash_attention && mods_[m].role == "o_proj") {
-        // Selective recompute: the attention core (scores, softmax, dropout mask) is rebuilt for this backward.
+        // Selective recompute: the attention core (scores, softmax, the dropout mask where p > 0) is rebuilt
+        // for this backward: attention_score_factor as²b.
         const auto& a = *in_.model.arch;
         const uint64_t sc = static_cast<uint64_t>(a.num_heads) * static_cast<uint64_t>(in_.train.seq_len) *
                             static_cast<uint64_t>(in_.train.seq_len) * static_cast<uint64_t>(in_.train.micro_batch);
-        recomputed = alloc("attention_core_recompute", sc_ * 5 * sc, Stream::compute, m + 1);
+        const uint64_t per = a.attention_dropout > 0.0 ? 5 : 4;
+        recomputed = alloc("attention_core_recompute", sc_ * per * sc, Stream::compute, m + 1);
     }
     gradients(m);
     release(recomputed, m + 1);

@@ -127,7 +127,7 @@ private:
 };
 
 #if defined(__x86_64__) && defined(__GLIBCXX__) && !defined(_GLIBCXX_DEBUG)
-static_assert(sizeof(ModelArch) == 496 && sizeof(ClusterSettings) == 144 && sizeof(TrainingSettings) == 176 &&
+static_assert(sizeof(ModelArch) == 528 && sizeof(ClusterSettings) == 144 && sizeof(TrainingSettings) == 176 &&
                   sizeof(ZeroSettings) == 200 && sizeof(MoeSettings) == 32 && sizeof(SoftwareStack) == 96,
               "a settings struct changed: add the new field to input_key() in fragmentation.cpp, then update these sizes");
 #endif
@@ -147,7 +147,8 @@ std::string input_key(const EstimateInput& in) {
               a.shared_expert_gate, a.router_bias, a.expert_bias, a.fused_experts, a.num_decoder_layers,
               a.relative_attention_buckets, a.encoder_only, a.type_vocab_size, a.pooler, a.mlm_head, a.vision_kind,
               a.vision_hidden_size, a.vision_layers, a.vision_ffn_size, a.vision_block_params,
-              a.vision_other_params, a.projector_params, a.vision_largest_module, a.warnings);
+              a.vision_other_params, a.projector_params, a.vision_largest_module, a.warnings, a.embedding_dropout,
+              a.attention_dropout, a.attention_residual_dropout, a.mlp_residual_dropout);
     }
     const ClusterSettings& c = in.cluster;
     k.add(c.gpus, c.nodes, c.gpu_memory, c.tp, c.pp);  // not read by the producer: gpu_name, host_memory,

@@ -62,7 +62,7 @@ bool moe_saved_tensors(const SimModule& m, const ModelArch& a, uint64_t tokens, 
         out.push_back({"mlp_input", sc * 2 * S * h});
         out.push_back({"moe_router_logits", S * static_cast<uint64_t>(a.num_experts) * bm});
         out.push_back({"moe_router_probabilities", S * static_cast<uint64_t>(a.num_experts) * 4});
-        out.push_back({"mlp_dropout_mask", sc * S * h});
+        if (a.mlp_residual_dropout > 0.0) out.push_back({"mlp_dropout_mask", sc * S * h});
     } else if (starts_with(r, "expert_")) {
         const uint64_t rows = expert_tokens(S, a.num_experts, a.num_experts_per_tok, m.expert);
         expert_mlp(r, true, a.gated_mlp, rows, h, static_cast<uint64_t>(a.expert_ffn_size), bm, sc, out);

@@ -242,9 +242,10 @@ TEST(SimEvents, Stage3FirstForwardFetchesAndReleases) {
     const EventLog log = produce_events(tiny(3), opt);
     const auto fwd = rows(log, Phase::forward);
     // sbh = 16 x 64 = 1024. First iteration: no prefetch, every module released after use.
+    // A Llama has no embedding dropout (modeling_llama.py), so the embedding saves nothing.
     const std::vector<Row> want = {
         {"alloc", "allgather_flat_buffer", 16384}, {"alloc", "gathered_parameter", 16384},
-        {"free", "allgather_flat_buffer", 16384},  {"alloc", "embedding_dropout_mask", 1024},
+        {"free", "allgather_flat_buffer", 16384},
         {"free", "gathered_parameter", 16384},
         {"alloc", "layernorm_input", 2048},  // input_layernorm: persistent, no fetch
         {"alloc", "allgather_flat_buffer", 8192}, {"alloc", "gathered_parameter", 8192},
@@ -505,4 +506,30 @@ TEST(SimEvents, Stage1BoundaryFreesEachGradientIntoItsBucket) {
     EXPECT_EQ(std::string(log.events[gip_at - 1].term), "allreduce_flat_buffer");
     EXPECT_EQ(log.events[gip_at - 1].bytes, 32896u);
     EXPECT_TRUE(rows(log, Phase::optimizer_step, {"gradient"}).empty());
+}
+
+// Dropout masks (1 byte per element) only where the model's dropout has
+// p > 0. The tiny model is a Llama (no dropout): none. Given GPT-2-style
+// dropouts of 0.1 everywhere and eager attention, each forward stores the
+// embedding mask sbh = 16 x 64 = 1024 B once, and per layer the attention
+// residual and MLP residual masks (1024 B each) and the attention-probability
+// mask a·s²·b = 4 x 16 x 16 = 1024 B.
+TEST(SimEvents, DropoutMasksOnlyWhereTheModelHasDropout) {
+    SimOptions opt;
+    opt.steps = 1;
+    const std::vector<std::string> masks = {"embedding_dropout_mask", "attention_dropout_mask",
+                                            "attention_residual_dropout_mask", "mlp_dropout_mask"};
+    EstimateInput in = tiny(0);
+    in.train.flash_attention = false;
+    EXPECT_TRUE(rows(produce_events(in, opt), Phase::forward, masks).empty());
+    in.model.arch->embedding_dropout = in.model.arch->attention_dropout = 0.1;
+    in.model.arch->attention_residual_dropout = in.model.arch->mlp_residual_dropout = 0.1;
+    const std::vector<Row> want = {
+        {"alloc", "embedding_dropout_mask", 1024},
+        {"alloc", "attention_dropout_mask", 1024}, {"alloc", "attention_residual_dropout_mask", 1024},
+        {"alloc", "mlp_dropout_mask", 1024},
+        {"alloc", "attention_dropout_mask", 1024}, {"alloc", "attention_residual_dropout_mask", 1024},
+        {"alloc", "mlp_dropout_mask", 1024},
+    };
+    EXPECT_EQ(rows(produce_events(in, opt), Phase::forward, masks), want);
 }

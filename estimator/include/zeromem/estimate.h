@@ -273,8 +273,11 @@ uint64_t activation_bytes_per_layer(int64_t s, int64_t b, int64_t h, int64_t a, 
 /// decomposition with grouped-query attention (K and V scale with
 /// num_kv_heads / num_heads) and the MLP's real width (plain: 4·f/h·sbh in
 /// the tensor-parallel part; gated SwiGLU: 8·f/h·sbh; for MoE f is
-/// active_ffn_width: the top-k experts' plus the shared expert's). Reduces to
-/// activation_bytes_per_layer for multi-head attention with f = 4h.
+/// active_ffn_width: the top-k experts' plus the shared expert's). The
+/// dropout masks (1 byte per element) are counted only for the model's
+/// dropouts with p > 0 (ModelArch::*_dropout). Reduces to
+/// activation_bytes_per_layer for multi-head attention with f = 4h and all
+/// dropouts non-zero.
 uint64_t layer_activation_bytes(const ModelArch& arch, int64_t s, int64_t b, int64_t t, Checkpointing mode,
                                 bool flash_attention, bool sequence_parallel);
 
@@ -295,6 +298,11 @@ DenseShape dense_decoder_shape(uint64_t params);
 /// output and final norm; the logits are left out: the vocabulary is
 /// unknown). Sets `how` to the derivation.
 uint64_t dense_decoder_allowance(const EstimateInput& in, std::string& how);
+
+/// The attention-score bytes per as²b that eager attention stores in a
+/// layer: Korthikanti's 5 (softmax output 2, dropout output 2, dropout mask
+/// 1) with attention dropout (p > 0), 4 without (no mask).
+double attention_score_factor(const ModelArch& arch);
 
 /// LoRA adapter parameters: rank r x (in + out) for each targeted projection
 /// (comma list of q,k,v,o,gate,up,down) in every layer. Throws InputError

@@ -75,6 +75,16 @@ struct ModelArch {
     int64_t type_vocab_size = 0;       ///< BERT token_type_embeddings rows
     bool pooler = false;               ///< BERT pooler dense h x h + h
     bool mlm_head = false;             ///< masked-LM head: dense h x h + h, LayerNorm 2h, output bias V (decoder tied)
+    // Dropout in training: which nn.Dropout / F.dropout sits where is the
+    // family's modeling file; its probability is a config key (rules in
+    // data/architectures/families.json "dropout"). A site stores its 1-byte
+    // mask (at::native_dropout) only when p > 0: at p = 0 at::dropout returns
+    // its input (aten/src/ATen/native/Dropout.cpp _dropout_impl). 0 also
+    // means the model has no such site (Llama has attention dropout only).
+    double embedding_dropout = 0.0;          ///< on the embedding output (GPT-2 embd_pdrop, BERT hidden_dropout_prob)
+    double attention_dropout = 0.0;          ///< on the s x s attention probabilities (eager attention only)
+    double attention_residual_dropout = 0.0; ///< on the attention block's output before the residual add
+    double mlp_residual_dropout = 0.0;       ///< on the MLP's output before the residual add
     // Vision tower and projector of a vision-language model, counted by the
     // reader from vision_config (their layouts differ per family).
     std::string vision_kind;           ///< "" (none), "clip", "siglip", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llama4"
