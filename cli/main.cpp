@@ -171,18 +171,13 @@ void add_subcommands(CLI::App& app, Cli& c, const std::string& named) {
     add_listing_commands(app, c);
 }
 
-// Answers given before parsing: the usage without arguments (exit 2),
-// --version anywhere, an unknown subcommand (exit 2).
+// Answers given before parsing: the usage without arguments (exit 2), an
+// unknown subcommand (exit 2).
 std::optional<int> answer_before_parsing(CLI::App& app, int argc, char** argv) {
     if (argc == 1) {
         std::cerr << app.help();
         return 2;
     }
-    for (int i = 1; i < argc; ++i)  // --version anywhere, after a subcommand too
-        if (std::string(argv[i]) == "--version") {
-            std::cout << "zeromem " << version() << "\n";
-            return 0;
-        }
     if (argv[1][0] == '-') return std::nullopt;
     const std::string sub = argv[1];
     for (const auto* s : app.get_subcommands([](const CLI::App*) { return true; }))
@@ -274,6 +269,11 @@ int run(const Cli& c, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i)  // --version anywhere, after a subcommand too; before any option is built
+        if (std::string(argv[i]) == "--version") {
+            std::cout << "zeromem " << zeromem::version() << "\n";
+            return 0;
+        }
     CLI::App app{"zeromem: GPU, host and NVMe memory of DeepSpeed ZeRO stages and offload options, before launch.",
                  "zeromem"};
     app.set_version_flag("--version", std::string("zeromem ") + zeromem::version());
