@@ -1,5 +1,6 @@
 // zeromem: how much GPU, host and NVMe memory a DeepSpeed ZeRO run needs.
-// The only translation unit that includes CLI11.
+// Lean: links neither MPI nor CUDA; `measure` and `validate` of a fresh run
+// exec the zeromem-measure helper (measure_exec.cpp).
 #include "zeromem/gpu.h"
 #include "zeromem/model.h"
 #include "zeromem/planner.h"
@@ -15,6 +16,7 @@
 #include "measure_command.h"
 #include "check_command.h"
 #include "calibrate_command.h"
+#include "parse.h"
 
 #include <CLI/CLI.hpp>
 
@@ -86,40 +88,6 @@ with --gpus and no model, the largest model. An option that never fits has no nu
 and says why.
 )";
 
-
-// The flags `sub` accepts, long and short forms.
-std::vector<std::string> flag_names(const CLI::App* sub) {
-    std::vector<std::string> names;
-    for (const CLI::Option* o : sub->get_options()) {
-        for (const auto& l : o->get_lnames()) names.push_back("--" + l);
-        for (const auto& f : o->get_fnames()) names.push_back("--" + f);
-    }
-    return names;
-}
-
-// "unknown option --gpu-mem (did you mean --gpu-memory?)" for the first
-// argument `sub` does not take; empty when every flag is known.
-std::string unknown_flag_message(const CLI::App* sub, int argc, char** argv) {
-    const auto names = flag_names(sub);
-    for (int i = 2; i < argc; ++i) {
-        std::string a = argv[i];
-        if (a.rfind("--", 0) != 0) continue;
-        if (const auto eq = a.find('='); eq != std::string::npos) a.resize(eq);
-        if (std::find(names.begin(), names.end(), a) != names.end()) continue;
-        std::string msg = "unknown option '" + a + "' for " + sub->get_name();
-        std::vector<std::string> close;  // flags that start with what was typed, else the nearest
-        for (const auto& n : names)
-            if (n.rfind(a, 0) == 0 && close.size() < 2) close.push_back(n);
-        if (close.empty()) close = zeromem::closest_names(a, names, 2);
-        if (!close.empty()) {
-            msg += " (did you mean ";
-            for (std::size_t k = 0; k < close.size(); ++k) msg += (k ? " or " : "") + close[k];
-            msg += "?)";
-        }
-        return msg + "; see zeromem " + sub->get_name() + " --help";
-    }
-    return {};
-}
 
 }  // namespace
 
@@ -214,18 +182,13 @@ void add_subcommands(CLI::App& app, Cli& c, const std::string& named) {
     add_listing_commands(app, c);
 }
 
-// Answers given before parsing: the usage without arguments (exit 2),
-// --version anywhere, an unknown subcommand (exit 2).
+// Answers given before parsing: the usage without arguments (exit 2), an
+// unknown subcommand (exit 2).
 std::optional<int> answer_before_parsing(CLI::App& app, int argc, char** argv) {
     if (argc == 1) {
         std::cerr << app.help();
         return 2;
     }
-    for (int i = 1; i < argc; ++i)  // --version anywhere, after a subcommand too
-        if (std::string(argv[i]) == "--version") {
-            std::cout << "zeromem " << version() << "\n";
-            return 0;
-        }
     if (argv[1][0] == '-') return std::nullopt;
     const std::string sub = argv[1];
     for (const auto* s : app.get_subcommands([](const CLI::App*) { return true; }))
@@ -233,33 +196,6 @@ std::optional<int> answer_before_parsing(CLI::App& app, int argc, char** argv) {
     std::cerr << "zeromem: error: unknown subcommand '" << sub
               << "' (use estimate, compare, plan, fit, check, calibrate, simulate, measure, validate, models, gpus, interconnects or hosts; see zeromem --help)\n";
     return 2;
-}
-
-// CLI11 parsing; a parse error is one line and exit status 2, like every
-// other input error. Returns the exit status when parsing ends the run.
-std::optional<int> parse(CLI::App& app, int argc, char** argv) {
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
-    } catch (const CLI::CallForAllHelp& e) {
-        return app.exit(e);
-    } catch (const CLI::CallForVersion& e) {
-        return app.exit(e);
-    } catch (const CLI::ParseError& e) {
-        std::string msg = e.what();
-        if (const auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
-        for (const auto* s : app.get_subcommands())
-            if (const std::string u = unknown_flag_message(s, argc, argv); !u.empty()) {
-                std::cerr << "zeromem: error: " << u << "\n";
-                return 2;
-            }
-        const auto subs = app.get_subcommands();
-        std::cerr << "zeromem: error: " << msg << " (see zeromem "
-                  << (subs.empty() ? std::string() : subs.front()->get_name() + " ") << "--help)\n";
-        return 2;
-    }
-    return std::nullopt;
 }
 
 // The preset listings: models, gpus, interconnects, hosts.
@@ -320,15 +256,17 @@ int run_estimate(const Cli& c, const std::string& dir) {
 }
 
 // The parsed subcommand, run; bad input is one error line and exit 2.
-int run(const Cli& c) {
+// measure, and validate without --measurement, replace this process by the
+// zeromem-measure helper with the same argv.
+int run(const Cli& c, int argc, char** argv) {
     try {
         const std::string dir = data_dir();
         if (*c.models || *c.gpus || *c.ics || *c.hosts) return list_presets(c, dir);
         if (*c.cmp || *c.pln) return run_compare_or_plan(*c.cmp ? "compare" : "plan", c.req, c.sf, c.format, dir);
         if (*c.fit) return run_fit(c.req, c.sf, c.format, dir);
         if (*c.simc) return run_simulate(c.req, c.simf, dir);
-        if (*c.meas) return run_measure(c.req, c.mf, dir);
-        if (*c.val) return run_validate(c.req, c.mf, dir);
+        if (*c.meas || (*c.val && c.mf.measurement.empty())) return exec_measure_helper(argc, argv);
+        if (*c.val) return run_validate_file(c.req, c.mf, dir);
         if (*c.chk) return run_check(c.req, c.chkf, dir);
         if (*c.cal) return run_calibrate(c.req, c.calf, dir);
         return run_estimate(c, dir);
@@ -355,6 +293,11 @@ StackEnvironment stack_environment() {
 }  // namespace
 
 int main(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i)  // --version anywhere, after a subcommand too; before any option is built
+        if (std::string(argv[i]) == "--version") {
+            std::cout << "zeromem " << zeromem::version() << "\n";
+            return 0;
+        }
     CLI::App app{"zeromem: GPU, host and NVMe memory of DeepSpeed ZeRO stages and offload options, before launch.",
                  "zeromem"};
     app.set_version_flag("--version", std::string("zeromem ") + zeromem::version());
@@ -364,7 +307,7 @@ int main(int argc, char** argv) {
     Cli c;
     add_subcommands(app, c, argc > 1 ? argv[1] : "");
     if (const auto done = answer_before_parsing(app, argc, argv)) return *done;
-    if (const auto done = parse(app, argc, argv)) return *done;
+    if (const auto done = parse_command_line(app, argc, argv)) return *done;
     c.req.environment = stack_environment();
-    return run(c);
+    return run(c, argc, argv);
 }

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Start-up cost of the zeromem executable as a whole process, with hyperfine,
+# Start-up cost of the zeromem executable as a whole process (--version: the
+# loading alone), with hyperfine,
 # beside a bare C++ process (an empty main linked against the shared
 # libstdc++, compiled here) and /bin/true. The in-process figures come from
 # Google Benchmark (build/tests/bench/zeromem_bench).
@@ -18,6 +19,7 @@ trap 'rm -rf "$tmp"' EXIT
 printf 'int main() { return 0; }\n' >"$tmp/bare.cpp"
 "${CXX:-c++}" -O2 -o "$tmp/bare" "$tmp/bare.cpp" -Wl,--no-as-needed -lstdc++
 hyperfine -N --warmup 50 --runs "${RUNS:-500}" --export-json "$tmp/r.json" \
+  "$zm --version" \
   "$zm estimate --params 7e9 --gpus 8 --stage 3" \
   "$zm estimate --model llama-2-7b --gpus 8 --gpu A100-80GB --stage 3" \
   "$zm estimate --model llama-2-70b --gpus 64 --gpu A100-80GB --stage 3" \

@@ -6,7 +6,8 @@
 # Crashes, hangs (> 10 s per input) and sanitizer reports are written to
 # build-fuzz/artifacts/<target>/; each must become a regression test
 # (tests/data/malformed/ or tests/fuzz_regression_test.cpp). The summary
-# line per target gives the executions run.
+# line per target gives the executions run. Exits 1 when any target found
+# something (libFuzzer's exit status is nonzero then).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-60}"
@@ -16,6 +17,7 @@ targets=("$@")
 CC="${CC:-clang-14}" CXX="${CXX:-clang++-14}" cmake -S . -B build-fuzz -DZEROMEM_FUZZ=ON -DBUILD_TESTING=OFF \
   -DZEROMEM_BUILD_BENCH=OFF -DZEROMEM_BUILD_GUI=OFF -DZEROMEM_ENABLE_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz -j2 --target $(printf 'fuzz_%s ' "${targets[@]}")
+status=0
 for t in "${targets[@]}"; do
   corpus="build-fuzz/corpus/$t"
   mkdir -p "$corpus" "build-fuzz/artifacts/$t"
@@ -38,4 +40,6 @@ for t in "${targets[@]}"; do
   set -e
   { grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "build-fuzz/$t.log" || true; } | tr '\n' ' '
   echo "exit=$rc artifacts=$(ls "build-fuzz/artifacts/$t" | wc -l)"
+  [ "$rc" -eq 0 ] || { status=1; tail -n 30 "build-fuzz/$t.log"; }
 done
+exit "$status"

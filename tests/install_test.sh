@@ -1,7 +1,8 @@
 #!/bin/bash
 # Installs the build into a scratch prefix and checks the installed zeromem:
 # it finds its data relative to itself (not through the source tree), a
-# missing data folder is an error, the bash completion completes flags.
+# missing data folder is an error, the bash completion completes flags, and
+# measure finds the installed zeromem-measure helper.
 # Usage: install_test.sh BUILD_DIR
 set -u
 build="$1"
@@ -40,4 +41,19 @@ reply="$(PATH="$prefix/bin:$PATH" bash -c '
   COMP_WORDS=(zeromem estimate --model llama-2-7); COMP_CWORD=3; _zeromem; echo "${COMPREPLY[*]}"')"
 echo "$reply" | grep -q -- "--gpu-memory" || fail "bash completion of --gpu-m: $reply"
 echo "$reply" | grep -q "llama-2-7b" || fail "bash completion of --model: $reply"
+# measure runs in the helper: installed in libexec/zeromem/ and found from
+# bin/zeromem (a bad --backend is refused by the helper, after MPI starts);
+# without it, one line naming the package and exit 2.
+if [ -x "$build/zeromem-measure" ]; then
+  helper="$prefix/libexec/zeromem/zeromem-measure"
+  [ -x "$helper" ] || fail "no $helper"
+  err="$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$zm" measure --backend nope --model llama-2-7b --layers 1 2>&1)"; rc=$?
+  [ $rc -eq 2 ] || fail "installed measure --backend nope exited $rc: $err"
+  echo "$err" | grep -q -- "--backend: 'nope'" || fail "installed measure did not reach the helper: $err"
+  rm -f "$helper"
+  err="$("$zm" measure --model llama-2-7b --layers 1 2>&1)"; rc=$?
+  [ $rc -eq 2 ] || fail "measure without the helper exited $rc: $err"
+  [ "$(echo "$err" | wc -l)" -eq 1 ] && echo "$err" | grep -q "install the zeromem-measure package" \
+    || fail "measure without the helper: $err"
+fi
 echo "install test passed"

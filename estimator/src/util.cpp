@@ -201,12 +201,17 @@ std::string unknown_preset_message(const std::string& what, const std::string& n
 }
 
 std::string data_dir() {
-    // Installed: <prefix>/bin/zeromem finds <prefix>/share/zeromem/data.
+    // Installed: <prefix>/bin/zeromem finds <prefix>/share/zeromem/data, and
+    // so does its helper <prefix>/libexec/zeromem/zeromem-measure.
     std::error_code ec;
     const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
     if (!ec) {
-        const std::filesystem::path rel = self.parent_path().parent_path() / "share" / "zeromem" / "data";
-        if (std::filesystem::is_directory(rel, ec)) return rel.string();
+        const std::filesystem::path prefix = self.parent_path().parent_path();
+        for (const auto& p : {prefix, prefix.parent_path()}) {
+            const std::filesystem::path rel = p / "share" / "zeromem" / "data";
+            if (std::filesystem::is_directory(rel, ec)) return rel.string();
+            if (self.parent_path().filename() != "zeromem") break;  // the helper's folder only
+        }
     }
     if (const char* env = std::getenv("ZEROMEM_DATA_DIR"); env && *env) return env;
     return ZEROMEM_SOURCE_DATA_DIR;  // run from the build tree

@@ -1,9 +1,13 @@
-// Estimate vs measurement, component by component (see measure.h).
-#include "zeromem/runtime/measure.h"
+// The runtime's architecture, and estimate vs measurement component by
+// component (see compare.h). No MPI, no device.
+#include "zeromem/runtime/compare.h"
+
+#include "zeromem/types.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace zeromem::runtime {
 
@@ -26,6 +30,15 @@ uint64_t peak(const nlohmann::json& phase, const char* where, const char* cat) {
 }
 
 }  // namespace
+
+ModelArch runtime_arch(const EstimateInput& in, int64_t layers) {
+    if (!in.model.arch)
+        throw InputError("measure: the runtime needs an architecture: give --model or --hf-config (not --params)");
+    ModelArch a = *in.model.arch;
+    if (layers < 0) throw InputError("--layers: must be a positive number of transformer blocks");
+    if (layers > 0) a.num_layers = layers;
+    return a;
+}
 
 nlohmann::json compare_with_estimate(const Estimate& est, const EstimateInput& in, const nlohmann::json& measured,
                                      double tolerance) {

@@ -9,6 +9,9 @@
 // and ncclCommGetAsyncError; an asynchronous NCCL error or a stall past the
 // timeout aborts the communicator (ncclCommAbort) and throws, so the harness
 // aborts every rank (simulator_runtime_gui.md section D).
+// Built as the module zeromem-measure-cuda.so, which zeromem-measure loads
+// only when the cuda backend is asked for (cuda_loader.cpp): the helper
+// itself then needs no CUDA library.
 #include "zeromem/runtime/backend.h"
 
 #include <cublas_v2.h>
@@ -361,9 +364,7 @@ private:
     uint64_t baseline_used_ = 0;
 };
 
-}  // namespace
-
-std::unique_ptr<Backend> make_cuda_backend(std::string& why) {
+std::unique_ptr<Backend> open_cuda_backend(std::string& why) {
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
@@ -384,4 +385,12 @@ std::unique_ptr<Backend> make_cuda_backend(std::string& why) {
     return std::make_unique<CudaBackend>(local_rank % count);
 }
 
+}  // namespace
+
 }  // namespace zeromem::runtime
+
+// The module's entry point (cuda_loader.cpp looks it up): a new backend the
+// caller owns, or nullptr with `*why` set when no device is usable.
+extern "C" __attribute__((visibility("default"))) zeromem::runtime::Backend* zeromem_make_cuda_backend(std::string* why) {
+    return zeromem::runtime::open_cuda_backend(*why).release();
+}

@@ -142,15 +142,6 @@ bool step_in_place(const EstimateInput& in) {
 
 }  // namespace
 
-ModelArch runtime_arch(const EstimateInput& in, int64_t layers) {
-    if (!in.model.arch)
-        throw InputError("measure: the runtime needs an architecture: give --model or --hf-config (not --params)");
-    ModelArch a = *in.model.arch;
-    if (layers < 0) throw InputError("--layers: must be a positive number of transformer blocks");
-    if (layers > 0) a.num_layers = layers;
-    return a;
-}
-
 nlohmann::json measure_rank(const EstimateInput& in, const MeasureOptions& opt, Backend& be) {
     const ModelArch arch = runtime_arch(in, opt.layers);
     const auto& t = in.train;

@@ -1,9 +1,12 @@
 // libFuzzer target: the whole command line (CLI11 registration in
-// cli/main.cpp, every subcommand). The input is split into arguments at
+// cli/main.cpp, every subcommand; measure and validate are parsed, and a
+// command line that would exec the zeromem-measure helper returns 0 here). The input is split into arguments at
 // newlines. main() is renamed zeromem_main for this target (CMake
 // -Dmain=zeromem_main). Inputs that would write files (--emit) are skipped;
 // stdout and std::cerr are discarded. A crash, sanitizer report or exit status 3 (internal
 // error) is a bug.
+#include "measure_command.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +16,13 @@
 #include <vector>
 
 int zeromem_main(int argc, char** argv);
+
+// Stands in for cli/measure_exec.cpp: the fuzzer process must not be
+// replaced by zeromem-measure.
+int zeromem_cli::exec_measure_helper(int, char**) {
+    zeromem_cli::restore_stderr();
+    return 0;
+}
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
     // zeromem's output is discarded; libFuzzer keeps writing to stderr (fd 2).

@@ -6,6 +6,7 @@
 
 #include "zeromem/estimate.h"
 #include "zeromem/runtime/backend.h"
+#include "zeromem/runtime/compare.h"  // runtime_arch, compare_with_estimate
 
 #include <nlohmann/json.hpp>
 
@@ -22,10 +23,6 @@ struct MeasureOptions {
     double phase_timeout_s = 600;  ///< a phase longer than this aborts every rank
     bool progress = true;          ///< rank 0 prints "step i of n, elapsed, ETA" on stderr
 };
-
-/// The architecture the runtime builds: `in`'s ModelArch with `layers`
-/// blocks (0 keeps its own). Throws InputError when `in` has no architecture.
-ModelArch runtime_arch(const EstimateInput& in, int64_t layers);
 
 /// Picks the backend: "host", "cuda", or "auto" (cuda when a device is
 /// usable, else host; `note` then says why in one line). Throws InputError
@@ -53,24 +50,5 @@ nlohmann::json measure(const EstimateInput& in, const MeasureOptions& opt, Backe
 /// all-gather and reduce-scatter (nccl-tests doc/PERFORMANCE.md). GB/s =
 /// 1e9 B/s. Returns the rows on rank 0 (null elsewhere).
 nlohmann::json collectives_sweep(Backend& be, int64_t min_bytes, int64_t max_bytes, int iters);
-
-}  // namespace zeromem::runtime
-
-namespace zeromem::runtime {
-
-/// Holds a full-convention estimate against a measurement (the JSON of
-/// measure()): per estimator phase and component, the largest per-rank peak.
-/// Phases: load <- init; forward <- step 1 forward (first micro step);
-/// backward <- step 1 backward (last micro step); optimizer_step <- step 1 step; steady_backward <- step 2
-/// backward. Components: parameters, gradients, optimizer_states,
-/// activations, temporary_buffers (device bytes of those categories;
-/// buffers for temporary_buffers), host_offload (tracked host + pinned bytes
-/// per rank vs the estimate's per-node host RAM less the process overhead,
-/// divided by GPUs per node; not for load), host_pinned. rel_error =
-/// (measured - estimated) / estimated; 0 when both are 0, 1 when only the
-/// estimate is 0. Returns {"components": [{"name","phase","estimated",
-/// "measured","rel_error"}], "pass": all |rel_error| <= tolerance}.
-nlohmann::json compare_with_estimate(const Estimate& est, const EstimateInput& in, const nlohmann::json& measured,
-                                     double tolerance);
 
 }  // namespace zeromem::runtime

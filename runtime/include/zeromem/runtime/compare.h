@@ -1,0 +1,34 @@
+// What the runtime builds and how its measurement is held against the
+// estimate: needs neither MPI nor a device, so that `zeromem validate
+// --measurement` runs in the lean zeromem binary (library
+// zeromem::runtime_compare).
+#pragma once
+
+#include "zeromem/estimate.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+
+namespace zeromem::runtime {
+
+/// The architecture the runtime builds: `in`'s ModelArch with `layers`
+/// blocks (0 keeps its own). Throws InputError when `in` has no architecture.
+ModelArch runtime_arch(const EstimateInput& in, int64_t layers);
+
+/// Holds a full-convention estimate against a measurement (the JSON of
+/// measure()): per estimator phase and component, the largest per-rank peak.
+/// Phases: load <- init; forward <- step 1 forward (first micro step);
+/// backward <- step 1 backward (last micro step); optimizer_step <- step 1 step; steady_backward <- step 2
+/// backward. Components: parameters, gradients, optimizer_states,
+/// activations, temporary_buffers (device bytes of those categories;
+/// buffers for temporary_buffers), host_offload (tracked host + pinned bytes
+/// per rank vs the estimate's per-node host RAM less the process overhead,
+/// divided by GPUs per node; not for load), host_pinned. rel_error =
+/// (measured - estimated) / estimated; 0 when both are 0, 1 when only the
+/// estimate is 0. Returns {"components": [{"name","phase","estimated",
+/// "measured","rel_error"}], "pass": all |rel_error| <= tolerance}.
+nlohmann::json compare_with_estimate(const Estimate& est, const EstimateInput& in, const nlohmann::json& measured,
+                                     double tolerance);
+
+}  // namespace zeromem::runtime
