@@ -136,3 +136,11 @@ TEST(DsConfigVersions, CheckReportsTheSameGates) {
     EXPECT_EQ(p[0].pointer, "/zero_optimization/cpu_offload_params");
     EXPECT_TRUE(version_gated_keys(json::parse(kZ3Params), "0.6.7").empty());
 }
+
+TEST(DsConfigVersions, AnIgnoredKeyWithoutMemoryEffectIsLeftToItsNote) {
+    // round_robin_gradients first in v0.4.4 (4d420df56, #1256); 0.4.2 ignores
+    // it and it changes no buffer (schema "note").
+    constexpr const char* rr = R"({"zero_optimization": {"stage": 1, "round_robin_gradients": true}})";
+    EXPECT_TRUE(version_gated_keys(json::parse(rr), "0.4.2").empty());
+    EXPECT_EQ(read_as("0.4.2", rr).zero.stage, 1);
+}

@@ -11,7 +11,9 @@
 // to use Pydantic", 599758968, #2004) DeepSpeedZeroConfig has
 // extra="forbid" (runtime/config_utils.py DeepSpeedConfigModel) and refuses
 // it. zeromem refuses it either way, saying which, since an ignored key
-// usually means the run does not do what the config says.
+// usually means the run does not do what the config says; only a key with no
+// memory effect (schema "note") that an older release ignores is let through
+// to its note.
 #include "zeromem/ds_schema.h"
 
 #include "zeromem/types.h"
@@ -54,6 +56,10 @@ std::vector<SchemaProblem> version_gated_keys(const nlohmann::json& config, cons
         const nlohmann::json& e = item.value();
         if (!e.contains("since") && !e.contains("until")) continue;
         if (find_pointer(config, item.key()) == nullptr) continue;
+        // A release before 0.7.0 ignores a key it does not know; one without
+        // a memory effect (schema "note") is then left to its note.
+        const bool ignored = compare_versions(version, "0.7.0", "--deepspeed-version") < 0;
+        if (ignored && e.value("memory", std::string()) == "note") continue;
         SchemaProblem p;
         p.kind = SchemaProblem::Kind::unknown_key;
         p.pointer = item.key();

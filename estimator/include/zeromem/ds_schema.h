@@ -65,7 +65,9 @@ std::vector<SchemaProblem> unmodelled_ds_settings(const nlohmann::json& config);
 /// is the new spelling). One problem per key; the message names the version,
 /// the release and commit the key came or went with, and whether that
 /// DeepSpeed ignores the key (before 0.7.0) or refuses it (pydantic
-/// extra="forbid" from 0.7.0). estimator/src/ds_key_versions.cpp.
+/// extra="forbid" from 0.7.0). A key without memory effect (schema "note")
+/// that a release before 0.7.0 ignores is not listed.
+/// estimator/src/ds_key_versions.cpp.
 std::vector<SchemaProblem> version_gated_keys(const nlohmann::json& config, const std::string& version);
 
 /// Orders DeepSpeed versions "X.Y.Z" (also "X.Y"): negative, 0 or positive.
