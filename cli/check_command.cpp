@@ -17,7 +17,7 @@ Examples:
   zeromem check ds_config.json                                   # as deepspeed.initialize reads it
   zeromem check ds_config.json --launcher hf-trainer --model llama-3-8b --gpus 8 --micro-batch 2
   zeromem check ds_config.json --deepspeed-version 0.14.2 --format json
-  zeromem check ds_config.json --model llama-2-13b --gpus 8 --gpu A100-40GB --host-memory 512GB --nvme-capacity 2TB
+  zeromem check ds_config.json --model llama-2-13b --gpus 8 --gpu A100-40GB --host-memory 512GiB --nvme-capacity 2TB
 
 One line per finding: severity, JSON path, what is wrong, and the fix. Exit status 0 without errors,
 1 with errors, 2 when the file or a flag cannot be read.

@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -38,12 +39,16 @@ Examples:
 
 Sizes accept GB/MB/TB (powers of 1000) and GiB/MiB/TiB (powers of 1024); counts accept 7e9, 7B, 1.3b.
 Output is in GiB (2^30 bytes); --format json gives integer bytes.
+Software stack: the deepspeed, torch and transformers installed in $VIRTUAL_ENV (else $CONDA_PREFIX) are
+followed, read from their .dist-info/.egg-info metadata; --stack auto also reads the python3 on PATH,
+--stack-from FILE a `pip freeze` output, --stack defaults (or ZEROMEM_STACK=defaults) pins the built-in
+DeepSpeed 0.19.6, torch 2.8, transformers 5.0. The second output line says where each version came from.
 )";
 
 
 const char* kCompareExamples = R"(
 Examples:
-  zeromem compare --model llama-2-7b --gpus 8 --gpu A100-80GB --host-memory 1TB --global-batch 64 --seq-len 4096
+  zeromem compare --model llama-2-7b --gpus 8 --gpu A100-80GB --host-memory 1TiB --global-batch 64 --seq-len 4096
   zeromem compare --model llama-3-70b --gpus 32 --nodes 4 --gpu H100-80GB --network ib-ndr400 --global-batch 256 --format json
 
 Every option (stages 0-3, optimizer offload cpu/nvme, parameter offload cpu/nvme for stage 3, with and without
@@ -53,7 +58,7 @@ tokens/s. Memory in GiB (2^30 bytes), time in seconds; --format json gives bytes
 
 const char* kPlanExamples = R"(
 Examples:
-  zeromem plan --model llama-2-7b --gpus 8 --gpu A100-80GB --host-memory 1TB --global-batch 64 --seq-len 4096
+  zeromem plan --model llama-2-7b --gpus 8 --gpu A100-80GB --host-memory 1TiB --global-batch 64 --seq-len 4096
   zeromem plan --model llama-2-13b --gpus 8 --gpu A100-40GB --global-batch 32 --emit ds_config.json
   zeromem plan --model llama-3-8b --gpus 8 --gpu H100-80GB --global-batch 64 --emit ds.json --for hf-trainer
 )";
@@ -69,7 +74,7 @@ Exit status (every subcommand, as grep and diff do):
 const char* kFitExamples = R"(
 Examples:
   zeromem fit --gpus 64 --gpu-memory 32GB --convention paper      # largest model per option (ZeRO paper)
-  zeromem fit --model llama-2-70b --gpu A100-80GB --host-memory 1TB  # fewest GPUs per option
+  zeromem fit --model llama-2-70b --gpu A100-80GB --host-memory 1TiB  # fewest GPUs per option
   zeromem fit --model llama-2-70b --gpu A100-80GB --gpus 64          # fewest GPUs, searching up to 64
 
 With a model (--model, --hf-config or --params) fit searches the fewest GPUs, up to --gpus when given;
@@ -328,6 +333,17 @@ int run(const Cli& c) {
     }
 }
 
+// The environment variables the installed software stack is read from
+// (zeromem/stack_detect.h); the library reads none itself.
+StackEnvironment stack_environment() {
+    auto get = [](const char* name) {
+        const char* v = std::getenv(name);
+        return std::string(v ? v : "");
+    };
+    return StackEnvironment{get("VIRTUAL_ENV"), get("CONDA_PREFIX"), get("PATH"), get("PYENV_VERSION"),
+                            get("ZEROMEM_STACK")};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -341,5 +357,6 @@ int main(int argc, char** argv) {
     add_subcommands(app, c, argc > 1 ? argv[1] : "");
     if (const auto done = answer_before_parsing(app, argc, argv)) return *done;
     if (const auto done = parse(app, argc, argv)) return *done;
+    c.req.environment = stack_environment();
     return run(c);
 }

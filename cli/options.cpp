@@ -110,7 +110,12 @@ void add_cluster_options(CLI::App* sub, zeromem::Request& req) {
                                      "DeepSpeed-MoE capacity_factor (default 1.0; with --ep-size)")
         ->group(gT)->type_name("F");
     opt_str(sub, "--gpu-memory", req.gpu_memory, "Memory per GPU, e.g. 80GiB (overrides --gpu)", gC)->type_name("SIZE");
-    opt_str(sub, "--host-memory", req.host_memory, "Host RAM per node, e.g. 1TB", gC)->type_name("SIZE");
+    opt_str(sub, "--host-memory", req.host_memory,
+            "Installed host RAM per node, e.g. 1TiB; verdicts use it less host_os_reserve (kernel memmap 1/64, "
+            "min watermark, OS baseline)", gC)->type_name("SIZE");
+    opt_str(sub, "--host-reserve", req.host_reserve,
+            "host_os_reserve per node, replacing the derived one (0 when --host-memory is what `free` shows "
+            "available)", gC)->type_name("SIZE");
 }
 
 // Training settings: dtype, batch, sequence, checkpointing, optimizer, attention.
@@ -118,7 +123,9 @@ void add_training_options(CLI::App* sub, zeromem::Request& req) {
     const char* gT = "Training";
     opt_str(sub, "--dtype", req.dtype, "Model dtype: bf16 (default), fp16, fp32", gT)->type_name("DTYPE");
     opt_int(sub, "--micro-batch", req.micro_batch, "Micro batch per GPU (train_micro_batch_size_per_gpu); default 1", gT)->type_name("N");
-    opt_int(sub, "--seq-len", req.seq_len, "Sequence length in tokens; default 2048", gT)->type_name("N");
+    opt_int(sub, "--seq-len", req.seq_len,
+            "Sequence length in tokens; default 2048. Under dynamic padding (the HF Trainer's default collator) the "
+            "longest batch's length, which sets the peak", gT)->type_name("N");
     opt_int(sub, "--grad-accum", req.grad_accum, "Gradient accumulation steps; default 1", gT)->type_name("N");
     opt_str(sub, "--gradient-checkpointing", req.checkpointing, "none (default), full or selective", gT)->type_name("MODE");
     opt_str(sub, "--optimizer", req.optimizer, (std::string("optimizer whose states are counted: ") + zeromem::optimizer_names_help()).c_str(), gT)->type_name("NAME");
@@ -139,10 +146,11 @@ void add_trainable_options(CLI::App* sub, zeromem::Request& req) {
 void add_implementation_options(CLI::App* sub, zeromem::Request& req) {
     const char* gT = "Training";
     opt_str(sub, "--optimizer-impl", req.optimizer_impl, "fused (DeepSpeed's FusedAdam/DeepSpeedCPUAdam), torch (foreach AdamW) or torch-fused; default: DeepSpeed's under offload, else the HF Trainer's for the stack", gT)->type_name("KIND");
-    opt_str(sub, "--deepspeed-version", req.deepspeed_version, "DeepSpeed version whose behaviour to follow (default 0.19.6)", gT)->type_name("V");
-    opt_str(sub, "--torch-version", req.torch_version, "torch version (default 2.8: the HF Trainer then uses fused AdamW)", gT)->type_name("V");
-    opt_str(sub, "--transformers-version", req.transformers_version, "transformers version (default 5.0)", gT)->type_name("V");
-    opt_str(sub, "--stack", req.stack, "All three at once: deepspeed=V,torch=V,transformers=V", gT)->type_name("LIST");
+    opt_str(sub, "--deepspeed-version", req.deepspeed_version, "DeepSpeed version whose behaviour to follow (default: the installed one, else 0.19.6; newer than 0.19.6: followed as 0.19.6, with a warning)", gT)->type_name("V");
+    opt_str(sub, "--torch-version", req.torch_version, "torch version (default: the installed one, else 2.8: the HF Trainer then uses fused AdamW)", gT)->type_name("V");
+    opt_str(sub, "--transformers-version", req.transformers_version, "transformers version (default: the installed one, else 5.0)", gT)->type_name("V");
+    opt_str(sub, "--stack", req.stack, "deepspeed=V,torch=V,transformers=V (over the installed ones); auto: also read the python3 on PATH; defaults: the built-in 0.19.6/2.8/5.0 (as ZEROMEM_STACK=defaults). By default the versions are read from $VIRTUAL_ENV, else $CONDA_PREFIX", gT)->type_name("LIST|auto|defaults");
+    opt_str(sub, "--stack-from", req.stack_from, "Read the versions from a `pip freeze` output instead of the environment", gT)->type_name("FILE");
     sub->add_flag("--ds-checkpointing", req.ds_checkpointing,
                   "The model uses deepspeed.checkpointing, so the config's activation_checkpointing keys apply")->group(gT);
 }
@@ -214,7 +222,18 @@ void add_output_options(CLI::App* sub, zeromem::Request& req) {
     opt_str(sub, "--convention", req.convention, "full (default: what DeepSpeed allocates), deepspeed (its estimator), paper (ZeRO Table 1)", gO)->type_name("NAME");
     sub->add_flag("--legacy-zero2", req.legacy_zero2_formula,
                   "deepspeed convention: ZeRO-2 formula of DeepSpeed v0.4.2-v0.14.2 (4Ψ + 16Ψ/N)")->group(gO);
-    opt_str(sub, "--cuda-context", req.cuda_context, "CUDA context per process (default 512MiB)", gO)->type_name("SIZE");
+    opt_str(sub, "--cuda-context", req.cuda_context,
+            "CUDA context per process (default: by GPU architecture and module loading, lazy from torch 1.13: ~400 MB; "
+            "eager: 1000 MB)", gO)->type_name("SIZE");
+    opt_str(sub, "--nccl-buffers", req.nccl_buffers,
+            "NCCL communicator buffers per process (default: per communicator DeepSpeed creates, from NCCL's default "
+            "buffer sizes and ring channels for the GPU's interconnect)", gO)->type_name("SIZE");
+    opt_str(sub, "--cublas-workspace", req.cublas_workspace,
+            "cuBLAS + cuBLASLt workspaces per process (default: PyTorch's, 2 handles x (8 MiB + 128 KiB, 32 MiB on "
+            "Hopper) + 1 MiB))", gO)->type_name("SIZE");
+    opt_str(sub, "--alloc-conf", req.alloc_conf,
+            "PYTORCH_CUDA_ALLOC_CONF string, e.g. expandable_segments:True,max_split_size_mb:128: the caching "
+            "allocator the simulator replays (and the replayed fragmentation allowance of estimate)", gO)->type_name("CONF");
     sub->add_option_function<double>("--fragmentation", [&req](const double& v) { req.fragmentation = v; },
                                       "Allocator fragmentation allowance, fraction of the peak (default: reserved - allocated of the simulator's replay; 0.05 where it cannot replay the model)")
         ->group(gO)->type_name("FRACTION");

@@ -36,7 +36,7 @@ std::vector<std::string> replay_notes(const zeromem::Request& req, const zeromem
         notes.push_back("stage3_gather_16bit_weights_on_model_save (--gather-on-save): the checkpoint save is not "
                         "replayed; zeromem estimate models its gather");
     if (in.stack.deepspeed != "0.19.6")
-        notes.push_back("--deepspeed-version " + in.stack.deepspeed +
+        notes.push_back((req.deepspeed_version ? "--deepspeed-version " : "DeepSpeed ") + in.stack.deepspeed +
                         ": the GPU replay follows DeepSpeed 0.19.6; the host replay (pinned buffers, CPU-Adam states) "
                         "follows " + in.stack.deepspeed);
     return notes;
@@ -66,8 +66,6 @@ CLI::App* add_simulate_command(CLI::App& app, zeromem::Request& req, SimulateFla
     if (!with_options) return sim;
     add_request_options(sim, req);
     sim->add_option("--steps", f.steps, "Optimizer steps to replay, 1 to 100 (default 2)")->group("Simulation")->type_name("N");
-    sim->add_option("--alloc-conf", f.alloc_conf, "PYTORCH_CUDA_ALLOC_CONF string, e.g. expandable_segments:True,max_split_size_mb:128")
-        ->group("Simulation")->type_name("CONF");
     sim->add_flag("--explain", f.explain,
                   "After the table, every event term: the estimator term it corresponds to and the DeepSpeed/PyTorch code "
                   "that allocates it, then every host term likewise (json: \"explain\" and \"host_explain\" lists)")
@@ -93,7 +91,7 @@ int run_simulate(const zeromem::Request& req, const SimulateFlags& f, const std:
     refuse_unreplayed_settings(res.input);
     sim::SimOptions opt;
     opt.steps = f.steps;
-    opt.alloc = sim::parse_alloc_conf(f.alloc_conf);
+    opt.alloc = sim::parse_alloc_conf(res.input.residual.alloc_conf);  // --alloc-conf
     opt.record_allocator_trace = !f.memory_snapshot.empty();
     const sim::SimResult r = sim::simulate(res.input, opt);
     // Bad input is one error line: warnings and notes only after the replay succeeded.

@@ -14,7 +14,7 @@ namespace zeromem_cli {
 /// Flags of `simulate` besides the request options.
 struct SimulateFlags {
     int64_t steps = 2;
-    std::string alloc_conf, format = "table", chrome_trace, memory_snapshot;
+    std::string format = "table", chrome_trace, memory_snapshot;
     bool explain = false;  ///< --explain: every event term with its estimator term and DeepSpeed source
 };
 

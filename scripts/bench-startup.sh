@@ -6,6 +6,9 @@
 # Usage: scripts/bench-startup.sh [BUILD_DIR]   (default: build)
 # Prints hyperfine's table; `min` is the least noisy figure on a busy machine.
 set -euo pipefail
+# The built-in software stack, whatever Python environment is active (the
+# installed deepspeed/torch/transformers would otherwise be read).
+export ZEROMEM_STACK=defaults
 build="${1:-build}"
 zm="$build/zeromem"
 [ -x "$zm" ] || { echo "no $zm: build first (cmake --build $build)" >&2; exit 2; }

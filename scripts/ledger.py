@@ -243,6 +243,65 @@ def render(rows, exe):
     return "\n".join(lines)
 
 
+def estimated_of_kind(out, kind):
+    """zeromem's figure of the same kind as a report's measured peak: nvidia-smi (everything on the device),
+    max_reserved (the caching allocator's reserve) or max_allocated (torch.cuda.max_memory_allocated)."""
+    if "error" in out or "per_gpu" not in out:
+        return None
+    g = out["per_gpu"]
+    readings = out.get("readings")  # allocated / reserved / nvidia-smi, where the estimate gives them
+    if readings and kind in readings:
+        return readings[kind]
+    total = g["total"]
+    if kind == "nvidia-smi":
+        return total
+    if kind == "max_reserved":
+        return total - g.get("cuda_context", 0)
+    return total - g.get("cuda_context", 0) - g.get("fragmentation", 0)
+
+
+def has_architecture(out):
+    """False for a --params input (no architecture: no activations); those verdicts follow the activation
+    allowance, not the band."""
+    return bool((out.get("model") or {}).get("family"))
+
+
+def band_points(rows):
+    """(id, evidence, underestimate as a fraction of capacity) for each predictable GPU observation with an
+    architecture that shows how far below the real need zeromem's estimate can be: a run that ran out of
+    memory needed at least the capacity, so (capacity - estimated) / capacity is a lower bound of the
+    underestimate; a run that fitted with a measured max_allocated / max_reserved peak gives
+    (observed - estimated) / capacity of the same kind. nvidia-smi figures of runs that fitted are left out:
+    the caching allocator keeps freed blocks, so they bound the need from above only."""
+    pts = []
+    for r in rows:
+        c, z = r["case"], r["z"]
+        if c["resource"] != "gpu" or not c.get("predictable", True) or "error" in z or "per_gpu" not in z:
+            continue
+        if not has_architecture(z):
+            continue
+        cap = capacity_of(z, "gpu")
+        if not cap:
+            continue
+        if c["observed"]["outcome"] == "oom":
+            pts.append((c["id"], "ran out of memory", (cap - z["per_gpu"]["total"]) / cap))
+            continue
+        mp = c["observed"].get("measured_peak")
+        if mp and mp["kind"] in ("max_allocated", "max_reserved"):
+            est = estimated_of_kind(z, mp["kind"])
+            pts.append((c["id"], mp["kind"], (mp["gib"] * GIB - est) / cap))
+    return pts
+
+
+def band(rows):
+    """The error band of the verdict: the largest underestimate the ledger shows, as a fraction of the GPU's
+    capacity (0 when every estimate was at or above the need). An estimate within this margin below the
+    capacity is "tight"."""
+    pts = band_points(rows)
+    worst = max([e for _, _, e in pts] + [0.0])
+    return {"under": round(worst, 4), "runs": len(pts)}
+
+
 def check(rows):
     with open(os.path.join(LEDGER_DIR, "gate.json")) as f:
         gate = json.load(f)
@@ -273,9 +332,15 @@ def main():
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--check-doc", metavar="PATH", help="fail when PATH differs from the regenerated document")
     ap.add_argument("--show", metavar="ID")
+    ap.add_argument("--band", action="store_true", help="print each measured run's (estimated - observed) / capacity and the band")
     a = ap.parse_args()
     exe = os.path.abspath(a.zeromem)
     rows = score(exe)
+    if a.band:
+        for i, k, e in sorted(band_points(rows), key=lambda x: x[2]):
+            print(f"{i:28s} {k:18s} {e:+.4f}")
+        print(json.dumps(band(rows)))
+        return 0
     if a.show:
         for r in rows:
             if r["case"]["id"] == a.show:

@@ -80,9 +80,12 @@ inline const zeromem::PhaseMemory& phase(const zeromem::Estimate& e, const std::
     return none;
 }
 
-/// Allocated bytes only: no CUDA context, no fragmentation allowance.
+/// DeepSpeed's tensors only: no CUDA context, NCCL buffers or cuBLAS
+/// workspaces (process_terms.h), no fragmentation allowance.
 inline void no_residuals(zeromem::EstimateInput& in) {
     in.residual.cuda_context = 0;
+    in.residual.nccl_buffers = 0;  // DeepSpeed's tensors only: no per-process terms
+    in.residual.cublas_workspaces = 0;
     in.residual.fragmentation_fraction = 0.0;
 }
 

@@ -210,6 +210,8 @@ EstimateInput llama_generating(int64_t gpus, int stage) {
     EstimateInput in = testinputs::preset_input("llama-2-7b", gpus, stage, Dtype::bf16);
     in.train.seq_len = 512;
     in.residual.cuda_context = 0;
+    in.residual.nccl_buffers = 0;  // DeepSpeed's tensors only: no per-process terms
+    in.residual.cublas_workspaces = 0;
     in.residual.fragmentation_fraction = 0;
     GenerationSettings g;
     g.num_beams = 4;

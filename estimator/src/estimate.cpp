@@ -2,6 +2,7 @@
 #include "zeromem/optimizer_wrapper.h"
 
 #include "zeromem/optimizer_state.h"
+#include "zeromem/process_terms.h"
 #include "zeromem/terms.h"
 #include "zeromem/util.h"
 #include "zeromem/zeropp.h"
@@ -351,6 +352,7 @@ struct FullContext {
     std::string kernel_why;           // which optimizer implementation runs the step, and why
     OptimizerStateBytes opt_state;    // optimizer states of this rank (GPU, or host under offload)
     std::string opt_state_why;        // which tensors the optimizer is handed, for --explain
+    ProcessMemory proc;               // CUDA context, NCCL buffers, cuBLAS workspaces (process_terms.h)
     explicit FullContext(const EstimateInput& i) : in(i) {}
 };
 
@@ -832,6 +834,7 @@ void set_term_sizes(FullContext& c) {
 
 FullContext make_context(const EstimateInput& in, Estimate& out) {
     FullContext c(in);
+    c.proc = process_memory(in);
     set_layout_and_widths(c);
     set_param_counts(c, out);
     set_term_sizes(c);
@@ -1149,12 +1152,22 @@ uint64_t sum_bytes(const std::vector<terms::Term>& list) {
     return b;
 }
 
-void finish_gpu(GpuMemory& m, const EstimateInput& in) {
-    const uint64_t alloc = m.parameters + m.gradients + m.optimizer_states + m.activations + m.temporary_buffers;
-    m.cuda_context = in.residual.cuda_context;
-    m.fragmentation = in.residual.fragmentation_bytes ? *in.residual.fragmentation_bytes
-                                                      : to_bytes(in.residual.fragmentation_fraction * double(alloc));
-    m.total = alloc + m.cuda_context + m.fragmentation;
+// The phase's readings: allocated (DeepSpeed's tensors and the cuBLAS
+// workspaces the caching allocator holds), reserved (+ the fragmentation
+// allowance) and the device total nvidia-smi shows (+ the CUDA context, NCCL
+// buffers and anything else outside the allocator).
+void finish_gpu(GpuMemory& m, const FullContext& c) {
+    const EstimateInput& in = c.in;
+    m.cublas_workspaces = c.proc.cublas_workspaces;
+    m.cuda_context = c.proc.cuda_context;
+    m.nccl_buffers = c.proc.nccl_buffers;
+    m.allocated = m.parameters + m.gradients + m.optimizer_states + m.activations + m.temporary_buffers +
+                  c.proc.inside_allocator();
+    m.fragmentation = in.residual.fragmentation_bytes
+                          ? *in.residual.fragmentation_bytes
+                          : to_bytes(in.residual.fragmentation_fraction * double(m.allocated));
+    m.reserved = m.allocated + m.fragmentation;
+    m.total = m.reserved + c.proc.outside_allocator();
 }
 
 // The optimizer step: model states with m and v, plus the largest of the
@@ -1189,7 +1202,7 @@ GpuMemory optimizer_step_gpu(const FullContext& c, const GpuMemory& st, const Ex
         g.activations = 0;
         g.gradients = m.grads;
         g.temporary_buffers = persist + m.term->bytes;
-        finish_gpu(g, c.in);
+        finish_gpu(g, c);
         if (!chosen || g.total > best.total) {
             best = g;
             chosen = m.term;
@@ -1220,7 +1233,7 @@ uint64_t module_bytes(const FullContext& c) { return c.bm * c.Tr + to_bytes(c.fr
 bool zero12_flattens_on_gpu(const FullContext& c) {
     if (!c.facts.ds_0_18_7) return false;
     if (!c.in.cluster.gpu_memory) return true;
-    const uint64_t used = c.in.residual.cuda_context + module_bytes(c);
+    const uint64_t used = c.proc.total() + module_bytes(c);
     return *c.in.cluster.gpu_memory >= used && *c.in.cluster.gpu_memory - used >= c.bm * c.Tr;
 }
 
@@ -1249,7 +1262,7 @@ GpuMemory device_map_load_gpu(const FullContext& c, const Explainer& ex) {
     if (zero_init || effective_load_path(c.in) != LoadPath::device_map) return m;
     const uint64_t lb = static_cast<uint64_t>(dtype_bytes(c.in.residual.load_dtype));
     m.parameters = lb * c.Pr;
-    finish_gpu(m, c.in);
+    finish_gpu(m, c);
     if (ex.on)
         ex.term("load: the model in the load dtype on the GPU (device-map, before DeepSpeed casts it)",
                 "load bytes · Ψ", "Ψ=" + num(double(c.Pr)) + ", load bytes=" + num(double(lb)), m.parameters,
@@ -1295,9 +1308,9 @@ GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& e
         // BF16_Optimizer flattens where the params are, the GPU (bf16_optimizer.py _setup_for_real_optimizer).
         if (s.bf16_optimizer || (s.stage >= 1 && zero12_flattens_on_gpu(c))) whole.parameters = module_bytes(c) + c.bm * c.Tr;
     }
-    finish_gpu(ld, c.in);
+    finish_gpu(ld, c);
     if (whole.parameters > 0) {
-        finish_gpu(whole, c.in);
+        finish_gpu(whole, c);
         if (ex.on)
             ex.term(s.stage == 3 ? "load: whole 16-bit module on every GPU before partitioning (no zero.Init)"
                                  : "load: 16-bit module + its flat copy while flattening on the GPU",
@@ -1387,7 +1400,7 @@ GpuMemory generation_gpu(const FullContext& c, const GpuMemory& st, const Explai
     m.activations = gm.peak;
     m.temporary_buffers = sum_terms(forward_temporaries(c.sz), "generation", c, ex);
     if (ex.on) explain_generation(c, sh, gm, ex);
-    finish_gpu(m, c.in);
+    finish_gpu(m, c);
     return m;
 }
 
@@ -1541,8 +1554,9 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
 
 // The summary: components each at their own peak, totals at the peak phase,
 // the first phase that overflows, and the per-node host figures.
-void summarize_phases(const EstimateInput& in, const GpuMemory& st, uint64_t act_backward, const HostFigures& host,
+void summarize_phases(const FullContext& c, const GpuMemory& st, uint64_t act_backward, const HostFigures& host,
                       uint64_t host_act, Estimate& out, const Explainer& ex) {
+    const EstimateInput& in = c.in;
     // --- summary: components at their own peak, totals at the peak phase ---------
     auto& m = out.per_gpu;
     m = st;
@@ -1556,8 +1570,12 @@ void summarize_phases(const EstimateInput& in, const GpuMemory& st, uint64_t act
         if (p.per_gpu.total > gpu_peak->per_gpu.total) gpu_peak = &p;
         if (p.per_node.host_memory > host_peak->per_node.host_memory) host_peak = &p;
     }
-    m.cuda_context = in.residual.cuda_context;
+    m.cuda_context = c.proc.cuda_context;
+    m.nccl_buffers = c.proc.nccl_buffers;
+    m.cublas_workspaces = c.proc.cublas_workspaces;
     m.fragmentation = gpu_peak->per_gpu.fragmentation;
+    m.allocated = gpu_peak->per_gpu.allocated;
+    m.reserved = gpu_peak->per_gpu.reserved;
     m.total = gpu_peak->per_gpu.total;
     out.peak_phase = gpu_peak->name;
     out.host_peak_phase = host_peak->name;
@@ -1573,8 +1591,7 @@ void summarize_phases(const EstimateInput& in, const GpuMemory& st, uint64_t act
     node.host_steady = host.steady + host_act;
     node.nvme = host.nvme;
     if (ex.on) {
-        ex.term("cuda_context", "named figure (--cuda-context)", num(double(m.cuda_context)) + " B", m.cuda_context,
-                "public reports: 0.4-0.6 GB per process");
+        for (const auto& t : c.proc.terms) ex.term(t.component.c_str(), t.formula, t.substituted, t.bytes, t.source.c_str());
         if (in.residual.fragmentation_bytes)
             ex.term("fragmentation", "bytes from " + in.residual.fragmentation_source + " (every phase)",
                     num(double(*in.residual.fragmentation_bytes)) + " B at the " + gpu_peak->name + " phase",
@@ -1655,7 +1672,7 @@ PhaseGpus phase_gpus(const FullContext& c, const GpuMemory& st, const Activation
         }
         m.activations = activations_b;
         m.temporary_buffers = tmp;
-        finish_gpu(m, in);
+        finish_gpu(m, c);
         return m;
     };
     const GpuMemory ld = load_gpu(c, st, ex);
@@ -1681,7 +1698,7 @@ PhaseGpus phase_gpus(const FullContext& c, const GpuMemory& st, const Activation
     GpuMemory save = with(gradients_after_step(c, st), true, 0, save_tmp);
     // hpZ secondary partitions are dropped after the step (stage3.py _post_step).
     save.parameters -= terms::hpz_secondary_partition(sz, false).bytes;
-    finish_gpu(save, in);
+    finish_gpu(save, c);
     return {ld, fwd, bwd, step, sbwd, save};
 }
 
@@ -1749,7 +1766,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     const PhaseGpus ph = phase_gpus(c, st, act, tmp_fwd, tmp_bwd, ex);
     const uint64_t host_act = act.host * c.g;
     record_phases(c, st, ph, host, host_act, out, ex);
-    summarize_phases(in, st, act.backward, host, host_act, out, ex);
+    summarize_phases(c, st, act.backward, host, host_act, out, ex);
     out.optimizer_step_kernel = c.kernel_why;
     full_convention_notes(c, ex);
 }
@@ -1868,6 +1885,28 @@ void resolve_fragmentation(EstimateInput& in, Estimate& out) {
 
 }  // namespace
 
+namespace {
+
+// The three-way GPU verdict. Without an architecture the estimate holds
+// model states only, so "fits" needs the margin to cover the activations a
+// dense decoder of that size would store (dense_decoder_allowance); a margin
+// that does not is "tight".
+void set_gpu_verdict(const EstimateInput& in, Estimate& out) {
+    if (!in.model.arch) {
+        out.activation_allowance = dense_decoder_allowance(in, out.activation_allowance_how);
+        out.notes.push_back("no architecture: the estimate counts model states only; --seq-len and --micro-batch "
+                            "size only the activation allowance the GPU verdict leaves room for (" +
+                            format_gib(double(out.activation_allowance)) + " GiB)");
+    }
+    if (!out.fits_gpu) return;
+    if (!*out.fits_gpu) out.gpu_verdict = "oom";
+    else if (in.model.arch || out.per_gpu.total + out.activation_allowance <= *in.cluster.gpu_memory)
+        out.gpu_verdict = "fits";
+    else out.gpu_verdict = "tight";
+}
+
+}  // namespace
+
 Estimate estimate(const EstimateInput& in_given, bool explain) {
     bool swapped = false;
     EstimateInput in = with_accelerate_cpu_adam(in_given, swapped);
@@ -1895,11 +1934,13 @@ Estimate estimate(const EstimateInput& in_given, bool explain) {
         case Convention::deepspeed: estimate_deepspeed(in, out, ex); break;
         case Convention::full: estimate_full(in, out, ex); break;
     }
+    if (in.convention != Convention::full) out.per_gpu.allocated = out.per_gpu.reserved = out.per_gpu.total;
     if (in.generation && in.convention != Convention::full)
         out.notes.push_back("--eval-generate: the generation phase (KV cache, logits) is modelled in the full "
                             "convention only; this convention leaves it out");
     if (in.cluster.gpu_memory) out.fits_gpu = out.per_gpu.total <= *in.cluster.gpu_memory;
     if (in.cluster.host_memory) out.fits_host = out.per_node.host_memory <= *in.cluster.host_memory;
+    set_gpu_verdict(in, out);
     return out;
 }
 

@@ -13,6 +13,19 @@ namespace zeromem {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// "9.0" -> 90; throws InputError naming the file otherwise.
+int parse_compute_capability(const std::string& text, const std::string& path) {
+    const auto dot = text.find('.');
+    const bool ok = dot == 1 && text.size() == 3 && std::isdigit(static_cast<unsigned char>(text[0])) &&
+                    std::isdigit(static_cast<unsigned char>(text[2]));
+    if (!ok) throw InputError(path + ": compute_capability '" + text + "' is not MAJOR.MINOR (e.g. \"9.0\")");
+    return (text[0] - '0') * 10 + (text[2] - '0');
+}
+
+}  // namespace
+
 std::vector<std::string> list_gpu_presets(const std::string& data_dir) { return list_presets(data_dir, "gpus"); }
 
 GpuSpec load_gpu_preset(const std::string& name, const std::string& data_dir) {
@@ -45,6 +58,7 @@ GpuSpec load_gpu_preset(const std::string& name, const std::string& data_dir) {
         if (j.contains("compute_efficiency")) g.compute_efficiency = j["compute_efficiency"].get<double>();
         if (j.contains("intra_node_interconnect"))
             g.intra_interconnect = j["intra_node_interconnect"].get<std::string>();
+        if (j.contains("compute_capability")) g.compute_capability = parse_compute_capability(j["compute_capability"].get<std::string>(), path);
         if (j.contains("pcie_bandwidth_bytes_per_s"))
             g.pcie_bandwidth = j["pcie_bandwidth_bytes_per_s"].get<double>();
     } catch (const nlohmann::json::exception& e) {

@@ -57,8 +57,10 @@ std::vector<Row> gpu_rows(const GpuMemory& m, Optimizer opt) {
         rows.push_back({"variance", second_state_label(opt), m.variance, 2});
     rows.push_back({"activations", "activations", m.activations, 1});
     rows.push_back({"temporary_buffers", "temporary buffers", m.temporary_buffers, 1});
-    rows.push_back({"cuda_context", "CUDA context", m.cuda_context, 1});
+    rows.push_back({"cublas_workspaces", "cuBLAS/cuBLASLt workspaces", m.cublas_workspaces, 1});
     rows.push_back({"fragmentation", "fragmentation allowance", m.fragmentation, 1});
+    rows.push_back({"cuda_context", "CUDA context", m.cuda_context, 1});
+    rows.push_back({"nccl_buffers", "NCCL buffers", m.nccl_buffers, 1});
     return rows;
 }
 
@@ -100,6 +102,19 @@ std::string verdict(const char* what, std::optional<bool> fits, uint64_t need, s
            format_gib(diff < 0 ? -diff : diff) + " GiB" + (*fits ? " free" : "") + ")";
 }
 
+// The GPU verdict line without an architecture: model states only, and
+// "tight" when the margin does not cover the activation allowance.
+std::string states_only_verdict(const Estimate& e, std::optional<uint64_t> cap) {
+    const std::string allowance = format_gib(double(e.activation_allowance)) + " GiB";
+    if (!e.gpu_verdict || *e.gpu_verdict == "oom")
+        return verdict("GPU (model states only)", e.fits_gpu, e.per_gpu.total, cap, "pass --gpu or --gpu-memory");
+    const double free = double(*cap) - double(e.per_gpu.total);
+    return std::string("GPU (model states only): ") + *e.gpu_verdict + " — needs " +
+           format_gib(double(e.per_gpu.total)) + " GiB of " + format_gib(double(*cap)) + " GiB (" +
+           format_gib(free) + " GiB free, " + (*e.gpu_verdict == "fits" ? "covering" : "less than") +
+           " the activation allowance " + allowance + ")";
+}
+
 // The phase whose GPU total is the peak (full convention), or none.
 const PhaseMemory* peak_phase_of(const Estimate& e) {
     for (const auto& p : e.phases)
@@ -133,17 +148,23 @@ std::vector<ComponentRow> component_rows(const Estimate& e, Optimizer opt) {
     return out;
 }
 
+// Where one package's version came from ("built-in default",
+// "--torch-version", "from $VIRTUAL_ENV=/x: torch-2.3.1.dist-info"): the
+// parenthesised part of its provenance ("stack.torch").
+std::string stack_source(const Resolved& res, const char* key) {
+    const auto it = res.provenance.find(key);
+    if (it == res.provenance.end()) return "built-in default";
+    const std::size_t open = it->second.find(" (");
+    if (open == std::string::npos || it->second.back() != ')') return it->second;
+    return it->second.substr(open + 2, it->second.size() - open - 3);
+}
+
 // The software stack the full convention followed, each version with where
 // it came from, and the optimizer implementation that runs the step.
 std::string stack_line(const Estimate& e, const Resolved& res) {
     if (e.convention != Convention::full) return {};
     const auto& st = res.input.stack;
-    auto from = [&](const char* key) {
-        const auto it = res.provenance.find(key);
-        if (it == res.provenance.end() || it->second.find("(default") != std::string::npos) return std::string(" (default)");
-        const std::size_t open = it->second.find(" (");
-        return open == std::string::npos ? std::string() : it->second.substr(open);
-    };
+    auto from = [&](const char* key) { return " (" + stack_source(res, key) + ")"; };
     return "software: DeepSpeed " + st.deepspeed + from("stack.deepspeed") + ", torch " + st.torch + from("stack.torch") +
            ", transformers " + st.transformers + from("stack.transformers") + "; optimizer step: " +
            e.optimizer_step_kernel;
@@ -155,17 +176,41 @@ std::string phase_suffix(const Estimate& e, const std::string& first_oom, const 
     return first_oom.empty() ? " (peak at " + peak + ")" : " (first OOM at " + first_oom + ")";
 }
 
+// Which figure the GPU verdict gives, at the peak phase: what
+// torch.cuda.max_memory_allocated and max_memory_reserved would read, and
+// what nvidia-smi shows (the figure the verdict compares). Full convention only.
+std::string readings_line(const Estimate& e) {
+    const PhaseMemory* peak = peak_phase_of(e);
+    if (!peak) return {};
+    const GpuMemory& m = peak->per_gpu;
+    const uint64_t outside = m.total - m.reserved;
+    const bool cublas_outside = outside > m.cuda_context + m.nccl_buffers;  // torch < 2.0: cuBLAS's own pool
+    return "At the " + e.peak_phase + " peak: allocated " + format_gib(double(m.allocated)) +
+           " GiB (torch.cuda.max_memory_allocated), reserved " + format_gib(double(m.reserved)) +
+           " GiB (allocated + the fragmentation allowance; max_memory_reserved), nvidia-smi ~" +
+           format_gib(double(m.total)) + " GiB (reserved + CUDA context + NCCL buffers" +
+           (cublas_outside ? " + cuBLAS's own workspace" : "") +
+           ", outside the allocator); the verdict compares the nvidia-smi figure";
+}
+
 // The answer in sentences: the GPU and host verdicts (need, capacity, first
 // phase out of memory) and, for what does not fit, the recipe's change.
 std::vector<std::string> answer_lines(const Estimate& e, const Resolved& res) {
     const EstimateInput& in = res.input;
     std::vector<std::string> out;
-    out.push_back(verdict("GPU", e.fits_gpu, e.per_gpu.total, in.cluster.gpu_memory, "pass --gpu or --gpu-memory") +
-                  phase_suffix(e, e.first_oom_phase, e.peak_phase));
+    if (in.model.arch)
+        out.push_back(verdict("GPU", e.fits_gpu, e.per_gpu.total, in.cluster.gpu_memory, "pass --gpu or --gpu-memory") +
+                      phase_suffix(e, e.first_oom_phase, e.peak_phase));
+    else
+        out.push_back(states_only_verdict(e, in.cluster.gpu_memory));
     out.push_back(verdict("Host", e.fits_host, e.per_node.host_memory, in.cluster.host_memory, "pass --host-memory") +
                   phase_suffix(e, e.first_host_oom_phase, e.host_peak_phase));
+    if (!in.model.arch) out.push_back("Activation allowance (no architecture): " + e.activation_allowance_how);
+    if (const auto line = readings_line(e); !line.empty()) out.push_back(line);
     if (const auto it = res.provenance.find("cluster.gpu_memory"); it != res.provenance.end())
         out.push_back("GPU capacity used: " + it->second);
+    if (const auto it = res.provenance.find("cluster.host_memory"); it != res.provenance.end())
+        out.push_back("Host capacity used: " + it->second);
     for (const auto& a : advise(in, e)) {
         const std::string what = a.resource == "gpu" ? "GPU" : "host";
         if (a.found)
@@ -202,6 +247,7 @@ void csv_answer(std::ostringstream& o, const Estimate& e, const Resolved& res) {
     cap("host_memory", in.cluster.host_memory, "cluster.host_memory");
     o << "verdict,gpu," << e.per_gpu.total << "," << format_gib(double(e.per_gpu.total), 3) << ","
       << fits_word(e.fits_gpu) << "\n";
+    o << "verdict,gpu_verdict,,," << e.gpu_verdict.value_or("capacity unknown") << "\n";
     o << "verdict,host," << e.per_node.host_memory << "," << format_gib(double(e.per_node.host_memory), 3) << ","
       << fits_word(e.fits_host) << "\n";
     o << "verdict,peak_phase,,," << e.peak_phase << "\n";
@@ -257,6 +303,7 @@ static void put_inputs_json(ojson& j, const EstimateInput& in) {
                     {"tp", in.cluster.tp}, {"pp", in.cluster.pp}, {"data_parallel", in.cluster.data_parallel()}};
     j["cluster"]["gpu_memory"] = in.cluster.gpu_memory ? ojson(*in.cluster.gpu_memory) : ojson(nullptr);
     j["cluster"]["host_memory"] = in.cluster.host_memory ? ojson(*in.cluster.host_memory) : ojson(nullptr);
+    j["cluster"]["host_os_reserve"] = in.cluster.host_memory ? ojson(in.cluster.host_reserve) : ojson(nullptr);
     j["zero_optimization"] = {{"stage", in.zero.stage},
                               {"offload_optimizer", to_string(in.zero.offload_optimizer)},
                               {"offload_param", to_string(in.zero.offload_param)},
@@ -277,6 +324,8 @@ static ojson phases_json(const Estimate& e, Optimizer optimizer) {
     for (const auto& p : e.phases) {
         ojson pg;
         for (const auto& r : gpu_rows(p, optimizer)) pg[r.key] = r.bytes;
+        pg["allocated"] = p.per_gpu.allocated;
+        pg["reserved"] = p.per_gpu.reserved;
         pg["total"] = p.per_gpu.total;
         phases.push_back({{"name", p.name},
                           {"per_gpu", pg},
@@ -311,11 +360,15 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
     put_inputs_json(j, in);
     ojson g;
     for (const auto& r : gpu_rows(e, in.train.optimizer)) g[r.key] = r.bytes;
-    g["total"] = e.per_gpu.total;
+    g["allocated"] = e.per_gpu.allocated;  // torch.cuda.max_memory_allocated at the peak phase
+    g["reserved"] = e.per_gpu.reserved;    // max_memory_reserved: allocated + fragmentation
+    g["total"] = e.per_gpu.total;          // nvidia-smi: reserved + context + NCCL (what the verdict compares)
     j["per_gpu"] = g;  // each component at its own peak; total = the peak phase's
     if (const PhaseMemory* peak = peak_phase_of(e)) {
         ojson pk;
         for (const auto& r : gpu_rows(*peak, in.train.optimizer)) pk[r.key] = r.bytes;
+        pk["allocated"] = peak->per_gpu.allocated;
+        pk["reserved"] = peak->per_gpu.reserved;
         pk["total"] = peak->per_gpu.total;
         j["per_gpu_in_peak_phase"] = pk;  // the components that add up to the total
     }
@@ -331,6 +384,9 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
     for (const auto& r : node_rows(e)) n[r.key] = r.bytes;
     j["per_node"] = n;
     j["fits_gpu"] = e.fits_gpu ? ojson(*e.fits_gpu) : ojson(nullptr);
+    j["gpu_verdict"] = e.gpu_verdict ? ojson(*e.gpu_verdict) : ojson(nullptr);
+    if (!in.model.arch)
+        j["activation_allowance"] = {{"bytes", e.activation_allowance}, {"how", e.activation_allowance_how}};
     j["fits_host"] = e.fits_host ? ojson(*e.fits_host) : ojson(nullptr);
     j["peak_phase"] = e.peak_phase;
     j["host_peak_phase"] = e.host_peak_phase;
@@ -348,6 +404,9 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
     if (e.convention == Convention::full) {
         const auto& st = in.stack;
         j["software"] = {{"deepspeed", st.deepspeed}, {"torch", st.torch}, {"transformers", st.transformers},
+                         {"from", {{"deepspeed", stack_source(res, "stack.deepspeed")},
+                                   {"torch", stack_source(res, "stack.torch")},
+                                   {"transformers", stack_source(res, "stack.transformers")}}},
                          {"optimizer_step", e.optimizer_step_kernel}};
     }
     j["warnings"] = res.warnings;
@@ -521,7 +580,7 @@ std::string render_table(const Estimate& e, const Resolved& res, bool explain) {
     o << "GiB = 2^30 bytes.";
     if (by_phase)
         o << " Per GPU: the components live in the peak phase (" << e.peak_phase
-          << "), which add up to the total, CUDA context and fragmentation included; a component that is larger in "
+          << "), which add up to the total, the per-process terms and fragmentation included; a component that is larger in "
              "another phase shows that peak beside it.";
     o << "\n";
     if (explain) explain_text(o, e, res);

@@ -3,6 +3,7 @@
 #include "zeromem/ds_schema.h"
 
 #include "zeromem/ds_config.h"
+#include "zeromem/host_capacity.h"
 #include "zeromem/util.h"
 
 #include <algorithm>
@@ -10,7 +11,6 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
-#include <set>
 #include <utility>
 
 namespace zeromem {
@@ -189,52 +189,6 @@ std::optional<std::string> check_precision(const nlohmann::json& cfg, const std:
 
 }  // namespace
 
-namespace {
-// --stack deepspeed=V,torch=V,transformers=V, then the single-version flags
-// (which win). Each version is checked and recorded with where it came from.
-void apply_stack(const Request& req, SoftwareStack& stack, Provenance& prov) {
-    prov["stack.deepspeed"] = stack.deepspeed + " (default: newest the reference describes)";
-    prov["stack.torch"] = stack.torch + " (default: newest the reference describes)";
-    prov["stack.transformers"] = stack.transformers + " (default: newest the reference describes)";
-    std::set<std::string> named;  // --stack names each package once
-    auto set = [&](const char* name, std::string& slot, const std::string& value, const std::string& from) {
-        compare_versions(value, "0", from);
-        if (from == "--stack" && !named.insert(name).second)
-            throw InputError("--stack: " + std::string(name) + " is given twice");
-        if (std::string(name) == "deepspeed") {  // the releases zeromem knows, as `check` does
-            const std::string oldest = ds_schema().value("oldest_version", std::string("0.4.2"));
-            const std::string newest = ds_schema().value("newest_version", std::string("0.19.6"));
-            if (compare_versions(value, oldest, from) < 0 || compare_versions(value, newest, from) > 0)
-                throw InputError(from + ": DeepSpeed " + value + " is outside the versions zeromem knows (" + oldest +
-                                 " to " + newest + ")");
-        }
-        slot = value;
-        prov[std::string("stack.") + name] = value + " (" + from + ")";
-    };
-    if (req.stack) {
-        std::size_t pos = 0;
-        const std::string& text = *req.stack;
-        while (pos <= text.size()) {
-            const std::size_t comma = text.find(',', pos);
-            const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-            const std::size_t eq = item.find('=');
-            if (eq == std::string::npos)
-                throw InputError("--stack: '" + item + "' is not NAME=VERSION (deepspeed, torch, transformers)");
-            const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
-            if (name == "deepspeed") set("deepspeed", stack.deepspeed, value, "--stack");
-            else if (name == "torch") set("torch", stack.torch, value, "--stack");
-            else if (name == "transformers") set("transformers", stack.transformers, value, "--stack");
-            else throw InputError("--stack: unknown package '" + name + "' (use deepspeed, torch, transformers)");
-            if (comma == std::string::npos) break;
-            pos = comma + 1;
-        }
-    }
-    if (req.deepspeed_version) set("deepspeed", stack.deepspeed, *req.deepspeed_version, "--deepspeed-version");
-    if (req.torch_version) set("torch", stack.torch, *req.torch_version, "--torch-version");
-    if (req.transformers_version)
-        set("transformers", stack.transformers, *req.transformers_version, "--transformers-version");
-}
-}  // namespace
 
 // ZeRO++ and MiCS flags override the DeepSpeed config's keys (validated
 // with the rest by estimate: zeropp.h validate_zeropp).
@@ -395,6 +349,49 @@ void resolve_moe_flags(const Request& req, Resolved& r) {
     }
 }
 
+// The warning for a size written in GB/TB where the hardware is sold in
+// binary units: `binary_example` says what the label means.
+std::string decimal_size_warning(const std::string& flag, const std::string& text, uint64_t bytes,
+                                 const std::string& binary_example) {
+    return flag + " " + text + " is " + format_gib(double(bytes)) + " GiB: GB/TB are powers of 1000, while " +
+           binary_example + "; write GiB/TiB if that is what you mean";
+}
+
+// Resolves --host-memory (the installed RAM per node) and --host-reserve:
+// the capacity verdicts use is the given size less host_os_reserve
+// (zeromem/host_capacity.h).
+void resolve_host_capacity(const Request& req, Resolved& r) {
+    ClusterSettings& cl = r.input.cluster;
+    const uint64_t given = parse_bytes(*req.host_memory, "--host-memory");
+    if (decimal_unit(*req.host_memory))
+        r.warnings.push_back(decimal_size_warning("--host-memory", *req.host_memory, given,
+                                                  "RAM sold as \"768GB\" is 768 GiB of DIMMs (JEDEC sizes are binary)"));
+    std::string how;
+    if (req.host_reserve) {
+        // 0 is a valid reserve (--host-memory already what `free` shows).
+        char* end = nullptr;
+        const double lead = std::strtod(req.host_reserve->c_str(), &end);
+        const bool zero = end != req.host_reserve->c_str() && lead == 0.0 &&
+                          std::all_of(static_cast<const char*>(end), req.host_reserve->c_str() + req.host_reserve->size(),
+                                      [](char ch) { return std::isalpha(static_cast<unsigned char>(ch)) != 0; });
+        cl.host_reserve = zero ? 0 : parse_bytes(*req.host_reserve, "--host-reserve");
+        how = "--host-reserve " + *req.host_reserve;
+    } else {
+        const HostReserve hr = host_os_reserve(given);
+        cl.host_reserve = hr.total();
+        how = "derived from --host-memory: " + host_os_reserve_text(hr);
+    }
+    if (cl.host_reserve >= given)
+        throw InputError(std::string(req.host_reserve ? "--host-reserve" : "--host-memory") + ": " + *req.host_memory +
+                         " (" + format_gib(double(given)) + " GiB) does not exceed host_os_reserve " +
+                         format_gib(double(cl.host_reserve)) + " GiB (" + how + ")");
+    cl.host_memory = given - cl.host_reserve;
+    r.provenance["cluster.host_reserve"] = "host_os_reserve " + how;
+    r.provenance["cluster.host_memory"] = "--host-memory " + *req.host_memory + " (" + format_gib(double(given)) +
+                                          " GiB) less host_os_reserve " + format_gib(double(cl.host_reserve)) +
+                                          " GiB = " + format_gib(double(*cl.host_memory)) + " GiB";
+}
+
 // Resolves the device memories (--gpu preset, --gpu-memory, --host-memory).
 void resolve_device_memory(const Request& req, const std::string& data_dir, Resolved& r) {
     EstimateInput& in = r.input;
@@ -402,6 +399,8 @@ void resolve_device_memory(const Request& req, const std::string& data_dir, Reso
     if (req.gpu) {
         r.gpu = load_gpu_preset(*req.gpu, data_dir);
         in.cluster.gpu_name = r.gpu->name;
+        in.cluster.compute_capability = r.gpu->compute_capability;
+        in.cluster.intra_interconnect = r.gpu->intra_interconnect;
         // The verdict compares against what the card exposes when the preset
         // knows it (nvidia-smi / torch.cuda.mem_get_info total), else the label.
         in.cluster.gpu_memory = r.gpu->usable_bytes.value_or(r.gpu->memory_bytes);
@@ -415,15 +414,11 @@ void resolve_device_memory(const Request& req, const std::string& data_dir, Reso
     if (req.gpu_memory) {
         in.cluster.gpu_memory = parse_bytes(*req.gpu_memory, "--gpu-memory");
         if (decimal_unit(*req.gpu_memory))
-            r.warnings.push_back("--gpu-memory " + *req.gpu_memory + " is " + format_gib(double(*in.cluster.gpu_memory)) +
-                                 " GiB: GB/TB are powers of 1000, while a GPU sold as \"80GB\" (the A100-80GB preset) "
-                                 "has 80 GiB; write GiB if that is what you mean");
+            r.warnings.push_back(decimal_size_warning("--gpu-memory", *req.gpu_memory, *in.cluster.gpu_memory,
+                                                      "a GPU sold as \"80GB\" (the A100-80GB preset) has 80 GiB"));
         prov["cluster.gpu_memory"] = "--gpu-memory " + *req.gpu_memory;
     }
-    if (req.host_memory) {
-        in.cluster.host_memory = parse_bytes(*req.host_memory, "--host-memory");
-        prov["cluster.host_memory"] = "--host-memory " + *req.host_memory;
-    }
+    if (req.host_memory) resolve_host_capacity(req, r);
 }
 
 // Loads --ds-config and applies it (its "auto" values filled from the flags);
@@ -445,7 +440,7 @@ nlohmann::json resolve_ds_config(const Request& req, const std::optional<Dtype>&
     }
     if (auto w = check_precision(cfg, *req.ds_config, dtype_flag)) r.warnings.push_back(*w);
     apply_ds_config(cfg, *req.ds_config, autos, in.zero, in.train, r.provenance, in.stack.deepspeed);
-    r.notes = ds_config_notes(cfg, *req.ds_config);
+    for (auto& n : ds_config_notes(cfg, *req.ds_config)) r.notes.push_back(std::move(n));
     return cfg;
 }
 
@@ -541,6 +536,18 @@ void apply_residual_flags(const Request& req, EstimateInput& in, Provenance& pro
     if (req.cuda_context) {
         in.residual.cuda_context = parse_bytes_or_zero(*req.cuda_context, "--cuda-context");
         prov["cuda_context"] = "--cuda-context " + *req.cuda_context;
+    }
+    if (req.nccl_buffers) {
+        in.residual.nccl_buffers = parse_bytes_or_zero(*req.nccl_buffers, "--nccl-buffers");
+        prov["nccl_buffers"] = "--nccl-buffers " + *req.nccl_buffers;
+    }
+    if (req.cublas_workspace) {
+        in.residual.cublas_workspaces = parse_bytes_or_zero(*req.cublas_workspace, "--cublas-workspace");
+        prov["cublas_workspaces"] = "--cublas-workspace " + *req.cublas_workspace;
+    }
+    if (req.alloc_conf) {
+        in.residual.alloc_conf = *req.alloc_conf;
+        prov["alloc_conf"] = "--alloc-conf " + *req.alloc_conf + " (PYTORCH_CUDA_ALLOC_CONF)";
     }
     if (req.fragmentation) {
         if (!(*req.fragmentation >= 0 && *req.fragmentation < 1)) {  // NaN too
@@ -639,7 +646,7 @@ void apply_version_defaults(const Request& req, EstimateInput& in, Provenance& p
             if (prov.count(key)) continue;
             (std::string(dev) == "offload_optimizer" ? in.zero.offload_optimizer_pin_memory
                                                       : in.zero.offload_param_pin_memory) = false;
-            prov[key] = "false (the default before DeepSpeed 0.19.5, --deepspeed-version " + in.stack.deepspeed + ")";
+            prov[key] = "false (the default before DeepSpeed 0.19.5; the stack follows DeepSpeed " + in.stack.deepspeed + ")";
         }
     }
     // transformers >= 5 loads with dtype="auto" by default
@@ -721,7 +728,7 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     if (req.dtype) dtype_flag = parse_dtype(*req.dtype, "--dtype");
     if (req.micro_batch) positive(*req.micro_batch, "--micro-batch");
     if (req.grad_accum) positive(*req.grad_accum, "--grad-accum");
-    apply_stack(req, in.stack, prov);  // the config is read as that DeepSpeed reads it
+    resolve_stack(req, r);  // the config is read as that DeepSpeed reads it
     const nlohmann::json ds_cfg = resolve_ds_config(req, dtype_flag, r);
     resolve_dtype(req, dtype_flag, r);
     apply_training_flags(req, in.train, prov);

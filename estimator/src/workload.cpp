@@ -4,6 +4,7 @@
 
 #include "zeromem/generation.h"
 #include "zeromem/moe.h"
+#include "zeromem/process_terms.h"
 #include "zeromem/util.h"
 
 #include <algorithm>
@@ -12,6 +13,11 @@
 namespace zeromem {
 
 namespace {
+
+// The per-process terms of a phase (CUDA context, NCCL buffers, cuBLAS
+// workspaces): one process per GPU holds them once, whatever it trains.
+uint64_t process_bytes(const GpuMemory& m) { return m.cuda_context + m.nccl_buffers + m.cublas_workspaces; }
+
 
 constexpr const char* kSrcTrlDpo =
     "TRL trl/trainer/dpo_trainer.py concatenated_forward (chosen and rejected concatenated: 2b sequences), "
@@ -150,7 +156,7 @@ uint64_t trained_resident(const Estimate& e, const EstimateInput& in) {
             const GpuMemory& m = p.per_gpu;
             return with_fragmentation(in, m.parameters + m.gradients + m.optimizer_states + m.temporary_buffers);
         }
-    return e.per_gpu.total - e.per_gpu.cuda_context;
+    return e.per_gpu.total - process_bytes(e.per_gpu);
 }
 
 const PhaseMemory& phase_named(const Estimate& e, const std::string& name) {
@@ -159,11 +165,11 @@ const PhaseMemory& phase_named(const Estimate& e, const std::string& name) {
     return e.phases.front();
 }
 
-uint64_t share_of(const PhaseMemory& p) { return p.per_gpu.total - p.per_gpu.cuda_context; }
+uint64_t share_of(const PhaseMemory& p) { return p.per_gpu.total - process_bytes(p.per_gpu); }
 
 // Sums the shares of `ph` and sets its verdicts.
 void finish_phase(WorkloadPhase& ph, const EstimateInput& in) {
-    ph.per_gpu = in.residual.cuda_context;
+    ph.per_gpu = process_memory(in).total();  // one process per GPU holds them once
     ph.per_node_host = 0;
     for (const auto& m : ph.models) {
         ph.per_gpu += m.gpu_bytes;

@@ -19,7 +19,8 @@ _zeromem() {
         --interconnect|--network)
             COMPREPLY=($(compgen -W "$(zeromem interconnects 2>/dev/null | awk '{print $1}')" -- "$cur")); return ;;
         --hf-config) COMPREPLY=($(compgen -f -- "$cur") $(compgen -d -- "$cur")); return ;;
-        --ds-config|--emit) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --ds-config|--emit|--stack-from) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --stack) COMPREPLY=($(compgen -W "auto defaults deepspeed= torch= transformers=" -- "$cur")); return ;;
         --format) COMPREPLY=($(compgen -W "table json csv md" -- "$cur")); return ;;
         --stage) COMPREPLY=($(compgen -W "0 1 2 3" -- "$cur")); return ;;
         --dtype|--load-dtype) COMPREPLY=($(compgen -W "bf16 fp16 fp32" -- "$cur")); return ;;

@@ -5,6 +5,7 @@
 #include "zeromem/util.h"
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,6 +41,7 @@ const EventLog* fragmentation_events(const EstimateInput& in, SimOptions& opt) {
     opt.record_spans = false;
     thread_local EventLog buffer;
     try {
+        opt.alloc = parse_alloc_conf(in.residual.alloc_conf);  // the faces validate it first
         produce_events(r, opt, buffer);
     } catch (const InputError&) {
         return nullptr;  // --ep-size, encoder models, tp/pp, LoRA, oversized tensors, ...
@@ -125,7 +127,7 @@ private:
 };
 
 #if defined(__x86_64__) && defined(__GLIBCXX__) && !defined(_GLIBCXX_DEBUG)
-static_assert(sizeof(ModelArch) == 496 && sizeof(ClusterSettings) == 96 && sizeof(TrainingSettings) == 176 &&
+static_assert(sizeof(ModelArch) == 496 && sizeof(ClusterSettings) == 144 && sizeof(TrainingSettings) == 176 &&
                   sizeof(ZeroSettings) == 200 && sizeof(MoeSettings) == 32 && sizeof(SoftwareStack) == 96,
               "a settings struct changed: add the new field to input_key() in fragmentation.cpp, then update these sizes");
 #endif
@@ -148,7 +150,8 @@ std::string input_key(const EstimateInput& in) {
               a.vision_other_params, a.projector_params, a.vision_largest_module, a.warnings);
     }
     const ClusterSettings& c = in.cluster;
-    k.add(c.gpus, c.nodes, c.gpu_memory, c.tp, c.pp);  // not read by the producer: gpu_name, host_memory
+    k.add(c.gpus, c.nodes, c.gpu_memory, c.tp, c.pp);  // not read by the producer: gpu_name, host_memory,
+                                                        // compute_capability, intra_interconnect, host_reserve
     const TrainingSettings& t = in.train;  // not read by the producer: train_batch_size
     k.add(t.dtype, t.grad_accum_dtype, t.communication_dtype, t.micro_batch, t.grad_accum,
           t.seq_len, t.checkpointing, t.optimizer, t.gradient_clipping, t.flash_attention, t.sequence_parallel,
@@ -170,7 +173,7 @@ std::string input_key(const EstimateInput& in) {
     k.add(m.ep_size, m.capacity_factor, m.min_capacity);
     const SoftwareStack& s = in.stack;
     k.add(s.deepspeed, s.torch, s.transformers);
-    k.add(in.residual.cuda_context, in.residual.load_dtype, in.residual.load_path, in.convention);
+    k.add(in.residual.load_dtype, in.residual.load_path, in.convention, in.residual.alloc_conf);
     return k.str();
 }
 
@@ -219,7 +222,7 @@ public:
         }
         const EventLog* log = fragmentation_events(in, opt);
         std::optional<uint64_t> bytes;
-        if (log) bytes = by_log(*log, opt);
+        if (log) bytes = by_log(*log, opt, in.residual.alloc_conf);
         const std::lock_guard<std::mutex> lock(mu_);
         if (entries_.size() == kEntries) entries_.erase(entries_.begin());
         entries_.emplace_back(key, bytes);
@@ -227,8 +230,10 @@ public:
     }
 
 private:
-    uint64_t by_log(const EventLog& log, const SimOptions& opt) {
-        const LogFingerprint f = fingerprint(log);
+    // The allocator's configuration is part of what it sees: folded in.
+    uint64_t by_log(const EventLog& log, const SimOptions& opt, const std::string& alloc_conf) {
+        LogFingerprint f = fingerprint(log);
+        f.add(std::hash<std::string>{}(alloc_conf));
         {
             const std::lock_guard<std::mutex> lock(mu_);
             for (const auto& [g, bytes] : logs_)
@@ -262,6 +267,7 @@ std::function<std::optional<uint64_t>(const EstimateInput&)> fragmentation_provi
 }
 
 void use_replayed_fragmentation(EstimateInput& in, bool explicit_fraction) {
+    (void)parse_alloc_conf(in.residual.alloc_conf);  // bad --alloc-conf: one error line, whatever the fraction
     if (explicit_fraction) return;
     in.residual.fragmentation_provider = fragmentation_provider();
     in.residual.fragmentation_provider_source = kFragmentationSource;

@@ -1,5 +1,6 @@
 // Replays an EventLog through the CachingAllocator and records what the
 // writers show: timeline, spans, peaks per phase, the OOM.
+#include "zeromem/process_terms.h"
 #include "zeromem/simulator.h"
 
 #include <algorithm>
@@ -144,10 +145,11 @@ SimResult replay(const EventLog& log, const SimOptions& opt, std::optional<uint6
 
 SimResult simulate(const EstimateInput& in, const SimOptions& opt) {
     const EventLog log = produce_events(in, opt);
+    ProcessMemory proc = process_memory(in);
     std::optional<uint64_t> capacity;
-    if (in.cluster.gpu_memory)
-        capacity = *in.cluster.gpu_memory - std::min(*in.cluster.gpu_memory, in.residual.cuda_context);
+    if (in.cluster.gpu_memory) capacity = *in.cluster.gpu_memory - std::min(*in.cluster.gpu_memory, proc.total());
     SimResult r = replay(log, opt, capacity);
+    r.process = std::move(proc);
     if (r.oom && in.cluster.gpu_memory) r.oom->device_total = *in.cluster.gpu_memory;
     // The job stops at a GPU out-of-memory: the host replay stops with it.
     r.host = simulate_host(in, opt.steps, r.oom ? std::optional<Phase>(r.oom->phase) : std::nullopt);

@@ -43,6 +43,14 @@ std::string render_table(const SimResult& r) {
     o << "  peak reserved   " << gib(r.peak_reserved) << " GiB" << at(r.peak_reserved_event, r.peak_reserved_module)
       << "\n";
     o << "  reserved - allocated at the allocated peak: " << gib(r.reserved_at_peak - r.peak_allocated) << " GiB\n";
+    const ProcessMemory& pm = r.process;
+    o << "  not replayed, per process (sized from the input as the estimator sizes them):\n"
+      << "    cuBLAS/cuBLASLt workspaces " << gib(pm.cublas_workspaces) << " GiB ("
+      << (pm.cublas_in_allocator ? "inside" : "outside") << " the caching allocator)\n"
+      << "    CUDA context               " << gib(pm.cuda_context) << " GiB (outside the allocator)\n"
+      << "    NCCL buffers               " << gib(pm.nccl_buffers) << " GiB (outside the allocator)\n"
+      << "  nvidia-smi at the reserved peak ~ " << gib(r.peak_reserved + pm.total())
+      << " GiB (peak reserved + these)\n";
     o << "  live at the allocated peak (requested bytes, estimator terms):";
     for (int i = 0; i < kComponentCount; ++i) o << (i ? ", " : " ") << kComponents[i] << " " << gib(r.peak_composition[static_cast<size_t>(i)]);
     o << " GiB\n\n";
@@ -73,6 +81,11 @@ nlohmann::json to_json(const SimResult& r) {
     nlohmann::json j;
     j["peak_allocated"] = r.peak_allocated;
     j["peak_reserved"] = r.peak_reserved;
+    j["cublas_workspaces"] = r.process.cublas_workspaces;
+    j["cublas_in_allocator"] = r.process.cublas_in_allocator;
+    j["cuda_context"] = r.process.cuda_context;
+    j["nccl_buffers"] = r.process.nccl_buffers;
+    j["nvidia_smi_at_peak_reserved"] = r.peak_reserved + r.process.total();
     j["peak_event"] = r.peak_event;
     j["peak_module"] = r.peak_module;
     if (r.oom) {

@@ -39,6 +39,8 @@ Resolved resolve(const Case& c) {
     r.checkpointing = c.checkpointing;
     r.grad_accum = c.grad_accum;
     r.cuda_context = "0";
+    r.nccl_buffers = "0";  // DeepSpeed's tensors only: no per-process terms
+    r.cublas_workspace = "0";
     r.fragmentation = 0.0;
     return resolve_request(r, ZEROMEM_SOURCE_DATA_DIR);
 }
@@ -403,6 +405,8 @@ TEST(SimAgreement, Stage3WithoutZeroInitWholeModule) {
             r.offload_param = c.offload_param;
             r.checkpointing = c.checkpointing;
             r.cuda_context = "0";
+            r.nccl_buffers = "0";  // DeepSpeed's tensors only: no per-process terms
+            r.cublas_workspace = "0";
             r.fragmentation = 0.0;
             r.zero_init = false;
             const Resolved res = resolve_request(r, ZEROMEM_SOURCE_DATA_DIR);

@@ -67,8 +67,10 @@ TEST(SimFragmentation, EstimateUsesTheReplayInEveryPhase) {
     for (const auto& p : e.phases) {
         EXPECT_EQ(p.per_gpu.fragmentation, kTinyZero12Fragmentation) << p.name;
         const GpuMemory& m = p.per_gpu;
+        // + the per-process terms (process_terms.h): cuBLAS workspaces in the
+        // allocator, the CUDA context and NCCL buffers outside it.
         EXPECT_EQ(m.total, m.parameters + m.gradients + m.optimizer_states + m.activations + m.temporary_buffers +
-                               m.cuda_context + kTinyZero12Fragmentation)
+                               m.cublas_workspaces + m.cuda_context + m.nccl_buffers + kTinyZero12Fragmentation)
             << p.name;
     }
     bool stated = false;
@@ -84,7 +86,10 @@ TEST(SimFragmentation, ExplicitFractionWins) {
     EXPECT_FALSE(in.residual.fragmentation_provider);
     const Estimate e = estimate(in);
     const GpuMemory& m = e.per_gpu;
-    const uint64_t alloc = m.total - m.cuda_context - m.fragmentation;
+    // The fraction applies to the allocated bytes: everything but what is
+    // outside the allocator (context, NCCL) and the allowance itself.
+    const uint64_t alloc = m.total - m.cuda_context - m.nccl_buffers - m.fragmentation;
+    EXPECT_EQ(alloc, m.allocated);
     EXPECT_EQ(m.fragmentation, static_cast<uint64_t>(std::llround(0.05 * double(alloc))));
     // An explicit byte figure wins over an injected provider too.
     in.residual.fragmentation_bytes = 12345;
@@ -107,7 +112,8 @@ TEST(SimFragmentation, CliParamsOnlyFallsBackWithANote) {
     const auto j = json_of("estimate --params 7e9 --gpus 8 --stage 3");
     const auto& m = j["per_gpu_in_peak_phase"];
     const uint64_t frag = m["fragmentation"].get<uint64_t>();
-    const uint64_t alloc = m["total"].get<uint64_t>() - m["cuda_context"].get<uint64_t>() - frag;
+    const uint64_t alloc = m["total"].get<uint64_t>() - m["cuda_context"].get<uint64_t>() -
+                           m["nccl_buffers"].get<uint64_t>() - frag;
     EXPECT_EQ(frag, static_cast<uint64_t>(std::llround(0.05 * double(alloc))));
     bool noted = false;
     for (const auto& n : j["notes"]) noted = noted || n.get<std::string>().find("fixed fraction 0.05") != std::string::npos;
@@ -243,4 +249,49 @@ TEST(SimFragmentation, CachedProviderAgreesWithTheReplay) {
         }
     EXPECT_NE(replay_fragmentation(inputs[0]), replay_fragmentation(inputs[6]))
         << "stages 1 and 3 should differ, or the test shows nothing";
+}
+
+// PYTORCH_CUDA_ALLOC_CONF reaches the replayed allowance (--alloc-conf of
+// estimate): the provider answers each configuration as a direct replay with
+// it does, although both configurations give the same event log (its cache
+// folds the configuration into the log's fingerprint), and a bad string is
+// refused with the flag's name before any replay.
+TEST(SimFragmentation, AllocConfReachesTheReplay) {
+    Request r;
+    r.model = "llama-2-7b";
+    r.gpus = 8;
+    r.stage = 2;
+    r.fragmentation.reset();
+    EstimateInput plain = resolve_request(r, ZEROMEM_SOURCE_DATA_DIR).input;
+    EstimateInput expandable = plain;
+    expandable.residual.alloc_conf = "expandable_segments:True";
+    const auto provider = fragmentation_provider();
+    const auto a = provider(plain), b = provider(expandable);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(*a, *replay_fragmentation(plain));
+    EXPECT_EQ(*b, *replay_fragmentation(expandable));
+    EXPECT_NE(*a, *b);
+    EstimateInput bad = plain;
+    bad.residual.alloc_conf = "no_such_key:1";
+    try {
+        use_replayed_fragmentation(bad, false);
+        ADD_FAILURE() << "no error";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("--alloc-conf"), std::string::npos) << e.what();
+    }
+}
+
+// The simulator's output carries the per-process terms as their own fields,
+// sized as the estimator sizes them (process_terms.h): on 8 A100s of one node
+// the context is 400,000,000 B (Ampere, lazy loading), NCCL's WORLD and
+// data-parallel rings 2 x 24 x (524,288 + 4,915,200 + 4,194,304) B, cuBLAS
+// 2 x (4096 KiB x 2 + 16 KiB x 8 + 1024 KiB) B inside the allocator.
+TEST(SimFragmentation, SimulateListsTheProcessTerms) {
+    const auto j = json_of("simulate --model llama-2-7b --gpus 8 --gpu A100-80GB --stage 2 --steps 1");
+    EXPECT_EQ(j.at("cuda_context").get<uint64_t>(), 400000000u);
+    EXPECT_EQ(j.at("nccl_buffers").get<uint64_t>(), 2u * 24u * (524288u + 4915200u + 4194304u));
+    EXPECT_EQ(j.at("cublas_workspaces").get<uint64_t>(), 2u * (4096u * 1024u * 2u + 16u * 1024u * 8u + 1048576u));
+    EXPECT_TRUE(j.at("cublas_in_allocator").get<bool>());
+    EXPECT_EQ(j.at("nvidia_smi_at_peak_reserved").get<uint64_t>(),
+              j.at("peak_reserved").get<uint64_t>() + 400000000u + 462422016u + 19136512u);
 }

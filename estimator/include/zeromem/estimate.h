@@ -50,10 +50,20 @@ const char* to_string(LoadPath p);
 LoadPath parse_load_path(const std::string& text, const std::string& field);
 
 struct ResidualSettings {
-    /// CUDA context + cuBLAS/NCCL workspaces per process, bytes. 512 MiB:
-    /// public reports put it at 0.4-0.6 GB per process (shared reference
-    /// README, item 7; peers assume 0.3-2 GiB, gpu_poor 650 MB).
-    uint64_t cuda_context = 536870912;
+    /// CUDA context per process, bytes (--cuda-context). Unset: the table
+    /// by architecture and module loading (process_terms.h
+    /// cuda_context_figure).
+    std::optional<uint64_t> cuda_context;
+    /// NCCL communicator buffers per process, bytes (--nccl-buffers). Unset:
+    /// sized per communicator (process_terms.h nccl_communicators).
+    std::optional<uint64_t> nccl_buffers;
+    /// cuBLAS + cuBLASLt workspaces per process, bytes (--cublas-workspace).
+    /// Unset: PyTorch's defaults (process_terms.h cublas_workspaces).
+    std::optional<uint64_t> cublas_workspaces;
+    /// PYTORCH_CUDA_ALLOC_CONF the run uses (e.g. "expandable_segments:True"),
+    /// read by the simulator's replay of the fragmentation allowance; empty:
+    /// PyTorch's defaults. The estimator does not parse it.
+    std::string alloc_conf;
     /// Allocator fragmentation allowance as a fraction of the allocated
     /// peak (reserved-but-unallocated memory of PyTorch's caching
     /// allocator). 0.05: "a few percent of capacity" (shared reference
@@ -129,8 +139,17 @@ struct GpuMemory {
     uint64_t variance = 0;          ///< Adam v
     uint64_t activations = 0;
     uint64_t temporary_buffers = 0;
-    uint64_t cuda_context = 0;
+    uint64_t cublas_workspaces = 0;  ///< cuBLAS/cuBLASLt workspaces (in the allocator from torch 2.0)
+    uint64_t cuda_context = 0;       ///< outside the caching allocator
+    uint64_t nccl_buffers = 0;       ///< NCCL communicator buffers, outside the caching allocator
     uint64_t fragmentation = 0;
+    /// torch.cuda.max_memory_allocated's reading: the tensors above, cuBLAS
+    /// workspaces when the allocator holds them.
+    uint64_t allocated = 0;
+    /// torch.cuda.max_memory_reserved's reading: allocated + fragmentation.
+    uint64_t reserved = 0;
+    /// What nvidia-smi shows: reserved + context + NCCL (+ cuBLAS's own pool
+    /// before torch 2.0): everything on the device. Verdicts compare it.
     uint64_t total = 0;
 };
 
@@ -158,7 +177,7 @@ struct NodeMemory {
 ///  - checkpoint_save: stage3_gather_16bit_weights_on_model_save gathers on rank 0
 struct PhaseMemory {
     std::string name;
-    GpuMemory per_gpu;    ///< components live in this phase; total includes context and fragmentation
+    GpuMemory per_gpu;    ///< components live in this phase; total includes the process terms and fragmentation
     NodeMemory per_node;  ///< host_memory, host_pinned and nvme of this phase
     std::optional<bool> fits_gpu;
     std::optional<bool> fits_host;
@@ -189,6 +208,14 @@ struct Estimate {
     uint64_t params_per_rank = 0;     ///< parameters held by one tensor/pipeline rank before ZeRO
     std::optional<bool> fits_gpu;     ///< unset when the GPU capacity is unknown
     std::optional<bool> fits_host;    ///< unset when the host capacity is unknown
+    /// Without an architecture (--params only) the estimate holds no
+    /// activations: the bytes a dense decoder of that size would store at the
+    /// micro batch and sequence (dense_decoder_allowance), and how.
+    uint64_t activation_allowance = 0;
+    std::string activation_allowance_how;
+    /// "fits", "tight" (model states fit, the margin does not cover
+    /// activation_allowance) or "oom"; unset when the capacity is unknown.
+    std::optional<std::string> gpu_verdict;
     std::vector<ExplainTerm> terms;   ///< filled only when asked for
     std::vector<std::string> notes;   ///< assumptions and warnings
     /// full convention: which optimizer implementation runs the step and
@@ -247,6 +274,24 @@ uint64_t activation_bytes_per_layer(int64_t s, int64_t b, int64_t h, int64_t a, 
 /// activation_bytes_per_layer for multi-head attention with f = 4h.
 uint64_t layer_activation_bytes(const ModelArch& arch, int64_t s, int64_t b, int64_t t, Checkpointing mode,
                                 bool flash_attention, bool sequence_parallel);
+
+/// A dense decoder's shape for a parameter count alone: GPT-3's width-depth
+/// ratio h = 128 L (Brown et al. 2020 Table 2.1: 6.7B 4096 x 32, 175B 12288
+/// x 96) with 12 h^2 parameters per layer (Korthikanti et al. 2022 Sec. 2):
+/// L = round(cbrt(P / (12 * 128^2))), h = round(sqrt(P / (12 L))), heads
+/// round(h / 128).
+struct DenseShape {
+    int64_t layers = 0, hidden = 0, heads = 0;
+};
+DenseShape dense_decoder_shape(uint64_t params);
+
+/// The activation bytes per GPU such a decoder stores at `in`'s micro batch,
+/// sequence, checkpointing, attention, dtype and tp/pp (Korthikanti's
+/// per-layer formula, activation_bytes_per_layer, for L / pp layers, one
+/// recomputed layer under full checkpointing, and 5 sbh for the embedding
+/// output and final norm; the logits are left out: the vocabulary is
+/// unknown). Sets `how` to the derivation.
+uint64_t dense_decoder_allowance(const EstimateInput& in, std::string& how);
 
 /// LoRA adapter parameters: rank r x (in + out) for each targeted projection
 /// (comma list of q,k,v,o,gate,up,down) in every layer. Throws InputError

@@ -25,6 +25,7 @@ struct GpuSpec {
     std::optional<double> fp32_tflops;        ///< dense fp32 peak, 1e12 FLOP/s ("fp32_tflops")
     std::optional<double> compute_efficiency; ///< eta_max, best fraction of peak reached in training ("compute_efficiency")
     std::string intra_interconnect;           ///< default data/interconnects preset inside a node ("intra_node_interconnect")
+    int compute_capability = 0;               ///< major x 10 + minor ("compute_capability": "9.0"); 0 unknown
     std::optional<double> pcie_bandwidth;     ///< effective GPU<->host bytes/s per direction ("pcie_bandwidth_bytes_per_s")
 };
 

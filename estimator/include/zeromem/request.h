@@ -4,6 +4,7 @@
 
 #include "zeromem/estimate.h"
 #include "zeromem/gpu.h"
+#include "zeromem/stack_detect.h"
 #include "zeromem/workload.h"
 
 #include <optional>
@@ -23,6 +24,7 @@ struct Request {
     std::optional<std::string> gpu;              ///< --gpu: preset name in data/gpus
     std::optional<std::string> gpu_memory;       ///< --gpu-memory: size per GPU
     std::optional<std::string> host_memory;      ///< --host-memory: size per node
+    std::optional<std::string> host_reserve;     ///< --host-reserve: host_os_reserve per node (replaces the derived one)
     std::optional<std::string> dtype;            ///< --dtype
     std::optional<int64_t> micro_batch;          ///< --micro-batch
     std::optional<int64_t> seq_len;              ///< --seq-len
@@ -38,6 +40,9 @@ struct Request {
     std::optional<std::string> convention;       ///< --convention
     bool legacy_zero2_formula = false;           ///< --legacy-zero2
     std::optional<std::string> cuda_context;     ///< --cuda-context: size
+    std::optional<std::string> nccl_buffers;     ///< --nccl-buffers: size
+    std::optional<std::string> cublas_workspace; ///< --cublas-workspace: size
+    std::optional<std::string> alloc_conf;       ///< --alloc-conf: PYTORCH_CUDA_ALLOC_CONF
     std::optional<double> fragmentation;         ///< --fragmentation: fraction
     std::optional<std::string> load_dtype;       ///< --load-dtype
     std::optional<std::string> load_path;        ///< --load-path
@@ -53,7 +58,11 @@ struct Request {
     std::optional<std::string> deepspeed_version;     ///< --deepspeed-version
     std::optional<std::string> torch_version;         ///< --torch-version
     std::optional<std::string> transformers_version;  ///< --transformers-version
-    std::optional<std::string> stack;                 ///< --stack deepspeed=V,torch=V,transformers=V
+    std::optional<std::string> stack;                 ///< --stack deepspeed=V,torch=V,transformers=V | auto | defaults
+    std::optional<std::string> stack_from;            ///< --stack-from FILE: a `pip freeze` output
+    /// The environment variables the installed stack is read from (the CLI
+    /// fills them; all empty: nothing is read, the built-in stack is used).
+    StackEnvironment environment;
     bool ds_checkpointing = false;               ///< --ds-checkpointing
     std::optional<bool> gather_on_save;          ///< --gather-on-save / --no-gather-on-save (stage 3)
     std::optional<int64_t> ep_size;              ///< --ep-size: DeepSpeed-MoE expert-parallel size
@@ -112,6 +121,15 @@ Resolved resolve_request(const Request& req, const std::string& data_dir);
 /// counterpart is, else 0). Throws InputError naming the flag for a bad
 /// value or a flag the workload does not take.
 void resolve_workload(const Request& req, Resolved& r, const std::string& data_dir);
+
+/// The software stack part of resolve_request (stack_request.cpp): the
+/// built-in stack, then the versions installed in `req.environment` (or
+/// --stack-from's pip freeze file; none under --stack defaults or
+/// ZEROMEM_STACK=defaults), then --stack NAME=V, then the single-version
+/// flags. Each version's source goes to `r.provenance` ("stack.torch"); a
+/// version newer than the newest known is followed as the newest known, with
+/// a warning. Throws InputError naming the flag or setting for a bad version.
+void resolve_stack(const Request& req, Resolved& r);
 
 /// Throws InputError naming --workload when `r` holds a workload of several
 /// models (dpo, orpo, ppo) and `subcommand` models one model only.

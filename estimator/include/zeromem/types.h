@@ -230,9 +230,18 @@ struct ClusterSettings {
     int64_t nodes = 1;                         ///< must divide gpus
     std::string gpu_name;                      ///< preset name, empty if unknown
     std::optional<uint64_t> gpu_memory;        ///< bytes per GPU
-    std::optional<uint64_t> host_memory;       ///< bytes per node
+    /// bytes per node a job can use: the given size less host_reserve
+    std::optional<uint64_t> host_memory;
+    uint64_t host_reserve = 0;                 ///< host_os_reserve already taken from host_memory, bytes
     int64_t tp = 1;                            ///< tensor-parallel size
     int64_t pp = 1;                            ///< pipeline-parallel size
+    /// Compute capability, major x 10 + minor (90 = Hopper); 0 unknown.
+    /// Sizes the CUDA context, NCCL's channels and cuBLAS's workspace
+    /// (process_terms.h). Set from the GPU preset.
+    int compute_capability = 0;
+    /// The interconnect preset inside a node (data/interconnects name, e.g.
+    /// "nvlink-gen4"); empty unknown. Sizes NCCL's ring channels.
+    std::string intra_interconnect;
     int64_t gpus_per_node() const { return gpus / nodes; }
     /// N_d = gpus / (tp x pp).
     int64_t data_parallel() const { return gpus / (tp * pp); }

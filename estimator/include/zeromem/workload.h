@@ -88,7 +88,7 @@ struct ModelShare {
 struct WorkloadPhase {
     std::string name;
     std::vector<ModelShare> models;
-    uint64_t per_gpu = 0;        ///< Σ shares + one CUDA context, bytes
+    uint64_t per_gpu = 0;        ///< Σ shares + one process's context, NCCL and cuBLAS terms, bytes
     uint64_t per_node_gpu = 0;   ///< per_gpu x GPUs per node, bytes
     uint64_t per_node_host = 0;  ///< host RAM per node, bytes
     std::optional<bool> fits_gpu;

@@ -9,6 +9,7 @@
 #include "zeromem/estimate.h"
 #include "zeromem/host_allocator.h"
 #include "zeromem/model.h"
+#include "zeromem/process_terms.h"
 #include "zeromem/sim_events.h"
 
 #include <array>
@@ -105,7 +106,7 @@ struct PhasePeak {
 /// The out-of-memory event, as PyTorch reports it.
 struct SimOom {
     OomInfo info;                 ///< info.capacity: what the allocator may reserve
-    uint64_t device_total = 0;    ///< --gpu-memory, bytes (the allocator gets this minus --cuda-context)
+    uint64_t device_total = 0;    ///< --gpu-memory, bytes (the allocator gets this minus the process terms)
     std::string term, module;
     Phase phase = Phase::load;
     uint64_t t = 0;
@@ -129,6 +130,11 @@ struct SimResult {
     std::vector<SegmentInfo> final_segments;      ///< allocator state after the last event
     std::vector<TraceEntry> allocator_trace;      ///< when record_allocator_trace
     HostResult host;                              ///< host RAM / NVMe replay (simulate() only; host_allocator.h)
+    /// The per-process terms the replay does not allocate, sized from the
+    /// input by process_memory() as the estimator sizes them (simulate() only):
+    /// the CUDA context and NCCL buffers outside the caching allocator, the
+    /// cuBLAS workspaces inside it.
+    ProcessMemory process;
 };
 
 /// Feeds `log` to a CachingAllocator (config opt.alloc, capacity
@@ -138,9 +144,10 @@ struct SimResult {
 SimResult replay(const EventLog& log, const SimOptions& opt, std::optional<uint64_t> capacity);
 
 /// produce_events + replay, and the host replay (simulate_host) into
-/// `host`. The allocator's capacity is in.cluster.gpu_memory
-/// minus in.residual.cuda_context (the CUDA context, cuBLAS and NCCL
-/// workspaces are outside PyTorch's allocator); unlimited without a GPU size.
+/// `host`. The allocator's capacity is in.cluster.gpu_memory minus the
+/// per-process terms of process_memory(in) (process_terms.h: the CUDA context
+/// and NCCL buffers outside PyTorch's allocator, and the cuBLAS workspaces the
+/// replay does not allocate); unlimited without a GPU size.
 SimResult simulate(const EstimateInput& in, const SimOptions& opt);
 
 }  // namespace zeromem::sim
@@ -152,7 +159,8 @@ namespace zeromem::sim {
 /// them live) and at most 3 gradient accumulation micro steps (the first, a
 /// middle and the boundary one; more micro steps repeat the middle one:
 /// llama-2-7b at stages 0-3 peaks alike with 3, 4, 8 and 16), unlimited capacity.
-/// Returns the input to replay; `opt` receives the steps.
+/// Returns the input to replay; `opt` receives the steps (its allocator
+/// configuration is set by the caller from in.residual.alloc_conf).
 EstimateInput fragmentation_replay_input(const EstimateInput& in, SimOptions& opt);
 
 /// The caching allocator's fragmentation allowance for `in`, bytes: the
@@ -164,7 +172,8 @@ EstimateInput fragmentation_replay_input(const EstimateInput& in, SimOptions& op
 /// Not the unlimited replay's peak reserved: that can be set at another
 /// moment (e.g. Adam's moments created while the cache holds freed segments
 /// too small for them) by memory PyTorch would free and retry. Replays with
-/// fragmentation_replay_input and the default PYTORCH_CUDA_ALLOC_CONF.
+/// fragmentation_replay_input and in.residual.alloc_conf (PYTORCH_CUDA_ALLOC_CONF,
+/// parse_alloc_conf; an unparsable one is a case it cannot replay).
 /// Returns nullopt when the simulator cannot replay the case: no
 /// architecture (--params only), or an input produce_events refuses (--ep-size,
 /// encoder models, tp/pp, LoRA, ...). Never throws InputError.
