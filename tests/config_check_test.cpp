@@ -94,6 +94,7 @@ Outcome run_config(const json& cfg, const json& flags) {
     if (flags.contains("tp")) req.tp = flags.at("tp").get<int64_t>();
     if (flags.contains("nodes")) req.nodes = flags.at("nodes").get<int64_t>();
     if (flags.contains("pp")) req.pp = flags.at("pp").get<int64_t>();
+    if (flags.contains("deepspeed_version")) req.deepspeed_version = flags.at("deepspeed_version").get<std::string>();
     if (flags.value("ds_checkpointing", false)) {
         req.ds_checkpointing = true;
         req.checkpointing = "full";

@@ -104,7 +104,7 @@ void auto_findings(const json& config, const CheckOptions& o, const std::string&
     Provenance prov;
     std::string why_not;
     try {
-        apply_ds_config(config, "config", o.autos, zero, train, prov);
+        apply_ds_config(config, "config", o.autos, zero, train, prov, version);
     } catch (const InputError& e) {
         why_not = e.what();
     }
@@ -148,17 +148,11 @@ void auto_findings(const json& config, const CheckOptions& o, const std::string&
                        "fix the value named"});
 }
 
-/// Keys newer than the target DeepSpeed version (schema "since").
+/// Keys the target DeepSpeed version does not read under that name (schema
+/// "since" / "until": version_gated_keys).
 void since_findings(const json& config, const std::string& version, Findings& out) {
-    for (const auto& item : ds_schema().at("keys").items()) {
-        const auto since = item.value().find("since");
-        if (since == item.value().end() || !at(config, item.key())) continue;
-        if (newer_or_equal(version, since->get<std::string>().c_str())) continue;
-        out.push_back({Severity::error, item.key(),
-                       "unknown to DeepSpeed " + version + " (added in " + since->get<std::string>() + "; " +
-                           item.value().value("since_source", std::string()) + ")",
-                       "upgrade DeepSpeed to " + since->get<std::string>() + " or remove the key"});
-    }
+    for (const auto& p : version_gated_keys(config, version))
+        out.push_back({Severity::error, p.pointer, p.message, p.fix});
 }
 
 void refusal_findings(const json& config, Findings& out) {

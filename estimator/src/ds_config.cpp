@@ -529,6 +529,10 @@ struct Reading {
     ZeroSettings& zero;
     TrainingSettings& train;
     Provenance& prov;
+    const std::string& ds_version;  ///< DeepSpeed release whose rules apply
+
+    /// True when that release is `v` or newer.
+    bool ds_at_least(const char* v) const { return compare_versions(ds_version, v, "--deepspeed-version") >= 0; }
 
     /// The value at `path`, or nullptr (null counts as absent).
     const json* find(const Path& path) const {
@@ -931,25 +935,57 @@ void check_reduce_bucket(const Reading& r) {
                                "deepspeedai/DeepSpeed#8260)");
 }
 
-/// Deprecated booleans cpu_offload / cpu_offload_param / cpu_offload_use_pin_memory
-/// (DeepSpeedZeroConfig).
+/// One legacy offload boolean (cpu_offload, cpu_offload_param(s)) onto
+/// `device`, as DeepSpeed `r.ds_version` reads it. Before 0.7.0
+/// (runtime/zero/config.py _initialize): the key, when present, wins and the
+/// `block` (offload_optimizer / offload_param) is not read; true means the
+/// default offload config, device cpu (offload_constants.py). From 0.7.0
+/// (599758968, #2004): a deprecated pydantic field whose new_param_fn builds
+/// the block, refused together with the block (config_utils.py
+/// _process_deprecated_field "Cannot provide deprecated parameter ... and
+/// replacing parameter ... together"); in 0.7.0 alone that block has device
+/// none, so nothing is offloaded (fixed in 0.7.1 by 5870f36c5, #2208).
+void apply_legacy_offload_key(Reading& r, const std::string& key, const std::string& block, OffloadDevice& device) {
+    const Path dep = {"zero_optimization", key};
+    const json* v = r.find(dep);
+    if (!v) return;
+    const std::string& ver = r.ds_version;
+    if (r.find({"zero_optimization", block})) {
+        if (r.ds_at_least("0.7.0"))
+            fail(r.source, dep, "DeepSpeed " + ver + " refuses it together with " + block +
+                                    " (runtime/config_utils.py _process_deprecated_field: \"Cannot provide deprecated "
+                                    "parameter and replacing parameter together\"); remove one");
+        fail(r.source, dep, "DeepSpeed " + ver + " reads it and does not read the " + block +
+                                " block given beside it (runtime/zero/config.py _initialize); remove one");
+    }
+    const std::string name = block + ".device";
+    if (!v->get<bool>()) {
+        device = OffloadDevice::none;
+        r.record(dep, r.where(dep) + " = false (legacy spelling; means no " + block + ")");
+        return;
+    }
+    if (r.ds_at_least("0.7.0") && !r.ds_at_least("0.7.1")) {
+        device = OffloadDevice::none;
+        r.prov["zero_optimization." + name] =
+            "none: " + r.where(dep) + " = true, but DeepSpeed " + ver + " builds the " + block +
+            " config with its default device none, so nothing is offloaded (runtime/zero/config.py new_param_fn; "
+            "fixed in 0.7.1 by 5870f36c5, #2208)";
+        return;
+    }
+    device = OffloadDevice::cpu;
+    r.prov["zero_optimization." + name] = "cpu: " + r.where(dep) + " = true (legacy spelling, read by DeepSpeed " +
+                                          ver + " as " + block + ".device = cpu)";
+}
+
+/// Legacy offload booleans: cpu_offload (every release zeromem knows),
+/// cpu_offload_params (before 0.7.0) and cpu_offload_param (from 0.7.0; the
+/// other spelling is refused by version_gated_keys), and
+/// cpu_offload_use_pin_memory, ignored since ZeRO-Infinity (0d4a54a04, #976,
+/// v0.3.15: only a deprecation warning).
 void apply_deprecated_offload(Reading& r) {
-    const Path dep_o = {"zero_optimization", "cpu_offload"};
-    const Path dep_p = {"zero_optimization", "cpu_offload_param"};
-    if (r.find(dep_o) && r.find({"zero_optimization", "offload_optimizer"}))
-        fail(r.source, dep_o, "deprecated; remove it (offload_optimizer is given)");
-    if (r.find(dep_p) && r.find({"zero_optimization", "offload_param"}))
-        fail(r.source, dep_p, "deprecated; remove it (offload_param is given)");
-    if (const json* v = r.find(dep_o); v && v->get<bool>()) {
-        r.zero.offload_optimizer = OffloadDevice::cpu;
-        r.prov["zero_optimization.offload_optimizer.device"] =
-            r.where(dep_o) + " (deprecated; means offload_optimizer.device = cpu)";
-    }
-    if (const json* v = r.find(dep_p); v && v->get<bool>()) {
-        r.zero.offload_param = OffloadDevice::cpu;
-        r.prov["zero_optimization.offload_param.device"] =
-            r.where(dep_p) + " (deprecated; means offload_param.device = cpu)";
-    }
+    apply_legacy_offload_key(r, "cpu_offload", "offload_optimizer", r.zero.offload_optimizer);
+    apply_legacy_offload_key(r, r.ds_at_least("0.7.0") ? "cpu_offload_param" : "cpu_offload_params", "offload_param",
+                             r.zero.offload_param);
     const Path pin = {"zero_optimization", "cpu_offload_use_pin_memory"};
     if (r.find(pin))
         r.record(pin, r.where(pin) + " (deprecated and ignored by DeepSpeed; use offload_*.pin_memory)");
@@ -972,13 +1008,22 @@ void apply_offload(Reading& r) {
     apply_deprecated_offload(r);
     read_offload_device(r, "offload_optimizer", r.zero.offload_optimizer);
     const Path ratio = {"zero_optimization", "offload_optimizer", "ratio"};
-    if (const json* v = r.find(ratio); v && r.zero.offload_optimizer_ratio < 1.0 && r.zero.stage != 3)
-        fail(r.source, ratio, "is " + show(*v) + " but partial offload needs ZeRO stage 3 "
-                              "(DeepSpeed offload_ratio_check), stage is " + std::to_string(r.zero.stage));
+    if (const json* v = r.find(ratio); v && r.zero.offload_optimizer_ratio < 1.0) {
+        if (r.zero.stage != 3)
+            fail(r.source, ratio, "is " + show(*v) + " but partial offload needs ZeRO stage 3 "
+                                  "(DeepSpeed offload_ratio_check), stage is " + std::to_string(r.zero.stage));
+        // stage3.py keeps the GPU sub-groups in memory and swaps the rest
+        // through the NVMe swapper, whose footprint with a GPU share zeromem
+        // does not model.
+        if (r.zero.offload_optimizer == OffloadDevice::nvme)
+            fail(r.source, ratio, "is " + show(*v) + " with offload_optimizer.device nvme: zeromem models partial "
+                                  "optimizer offload (Twin-Flow) with device cpu only, which does not model this");
+    }
     read_offload_device(r, "offload_param", r.zero.offload_param);
     if (r.zero.offload_param != OffloadDevice::none && r.zero.stage != 3) {
         const Path where_p = r.find({"zero_optimization", "offload_param"})
-            ? Path{"zero_optimization", "offload_param", "device"} : Path{"zero_optimization", "cpu_offload_param"};
+            ? Path{"zero_optimization", "offload_param", "device"}
+            : Path{"zero_optimization", r.ds_at_least("0.7.0") ? "cpu_offload_param" : "cpu_offload_params"};
         fail(r.source, where_p, std::string("is ") + to_string(r.zero.offload_param) +
                                     " but DeepSpeed offloads parameters only in ZeRO stage 3 "
                                     "(stage is " + std::to_string(r.zero.stage) + ")");
@@ -1295,7 +1340,10 @@ std::vector<std::string> ds_config_notes(const json& config, const std::string& 
 }
 
 void apply_ds_config(const json& config, const std::string& source, const AutoSources& autos,
-                     ZeroSettings& zero, TrainingSettings& train, Provenance& prov) {
+                     ZeroSettings& zero, TrainingSettings& train, Provenance& prov,
+                     const std::string& deepspeed_version) {
+    const std::string version =
+        deepspeed_version.empty() ? ds_schema().value("newest_version", std::string("0.19.6")) : deepspeed_version;
     if (!config.is_object())
         throw InputError(source + ": /: a DeepSpeed config must be a JSON object, got " + show(config));
     if (autos.world_size < 1)
@@ -1306,11 +1354,15 @@ void apply_ds_config(const json& config, const std::string& source, const AutoSo
     const auto problems = validate_ds_schema(config, Launcher::hf_trainer);
     if (!problems.empty())
         throw InputError(source + ": " + problems.front().pointer + ": " + problems.front().message);
+    const auto gated = version_gated_keys(config, version);
+    if (!gated.empty())
+        throw InputError(source + ": " + gated.front().pointer + ": " + gated.front().message + "; " +
+                         gated.front().fix);
     const auto refused = unmodelled_ds_settings(config);
     if (!refused.empty())
         throw InputError(source + ": " + refused.front().pointer + ": " + refused.front().message + " (" +
                          refused.front().fix + ")");
-    Reading reading{config, source, autos, zero, train, prov};
+    Reading reading{config, source, autos, zero, train, prov, version};
     read_ds_settings(reading);
 }
 

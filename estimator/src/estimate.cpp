@@ -630,6 +630,34 @@ void set_optimizer_state(FullContext& c) {
     c.sz.optimizer_state_partition = c.opt_state.total();
 }
 
+// Partial optimizer offload (ZeRO-Offload++ Twin-Flow; DeepSpeed >= 0.12.3,
+// b1cb0dfc4 #4636; stage3.py __init__ and _create_fp32_partitions): with
+// offload_optimizer cpu and ratio < 1, sub-group i of the rank's S stays on
+// the GPU when i < int((1 - ratio) · S) (Python's float product, truncated),
+// with its fp32 master (.to(cuda, fp32).clone()), its fp32 gradient
+// (initialize_optimizer_states: subgroup_gradient_buffer.to(cuda)) and the
+// exp_avg / exp_avg_sq that the torch AdamW backup_optimizer makes at its
+// first step (_optimizer_step); the rest stay on the host for
+// DeepSpeedCPUAdam. The 16-bit grad_partitions_flat_buffer stays on the host
+// (self.device is cpu under offload). Sub-groups are sub = min(sub_group_size,
+// Tn) elements, the last the rest, as everywhere in this file.
+void set_partial_offload(FullContext& c) {
+    const auto& in = c.in;
+    const auto& z = in.zero;
+    terms::Sizes& s = c.sz;
+    if (z.stage != 3 || z.offload_optimizer != OffloadDevice::cpu || !(z.offload_optimizer_ratio < 1.0)) return;
+    if (state_holder(in) != Optimizer::adam && state_holder(in) != Optimizer::adamw)
+        throw InputError("zero_optimization.offload_optimizer.ratio: " + std::to_string(z.offload_optimizer_ratio) +
+                         " needs DeepSpeedCPUAdam (stage3.py __init__ asserts 'Hybrid Optimizer Only Supports "
+                         "DeepSpeedCPUAdam'); the optimizer is " + to_string(in.train.optimizer));
+    const uint64_t sub = std::max<uint64_t>(1, std::min(s.sub_group_size, c.Tn));
+    const uint64_t count = ceil_div(c.Tn, sub);
+    const uint64_t on_gpu = static_cast<uint64_t>((1.0 - z.offload_optimizer_ratio) * double(count));
+    s.partial_gpu_numel = on_gpu >= count ? c.Tn : on_gpu * sub;
+    s.partial_gpu_step_temporary = terms::step_temporary_bytes_per_element(
+        c.facts.torch_before_2_1 ? terms::StepKernel::torch_foreach_2_0 : terms::StepKernel::torch_foreach);
+}
+
 // Notes on what the optimizer choice implies: paging, DeepSpeed's refusal of
 // client optimizers under ZeRO-Offload (engine.py _configure_optimizer).
 void optimizer_notes(const FullContext& c, Estimate& out) {
@@ -813,6 +841,7 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
     set_term_sizes(c);
     set_optimizer_state(c);
     set_host_sizes(c);
+    set_partial_offload(c);
     set_zeropp_sizes(c);
     return c;
 }
@@ -923,6 +952,14 @@ uint64_t steady_gradients(const FullContext& c, const Explainer& ex) {
                            "b_m=" + n2s(c.bm) + ", b_a=" + n2s(c.ba) + ", Ψ_t=" + n2s(c.Tr) + ", N_d=" + n2s(c.N),
                            gr.bytes, term_source(gr).c_str());
         if (ex.on && hp.bytes > 0) ex.term(("gradients: " + std::string(hp.name)).c_str(), hp.formula, "Ψ_t=" + n2s(c.Tr), hp.bytes, term_source(hp).c_str());
+    } else if (off_opt && c.sz.partial_gpu_numel > 0) {
+        st.gradients = 4 * c.sz.partial_gpu_numel;
+        if (ex.on) ex.term("gradients", "4 · GPU elements (fp32 gradients of the sub-groups partial offload keeps on "
+                                        "the GPU; grad_partitions_flat_buffer on the host)",
+                           "GPU elements=" + n2s(c.sz.partial_gpu_numel) + " of Tn=" + n2s(c.Tn) + ", ratio " +
+                               num(in.zero.offload_optimizer_ratio),
+                           st.gradients, "DeepSpeed v0.19.6 stage3.py initialize_optimizer_states "
+                                         "(subgroup_gradient_buffer.to(subgroup_to_device[i]))");
     } else {
         st.gradients = off_opt ? 0 : c.ba * c.Tn;
         if (ex.on) ex.term("gradients", off_opt ? "0 (grad_partitions_flat_buffer on the host)"
@@ -944,13 +981,23 @@ GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
     st.gradients = steady_gradients(c, ex);
     // BF16_Optimizer partitions the fp32 master and the optimizer over N_d at stage 0 too.
     const uint64_t opt_numel = s == 0 && !c.sz.bf16_optimizer ? c.Tr : c.Tn;
+    const uint64_t gpu_part = off_opt ? c.sz.partial_gpu_numel : 0;  // partial offload (set_partial_offload)
     if (!off_opt) {
         st.master_weights = (s == 0 && !c.sz.half) ? 0 : 4 * opt_numel;
         st.momentum = c.opt_state.first;
         st.variance = c.opt_state.second;
+    } else if (gpu_part > 0) {  // fp32 master + torch AdamW's exp_avg, exp_avg_sq on the GPU sub-groups
+        st.master_weights = st.momentum = st.variance = 4 * gpu_part;
     }
     st.optimizer_states = st.master_weights + st.momentum + st.variance;
-    if (ex.on) ex.term("optimizer_states",
+    if (ex.on && gpu_part > 0)
+        ex.term("optimizer_states", "(4 master + 4 exp_avg + 4 exp_avg_sq) · GPU elements (partial offload: the first "
+                                    "int((1 - ratio) · S) of S sub-groups stay on the GPU; the rest on the host)",
+                "GPU elements=" + n2s(gpu_part) + " of Tn=" + n2s(c.Tn) + ", sub=" + n2s(c.sz.sub) + ", ratio " +
+                    num(in.zero.offload_optimizer_ratio),
+                st.optimizer_states, "DeepSpeed v0.19.6 stage3.py _create_fp32_partitions (subgroup_to_device), "
+                                     "_optimizer_step (backup_optimizer, torch.optim.AdamW)");
+    else if (ex.on) ex.term("optimizer_states",
             off_opt ? "0 (fp32 master and optimizer states offloaded)"
                     : (s == 0 && !c.sz.bf16_optimizer ? "4Ψ_t master + optimizer bytes · Ψ_t"
                                                       : "(4 + optimizer bytes) · ceil(Ψ_t/N_d)"),

@@ -441,8 +441,8 @@ nlohmann::json resolve_ds_config(const Request& req, const std::optional<Dtype>&
         throw InputError(std::string("--ds-config: ") + e.what());
     }
     if (auto w = check_precision(cfg, *req.ds_config, dtype_flag)) r.warnings.push_back(*w);
-    apply_ds_config(cfg, *req.ds_config, autos, in.zero, in.train, r.provenance);
-    r.notes = ds_config_notes(cfg, *req.ds_config);
+    apply_ds_config(cfg, *req.ds_config, autos, in.zero, in.train, r.provenance, in.stack.deepspeed);
+    for (auto& n : ds_config_notes(cfg, *req.ds_config)) r.notes.push_back(std::move(n));
     return cfg;
 }
 
@@ -744,6 +744,7 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     if (req.dtype) dtype_flag = parse_dtype(*req.dtype, "--dtype");
     if (req.micro_batch) positive(*req.micro_batch, "--micro-batch");
     if (req.grad_accum) positive(*req.grad_accum, "--grad-accum");
+    resolve_stack(req, r);  // the config is read as that DeepSpeed reads it
     const nlohmann::json ds_cfg = resolve_ds_config(req, dtype_flag, r);
     resolve_dtype(req, dtype_flag, r);
     apply_training_flags(req, in.train, prov);
@@ -751,7 +752,6 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     apply_residual_flags(req, in, prov);
     apply_trainable_flags(req, in, prov);
     apply_optimizer_impl(req, in.train, prov);
-    resolve_stack(req, r);
     apply_version_defaults(req, in, prov);
     apply_ds_checkpointing(req, ds_cfg, in.train, prov);
     check_stage_and_save(req, r);

@@ -199,6 +199,11 @@ StepMoments zero3_step(const Sizes& s) {
     m.optimizer = make("step: sub-group fp32 gradient + optimizer temporary", "4 · sub + T · sub",
                        "runtime/zero/stage3.py _optimizer_step (one sub-group's fp32 flat), _release_sub_group",
                        on * (4 + T) * s.sub);
+    if (s.offload_optimizer && s.partial_gpu_numel > 0)
+        m.optimizer = make("step: torch AdamW temporary of one GPU sub-group (partial offload)",
+                           "T_torch · min(sub, GPU elements)",
+                           "runtime/zero/stage3.py _optimizer_step (backup_optimizer.step on a GPU sub-group)",
+                           s.partial_gpu_step_temporary * std::min(s.sub, s.partial_gpu_numel));
     m.overflow_check = make("step: overflow check", "0 (on the flat gradient buffer)", kZ3, 0);
     return m;
 }
@@ -338,12 +343,15 @@ uint64_t zero3_init_gradient_transient(const Sizes& s, uint64_t S, uint64_t full
 }
 
 // ZeRO-3 with offload_optimizer cpu (stage3.py).
+// With partial offload only the host sub-groups (the last ones: Tn minus
+// partial_gpu_numel elements) are counted here.
 void zero3_offload_host(const Sizes& s, std::vector<HostTerm>& v) {
     auto pin = [&](uint64_t b) { return s.pin_optimizer && s.round_pinned ? power_of_two_ceil(b) : b; };
     const uint64_t S = std::max<uint64_t>(1, std::min(s.sub_group_size, s.Tn));
-    const uint64_t full = s.Tn / S, rest = s.Tn % S;
-    v.push_back(host("fp32 master partitions", "4 · Tn (pageable)", "runtime/zero/stage3.py _create_fp32_partitions",
-                     4 * s.Tn, false, HostLife::init));
+    const uint64_t Th = s.Tn - std::min(s.Tn, s.partial_gpu_numel);  // host elements
+    const uint64_t full = Th / S, rest = Th % S;
+    v.push_back(host("fp32 master partitions", s.partial_gpu_numel ? "4 · host elements (pageable)" : "4 · Tn (pageable)",
+                     "runtime/zero/stage3.py _create_fp32_partitions", 4 * Th, false, HostLife::init));
     // The conversion copy exists before any fp32 gradient (>= 4 · sub) is
     // made, so it never raises the load peak above the finished init buffers.
     v.push_back(host("fp32 master conversion + clone of one sub-group",
@@ -372,7 +380,10 @@ static void optimizer_offload_host_terms(const Sizes& s, std::vector<HostTerm>& 
         else zero3_offload_host(s, v);
         v.push_back(host(s.optimizer_state_bytes == 8 ? "CPU Adam m and v" : "CPU optimizer states",
                          "optimizer bytes · Tn (pageable)", "ops/adam/cpu_adam.py step (zeros_like, lazy)",
-                         s.optimizer_state_partition > 0 ? s.optimizer_state_partition : s.optimizer_state_bytes * s.Tn,
+                         s.partial_gpu_numel > 0
+                             ? s.optimizer_state_bytes * (s.Tn - std::min(s.Tn, s.partial_gpu_numel))
+                             : (s.optimizer_state_partition > 0 ? s.optimizer_state_partition
+                                                                : s.optimizer_state_bytes * s.Tn),
                          false,
                          s.lazy_cpu_adam_states ? HostLife::lazy : HostLife::init));
         if (s.cpu_adam_tile_buffer)

@@ -48,9 +48,16 @@ struct AutoSources {
 /// messages. An "auto" that cannot be resolved (e.g. reduce_bucket_size
 /// without a hidden size) throws InputError naming the key. Does not check
 /// train_batch_size arithmetic; see check_batch_arithmetic.
+///
+/// `deepspeed_version` is the DeepSpeed release whose config rules apply
+/// (empty: the newest zeromem knows): a key that release does not read under
+/// its name is refused naming the release (version_gated_keys), and the
+/// legacy offload keys (cpu_offload, cpu_offload_params before 0.7.0,
+/// cpu_offload_param from 0.7.0) are read as that release reads them.
 void apply_ds_config(const nlohmann::json& config, const std::string& source,
                      const AutoSources& autos, ZeroSettings& zero,
-                     TrainingSettings& train, Provenance& prov);
+                     TrainingSettings& train, Provenance& prov,
+                     const std::string& deepspeed_version = std::string());
 
 /// One line per key of `config` that zeromem accepts but that does not
 /// change the estimate (schema memory "note" in data/deepspeed_schema.json):

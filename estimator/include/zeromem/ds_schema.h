@@ -59,6 +59,17 @@ std::vector<SchemaProblem> validate_ds_schema(const nlohmann::json& config, Laun
 /// says why, fix says what value zeromem accepts.
 std::vector<SchemaProblem> unmodelled_ds_settings(const nlohmann::json& config);
 
+/// Keys of `config` that DeepSpeed `version` does not read under that name:
+/// older than the schema's "since" (the first release that reads it) or not
+/// older than its "until" (the first release that no longer does; "renamed_to"
+/// is the new spelling). One problem per key; the message names the version,
+/// the release and commit the key came or went with, and whether that
+/// DeepSpeed ignores the key (before 0.7.0) or refuses it (pydantic
+/// extra="forbid" from 0.7.0). A key without memory effect (schema "note")
+/// that a release before 0.7.0 ignores is not listed.
+/// estimator/src/ds_key_versions.cpp.
+std::vector<SchemaProblem> version_gated_keys(const nlohmann::json& config, const std::string& version);
+
 /// Orders DeepSpeed versions "X.Y.Z" (also "X.Y"): negative, 0 or positive.
 /// Throws InputError naming `field` for a malformed version.
 int compare_versions(const std::string& a, const std::string& b, const std::string& field);

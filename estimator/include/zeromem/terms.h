@@ -104,6 +104,14 @@ struct Sizes {
     /// count_optimizer_state); 0: optimizer_state_bytes · Tn.
     uint64_t optimizer_state_partition = 0;
     uint64_t sub_group_size = 1000000000;  ///< elements
+    /// Partial optimizer offload (ZeRO-3, offload_optimizer cpu, ratio < 1;
+    /// stage3.py _create_fp32_partitions): of the rank's S = ceil(Tn / sub)
+    /// sub-groups the first int((1 - ratio) · S) stay on the GPU. These are
+    /// their elements (0 without partial offload); Tn - it are on the host.
+    uint64_t partial_gpu_numel = 0;
+    /// Bytes per element of the temporary of the torch AdamW that steps the
+    /// GPU sub-groups (stage3.py backup_optimizer, foreach by default).
+    uint64_t partial_gpu_step_temporary = 0;
     uint64_t Pn = 0;              ///< every parameter's partition, ceil(Ψ/N_d) incl. frozen (param offload)
     uint64_t frozen_bytes_rank = 0;  ///< frozen storage in this rank's partition, bytes
     /// Σ over this rank's parameters of PowerOf2Ceil(b_m · numel_p) / Σ
@@ -321,7 +329,11 @@ StepMoments zero12_step(const Sizes& s);
 /// ZeRO-3 `step`, one sub-group at a time (stage3.py `step`,
 /// `_prepare_fp32_grad_for_sub_group`, `_optimizer_step`,
 /// `_release_sub_group`): flatten (b_a + 4)·sub, then optimizer 4·sub +
-/// T·sub; the b_a flat copy is freed before the optimizer runs.
+/// T·sub; the b_a flat copy is freed before the optimizer runs. Under
+/// optimizer offload the step runs on the CPU (every moment 0) except, with
+/// partial offload, a GPU sub-group's torch AdamW step: its foreach
+/// temporary partial_gpu_step_temporary · sub (the fp32 gradient is already
+/// there, counted as a gradient).
 StepMoments zero3_step(const Sizes& s);
 
 /// ZeRO-3 optimizer init (stage3.py `initialize_optimizer_states`): the fp32
