@@ -129,10 +129,12 @@ TEST(CliCalibrate, ProfileFittedFromTheTraceIsAppliedByEstimate) {
     ASSERT_EQ(cal.exit_code, 0) << cal.err;
     EXPECT_NE(cal.err.find("from calibration profile"), std::string::npos) << cal.err;
     const auto e = nlohmann::json::parse(cal.out);
-    EXPECT_EQ(e["per_gpu"]["cuda_context"], 512 * kMiB + baseline);
+    // the modelled context plus the fitted baseline; the model's context (process_terms.cpp
+    // cuda_context_figure): lazy module loading (torch >= 1.13) on an Ampere/Hopper part, 400,000,000 B
+    EXPECT_EQ(e["per_gpu"]["cuda_context"], 400000000 + baseline);
     for (const auto& ph : e["phases"]) {  // fragmentation = share x allocated, to the byte
         const auto& g = ph["per_gpu"];
-        const int64_t alloc = g["total"].get<int64_t>() - g["cuda_context"].get<int64_t>() - g["fragmentation"].get<int64_t>();
+        const int64_t alloc = g["allocated"].get<int64_t>();  // torch.cuda.max_memory_allocated's figure
         EXPECT_NEAR(double(g["fragmentation"].get<int64_t>()), share * double(alloc), 1.0) << ph["name"];
     }
     // a flag wins over the profile's term

@@ -71,13 +71,13 @@ TEST(CliCapacity, VerdictWithoutArchitectureNeedsTheAllowance) {
     j = at(t + a);
     EXPECT_EQ(j.at("gpu_verdict"), "fits");
     EXPECT_EQ(j.at("fits_gpu"), true);
-    j = at(t + a - 1);
+    j = at(t + a - 1, 4);  // exit status 4: tight
     EXPECT_EQ(j.at("gpu_verdict"), "tight");
     EXPECT_EQ(j.at("fits_gpu"), true);
     j = at(t - 1, 1);  // exit status 1: does not fit
     EXPECT_EQ(j.at("gpu_verdict"), "oom");
     const Outcome r = zeromem(base + " --gpu-memory " + std::to_string(t + a - 1) + "B");
-    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_EQ(r.exit_code, 4) << r.err;
     EXPECT_NE(r.out.find("GPU (model states only): tight"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("Activation allowance (no architecture): 9.04 GiB"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("--seq-len and --micro-batch size only the activation allowance"), std::string::npos);

@@ -30,7 +30,7 @@ TEST(CliOptim, UnknownOptimizerNameExitsTwoNamingTheFlag) {
 
 TEST(CliOptim, PlanAcceptsAdafactor) {
     const auto r = zeromem("plan --model llama-2-7b --gpus 8 --gpu A100-80GB --global-batch 64 --optimizer adafactor");
-    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.err;
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1 || r.exit_code == 4) << r.err;
     EXPECT_TRUE(has(r.out, "optimizer adafactor")) << r.out;
 }
 
