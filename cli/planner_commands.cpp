@@ -139,6 +139,7 @@ std::string compare_settings(const zeromem::Resolved& res) {
            "; overlap_comm " +
            (in.zero.overlap_comm ? (*in.zero.overlap_comm ? "on" : "off") + std::string(" for every stage")
                                  : std::string("DeepSpeed's default per stage (on for stage 3, off for 0-2)")) +
+           "; reduce_bucket_size " + std::to_string(in.zero.reduce_bucket_size) +
            "; stage3_gather_16bit_weights_on_model_save " +
            (in.zero.stage3_gather_16bit_weights_on_model_save ? "on" : "off") + "; attention " +
            (in.train.flash_attention ? "flash" : "eager") +
@@ -422,6 +423,11 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
                         gib(w.memory.per_gpu.total).c_str(), gib(w.memory.per_node.host_memory).c_str(), w.time.total,
                         w.time.compute, w.time.exposed_comm, w.time.optimizer, w.time.offload + w.time.per_param + w.time.overhead,
                         w.time.tokens_per_s, w.time.tflops_per_gpu, w.time.mfu * 100);
+            std::printf("This is the estimate of the configuration plan writes (reduce bucket %lld, overlap_comm %s, "
+                        "DeepSpeed's optimizer block, the HF Trainer's stage-3 bucket rules); `compare` lists the "
+                        "option at the settings given (buckets, overlap_comm, optimizer): give it the emitted file "
+                        "(--ds-config) for this same figure.\n",
+                        (long long)w.reduce_bucket_size, w.overlap_comm ? "on" : "off");
             if (w.tight)
                 std::printf("Tight: the winner fits by less than the estimate's error band below the GPU capacity; "
                             "no option fits with the margin.\n");

@@ -63,6 +63,20 @@ TEST(CliSpeed, PlanEmitsOnlyAConfigurationTheSimulatorReplaysWithoutOutOfMemory)
     EXPECT_EQ(sim.out.find("OutOfMemoryError"), std::string::npos) << sim.out;
     const auto est = json_of("estimate " + cluster + trainer);
     EXPECT_EQ(est["per_gpu"]["total"].get<uint64_t>(), w["per_gpu_total"].get<uint64_t>());
+    // compare with the same settings (the emitted file) gives the option the
+    // same figure. Its row is at the option's largest fitting micro batch,
+    // which is the plan's: a larger one that fits would be faster.
+    const auto rows = json_of("compare " + cluster + " --host-memory 2TiB --global-batch 128 --network ib-ndr400 "
+                              "--host dgx-h100 --dtype " + w["dtype"].get<std::string>() +
+                              " --ds-config '" + path + "'");
+    bool found = false;
+    for (const auto& row : rows) {
+        if (row["option"] != w["option"]) continue;
+        found = true;
+        EXPECT_EQ(row["micro_batch"], w["micro_batch"]);
+        EXPECT_EQ(row["per_gpu_total"].get<uint64_t>(), w["per_gpu_total"].get<uint64_t>());
+    }
+    EXPECT_TRUE(found) << w["option"];
 }
 
 TEST(CliSpeed, CompareTableStatesTheOrdering) {
