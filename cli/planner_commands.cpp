@@ -66,6 +66,7 @@ zeromem::ReplayFits simulator_replay() {
             v.fits = !r.oom;
             if (r.oom) {
                 const sim::OomInfo& m = r.oom->info;
+                v.requested = m.requested;
                 v.reason = std::string(sim::to_string(r.oom->phase)) + ", " + r.oom->term + " in " + r.oom->module +
                            " (Tried to allocate " + gib(m.requested) + " GiB; " + gib(m.reserved - m.allocated) +
                            " GiB reserved but unallocated)";

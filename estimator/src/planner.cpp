@@ -527,6 +527,20 @@ static std::optional<Candidate> first_that_replays(std::vector<Candidate>& ranke
                                                    const SpeedConstants& k, PlanResult& r) {
     int replays = 0;
     std::string pending;  // the last out-of-memory line, finished by the next candidate's name
+    // Those that ran out of memory, with the bytes the failing allocation
+    // asked for. A candidate of the same option and micro batch (the same
+    // activations) that the closed forms put less than that below the one
+    // that overflowed (another bucket size) is not replayed: the replay ran
+    // short by at least what was asked for beyond the free memory, and the
+    // candidate saves less than the request.
+    std::vector<std::pair<const Candidate*, uint64_t>> failed;
+    size_t skipped = 0;
+    auto saves_too_little = [&](const Candidate& c) {
+        return std::any_of(failed.begin(), failed.end(), [&](const auto& f) {
+            return f.first->option.label() == c.option.label() && f.first->micro_batch == c.micro_batch &&
+                   c.memory.per_gpu.total + f.second > f.first->memory.per_gpu.total;
+        });
+    };
     for (Candidate& c : ranked) {
         if (replayed) {
             evaluate(c, in, hw, k);  // the replayed allowance decides
@@ -534,14 +548,24 @@ static std::optional<Candidate> first_that_replays(std::vector<Candidate>& ranke
         }
         if (!c.fits) continue;
         if (!replay_fits) return c;
+        if (saves_too_little(c)) {
+            ++skipped;
+            continue;
+        }
         if (replays == kMaxPlanReplays) {
             r.no_winner = pending + "; " + std::to_string(kMaxPlanReplays) +
                           " replays ran out of memory, no more are tried: nothing emitted";
             r.replays.push_back(r.no_winner);
             return std::nullopt;
         }
-        if (!pending.empty()) r.replays.push_back(pending + "; falling back to " + describe(c));
+        if (!pending.empty())
+            r.replays.push_back(pending + "; falling back to " + describe(c) +
+                                (skipped ? " (skipped " + std::to_string(skipped) +
+                                               " of an option and micro batch that ran out of memory, saving less "
+                                               "than the failed allocation by the closed forms)"
+                                         : std::string()));
         pending.clear();
+        skipped = 0;
         EstimateInput at = in;
         apply_candidate(c, at);
         const std::optional<ReplayVerdict> v = replay_fits(at);
@@ -557,6 +581,7 @@ static std::optional<Candidate> first_that_replays(std::vector<Candidate>& ranke
             r.winner_replayed = true;
             return c;
         }
+        failed.emplace_back(&c, v->requested);
         pending = "replayed: " + describe(c) + " runs out of memory at " + v->reason + " (the closed forms gave " +
                   gib(c.memory.per_gpu.total) + ")";
     }

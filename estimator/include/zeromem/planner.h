@@ -61,6 +61,8 @@ bool ranks_before(const Candidate& a, const Candidate& b);
 struct ReplayVerdict {
     bool fits = true;
     uint64_t peak_reserved = 0;  ///< bytes, memory_reserved() at its peak (up to the out-of-memory event)
+    /// Bytes the allocation that ran out of memory asked for (0 when it fits).
+    uint64_t requested = 0;
     /// Where it ran out of memory, e.g. "backward, logits_grad in lm_head
     /// (Tried to allocate 3.91 GiB)"; empty when it fits.
     std::string reason;
