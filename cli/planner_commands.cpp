@@ -5,6 +5,7 @@
 #include "zeromem/gpu.h"
 #include "zeromem/model.h"
 #include "zeromem/planner.h"
+#include "zeromem/process_terms.h"
 #include "zeromem/speed.h"
 #include "zeromem/report.h"
 #include "zeromem/request.h"
@@ -40,6 +41,41 @@ void keep_freed_heap_for_replays(const zeromem::EstimateInput& in) {
 #else
     (void)in;
 #endif
+}
+
+/// plan's re-check of its winner: the simulator's replay of exactly the
+/// candidate's input (2 optimizer steps, at most 3 micro steps each:
+/// fragmentation_replay_input) through the caching allocator with the GPU
+/// capacity less the per-process terms, as `simulate` gives it
+/// (replay.cpp simulate). nullopt for a case the simulator does not replay.
+zeromem::ReplayFits simulator_replay() {
+    using namespace zeromem;
+    return [](const EstimateInput& in) -> std::optional<ReplayVerdict> {
+        if (!in.model.arch || !in.cluster.gpu_memory) return std::nullopt;
+        try {
+            sim::SimOptions opt;
+            const EstimateInput at = sim::fragmentation_replay_input(in, opt);
+            opt.alloc = sim::parse_alloc_conf(in.residual.alloc_conf);
+            opt.record_spans = false;
+            const sim::EventLog log = sim::produce_events(at, opt);
+            const uint64_t total = *in.cluster.gpu_memory;
+            const uint64_t capacity = total - std::min(total, process_memory(at).total());
+            const sim::SimResult r = sim::replay(log, opt, capacity);
+            ReplayVerdict v;
+            v.peak_reserved = r.peak_reserved;
+            v.fits = !r.oom;
+            if (r.oom) {
+                const sim::OomInfo& m = r.oom->info;
+                v.requested = m.requested;
+                v.reason = std::string(sim::to_string(r.oom->phase)) + ", " + r.oom->term + " in " + r.oom->module +
+                           " (Tried to allocate " + gib(m.requested) + " GiB; " + gib(m.reserved - m.allocated) +
+                           " GiB reserved but unallocated)";
+            }
+            return v;
+        } catch (const InputError&) {
+            return std::nullopt;  // a case the event producer refuses
+        }
+    };
 }
 
 /// --host and its overrides: the preset, then each flag, then the derived
@@ -104,6 +140,7 @@ std::string compare_settings(const zeromem::Resolved& res) {
            "; overlap_comm " +
            (in.zero.overlap_comm ? (*in.zero.overlap_comm ? "on" : "off") + std::string(" for every stage")
                                  : std::string("DeepSpeed's default per stage (on for stage 3, off for 0-2)")) +
+           "; reduce_bucket_size " + std::to_string(in.zero.reduce_bucket_size) +
            "; stage3_gather_16bit_weights_on_model_save " +
            (in.zero.stage3_gather_16bit_weights_on_model_save ? "on" : "off") + "; attention " +
            (in.train.flash_attention ? "flash" : "eager") +
@@ -212,6 +249,7 @@ nlohmann::json candidate_json(const zeromem::Candidate& c, const zeromem::Estima
                           {"host_memory", c.memory.per_node.host_memory},
                           {"nvme", c.memory.per_node.nvme},
                           {"fits", c.fits},
+                          {"tight", c.tight},
                           {"step_time_s", c.time.total},
                           {"compute_s", c.time.compute},
                           {"exposed_comm_s", c.time.exposed_comm},
@@ -241,7 +279,7 @@ nlohmann::json candidate_json(const zeromem::Candidate& c, const zeromem::Estima
 }
 
 void print_compare_header() {
-    std::printf("%-58s %11s %8s %9s %-4s %8s %9s %9s %9s %9s %9s %9s %10s %7s %5s\n", "option", "micro x acc",
+    std::printf("%-58s %11s %8s %9s %-5s %8s %9s %9s %9s %9s %9s %9s %10s %7s %5s\n", "option", "micro x acc",
                 "GPU GiB", "host GiB", "fits", "step s", "compute", "comm", "optim", "offload", "per-param", "other",
                 "tokens/s", "TFLOP/s", "MFU%");
 }
@@ -254,9 +292,9 @@ void print_compare_row(const zeromem::Candidate& c, const zeromem::EstimateInput
     apply_candidate(c, ci);
     const auto notes = calibration_notes(ci, hw, c.time);
     const StepTime& t = c.time;
-    std::printf("%-58s %4lld x%-4lld %8s %9s %-4s %8.3f %9s %9s %9s %9s %9s %9s %10.0f %7.1f %5.1f\n",
+    std::printf("%-58s %4lld x%-4lld %8s %9s %-5s %8.3f %9s %9s %9s %9s %9s %9s %10.0f %7.1f %5.1f\n",
                 c.option.label().c_str(), (long long)c.micro_batch, (long long)c.grad_accum,
-                gib(c.memory.per_gpu.total).c_str(), gib(c.memory.per_node.host_memory).c_str(), c.fits ? "yes" : "no",
+                gib(c.memory.per_gpu.total).c_str(), gib(c.memory.per_node.host_memory).c_str(), c.fits ? (c.tight ? "tight" : "yes") : "no",
                 t.total, term_cell(t.compute, has_term(notes, "compute")).c_str(),
                 term_cell(t.exposed_comm, has_term(notes, "exposed_comm")).c_str(),
                 term_cell(t.optimizer, has_term(notes, "optimizer")).c_str(),
@@ -355,7 +393,7 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
     const SpeedHardware& hw = run.hw;
     const int64_t global = run.global;
     const Resolved& res = run.res;
-    const PlanResult r = plan(in, hw, global);
+    const PlanResult r = plan(in, hw, global, PlanSpace{}, SpeedConstants{}, simulator_replay());
     if (json_out) {
         nlohmann::json j;
         j["steps"] = nlohmann::json::array();
@@ -365,6 +403,8 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
             j["steps"].push_back(sj);
         }
         j["candidates_evaluated"] = r.candidates;
+        j["replays"] = r.replays;
+        j["winner_replayed"] = r.winner_replayed;
         j["winner"] = r.winner ? candidate_json(*r.winner, in, hw) : nlohmann::json(nullptr);
         std::cout << j.dump(2) << "\n";
     } else {
@@ -373,6 +413,8 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
                     hw.gpu_name.c_str(), (long long)global, (long long)in.train.seq_len, compare_settings(res).c_str());
         for (const auto& s : r.steps)
             std::printf("step %2d  %s\n         -> %s\n", s.recipe_step, s.action.c_str(), s.outcome.c_str());
+        if (!r.replays.empty()) std::printf("\nRe-check with the simulator (GPU capacity %s GiB):\n", gib(*in.cluster.gpu_memory).c_str());
+        for (const auto& line : r.replays) std::printf("  %s\n", line.c_str());
         if (r.winner) {
             const Candidate& w = *r.winner;
             std::printf("\nWinner: %s, micro batch %lld, accumulation %lld; %s GiB per GPU, %s GiB host per node; "
@@ -382,6 +424,14 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
                         gib(w.memory.per_gpu.total).c_str(), gib(w.memory.per_node.host_memory).c_str(), w.time.total,
                         w.time.compute, w.time.exposed_comm, w.time.optimizer, w.time.offload + w.time.per_param + w.time.overhead,
                         w.time.tokens_per_s, w.time.tflops_per_gpu, w.time.mfu * 100);
+            std::printf("This is the estimate of the configuration plan writes (reduce bucket %lld, overlap_comm %s, "
+                        "DeepSpeed's optimizer block, the HF Trainer's stage-3 bucket rules); `compare` lists the "
+                        "option at the settings given (buckets, overlap_comm, optimizer): give it the emitted file "
+                        "(--ds-config) for this same figure.\n",
+                        (long long)w.reduce_bucket_size, w.overlap_comm ? "on" : "off");
+            if (w.tight)
+                std::printf("Tight: the winner fits by less than the estimate's error band below the GPU capacity; "
+                            "no option fits with the margin.\n");
             if (w.generation)
                 std::printf("Generation during evaluation: num_beams %lld, eval batch %lld, max_new_tokens %lld "
                             "(HF: --predict_with_generate --generation_num_beams %lld --per_device_eval_batch_size %lld; "
@@ -391,6 +441,10 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
                             (long long)w.generation->eval_batch, (long long)w.generation->max_new_tokens);
         }
     }
+    if (!r.winner && !r.no_winner.empty()) {
+        std::cerr << "zeromem: plan: nothing emitted: " << r.no_winner << "\n";
+        return 1;
+    }
     if (!r.winner) {
         std::cerr << "zeromem: plan: nothing fits; the model does not fit even with ZeRO-Infinity (NVMe offload) at "
                      "micro batch 1: "
@@ -398,6 +452,11 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
         return 1;
     }
     warn_host_ram(*r.winner, in);
+    if (r.winner->tight)
+        std::fprintf(stderr, "zeromem: warning: the winner is tight: %s GiB per GPU of %s GiB, within the estimate's "
+                             "error band below the capacity; no option fits with the margin%s\n",
+                     gib(r.winner->memory.per_gpu.total).c_str(), gib(*in.cluster.gpu_memory).c_str(),
+                     f.emit.empty() ? "" : ", and it is what --emit writes");
     if (!json_out) print_winner_notes(*r.winner, f);
     if (!f.emit.empty()) {
         const nlohmann::json cfg = emit_ds_config(*r.winner, in, f.target == "hf-trainer");

@@ -32,6 +32,53 @@ TEST(CliSpeed, CompareJsonHasTheDocumentedFields) {
     }
 }
 
+// plan --emit writes only a configuration the simulator replays without
+// running out of memory on the GPU planned for: the 70B ZeRO-3 plan on 16 x
+// H100-80GB whose closed-form winner (small reduce buckets) the replay
+// showed out of memory at the LM head's backward. `simulate` on the emitted
+// file (with the Trainer arguments the plan states) must not run out of
+// memory, and the plan's figure is the estimate of exactly that file.
+TEST(CliSpeed, PlanEmitsOnlyAConfigurationTheSimulatorReplaysWithoutOutOfMemory) {
+    const std::string path = temp_path("ds70.json");
+    const std::string cluster = "--model llama-3-70b --gpus 16 --nodes 2 --gpu H100-80GB --seq-len 4096";
+    const Outcome r = zeromem("plan " + cluster + " --host-memory 2TiB --global-batch 128 --network ib-ndr400 "
+                              "--host dgx-h100 --for hf-trainer --format json --emit '" + path + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto plan = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(plan["winner_replayed"].get<bool>());
+    ASSERT_FALSE(plan["replays"].empty());
+    const std::string last = plan["replays"].back().get<std::string>();
+    EXPECT_NE(last.find(": fits (peak reserved"), std::string::npos) << last;
+    for (size_t i = 0; i + 1 < plan["replays"].size(); ++i)
+        EXPECT_NE(plan["replays"][i].get<std::string>().find("runs out of memory at"), std::string::npos);
+    const auto& w = plan["winner"];
+    // The Trainer arguments the plan assumed: --per_device_train_batch_size,
+    // --gradient_accumulation_steps, --bf16, --gradient_checkpointing.
+    const std::string trainer = " --micro-batch " + std::to_string(w["micro_batch"].get<int64_t>()) + " --grad-accum " +
+                                std::to_string(w["grad_accum"].get<int64_t>()) + " --dtype " +
+                                w["dtype"].get<std::string>() + " --gradient-checkpointing " +
+                                w["gradient_checkpointing"].get<std::string>() + " --ds-config '" + path + "'";
+    const Outcome sim = zeromem("simulate " + cluster + trainer);
+    EXPECT_EQ(sim.exit_code, 0) << sim.out << sim.err;
+    EXPECT_EQ(sim.out.find("OutOfMemoryError"), std::string::npos) << sim.out;
+    const auto est = json_of("estimate " + cluster + trainer);
+    EXPECT_EQ(est["per_gpu"]["total"].get<uint64_t>(), w["per_gpu_total"].get<uint64_t>());
+    // compare with the same settings (the emitted file) gives the option the
+    // same figure. Its row is at the option's largest fitting micro batch,
+    // which is the plan's: a larger one that fits would be faster.
+    const auto rows = json_of("compare " + cluster + " --host-memory 2TiB --global-batch 128 --network ib-ndr400 "
+                              "--host dgx-h100 --dtype " + w["dtype"].get<std::string>() +
+                              " --ds-config '" + path + "'");
+    bool found = false;
+    for (const auto& row : rows) {
+        if (row["option"] != w["option"]) continue;
+        found = true;
+        EXPECT_EQ(row["micro_batch"], w["micro_batch"]);
+        EXPECT_EQ(row["per_gpu_total"].get<uint64_t>(), w["per_gpu_total"].get<uint64_t>());
+    }
+    EXPECT_TRUE(found) << w["option"];
+}
+
 TEST(CliSpeed, CompareTableStatesTheOrdering) {
     const Outcome r = zeromem("compare " + kLlama + " --global-batch 64");
     ASSERT_EQ(r.exit_code, 0) << r.err;

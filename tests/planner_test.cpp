@@ -346,3 +346,121 @@ TEST(Planner, PlanRechecksTheGridWinnerWithTheReplayedAllowance) {
     EXPECT_LE(r.winner->time.tokens_per_s, w.time.tokens_per_s);
     EXPECT_NE(r.steps.back().action.find("re-checked"), std::string::npos) << r.steps.back().action;
 }
+
+namespace {
+
+bool same_settings(const Candidate& a, const Candidate& b) {
+    return a.option.stage == b.option.stage && a.micro_batch == b.micro_batch &&
+           a.option.checkpointing == b.option.checkpointing &&
+           a.option.offload_optimizer == b.option.offload_optimizer &&
+           a.option.offload_param == b.option.offload_param && a.reduce_bucket_size == b.reduce_bucket_size &&
+           a.overlap_comm == b.overlap_comm;
+}
+
+bool input_is(const EstimateInput& in, const Candidate& c) {
+    return in.zero.stage == c.option.stage && in.train.micro_batch == c.micro_batch &&
+           in.train.checkpointing == c.option.checkpointing && in.zero.offload_optimizer == c.option.offload_optimizer &&
+           in.zero.offload_param == c.option.offload_param && in.zero.reduce_bucket_size == c.reduce_bucket_size &&
+           in.zero.overlap_comm_effective() == c.overlap_comm;
+}
+
+}  // namespace
+
+// plan replays its winner before it returns it: a stand-in replay that runs
+// out of memory for exactly the closed forms' winner makes the plan fall
+// back to the next candidate of the ranking, and say so with the replay's
+// own words. The replay is given the candidate's full input as --emit
+// writes it (the fused optimizer of the emitted "optimizer" block).
+TEST(Planner, PlanFallsBackWhenTheReplayedWinnerRunsOutOfMemory) {
+    const EstimateInput base = llama7b_on_8_a100();
+    const PlanResult plain = plan(base, a100(), 64);
+    ASSERT_TRUE(plain.winner);
+    const Candidate w = *plain.winner;
+    int calls = 0;
+    bool emitted_settings = true;
+    const ReplayFits replay = [&](const EstimateInput& in) -> std::optional<ReplayVerdict> {
+        ++calls;
+        emitted_settings = emitted_settings && in.train.fused_optimizer;
+        ReplayVerdict v;
+        v.peak_reserved = uint64_t(70) << 30;
+        if (input_is(in, w)) {
+            v.fits = false;
+            v.reason = "backward, logits_grad in lm_head (Tried to allocate 3.91 GiB)";
+        }
+        return v;
+    };
+    const PlanResult r = plan(base, a100(), 64, PlanSpace{}, SpeedConstants{}, replay);
+    ASSERT_TRUE(r.winner);
+    EXPECT_FALSE(same_settings(*r.winner, w));
+    EXPECT_TRUE(r.winner_replayed);
+    EXPECT_TRUE(emitted_settings);
+    EXPECT_EQ(calls, 2);
+    ASSERT_EQ(r.replays.size(), 2u);
+    EXPECT_EQ(r.replays[0].find("replayed: " + w.option.label()), 0u) << r.replays[0];
+    EXPECT_NE(r.replays[0].find("runs out of memory at backward, logits_grad in lm_head (Tried to allocate 3.91 GiB)"),
+              std::string::npos)
+        << r.replays[0];
+    EXPECT_NE(r.replays[0].find("falling back to " + r.winner->option.label() + ", micro batch " +
+                                std::to_string(r.winner->micro_batch)),
+              std::string::npos)
+        << r.replays[0];
+    EXPECT_NE(r.replays[1].find("fits (peak reserved 70.00 GiB"), std::string::npos) << r.replays[1];
+    // The fallback comes after the winner in the ranking: no faster.
+    EXPECT_FALSE(ranks_before(*r.winner, w));
+    EXPECT_LE(r.winner->time.tokens_per_s, w.time.tokens_per_s);
+    EXPECT_TRUE(r.no_winner.empty());
+}
+
+// Every replay runs out of memory: at most kMaxPlanReplays replays, then no
+// winner and the reason, so --emit writes nothing.
+TEST(Planner, PlanWithEveryReplayOutOfMemoryHasNoWinner) {
+    const EstimateInput base = llama7b_on_8_a100();
+    int calls = 0;
+    const ReplayFits replay = [&](const EstimateInput&) -> std::optional<ReplayVerdict> {
+        ++calls;
+        ReplayVerdict v;
+        v.fits = false;
+        v.reason = "forward, attn_scores in model.layers.0.self_attn (Tried to allocate 1.00 GiB)";
+        return v;
+    };
+    const PlanResult r = plan(base, a100(), 64, PlanSpace{}, SpeedConstants{}, replay);
+    EXPECT_FALSE(r.winner);
+    EXPECT_FALSE(r.winner_replayed);
+    EXPECT_EQ(calls, kMaxPlanReplays);
+    EXPECT_EQ(r.replays.size(), size_t(kMaxPlanReplays));
+    EXPECT_NE(r.no_winner.find("nothing emitted"), std::string::npos) << r.no_winner;
+    EXPECT_EQ(r.steps.back().recipe_step, 12);
+    EXPECT_FALSE(r.steps.back().candidate);
+}
+
+// A case the simulator does not replay (nullopt): the closed forms' winner
+// stands, and the plan says the replay did not decide.
+TEST(Planner, PlanKeepsTheClosedFormsWinnerWhereTheSimulatorDoesNotReplay) {
+    const EstimateInput base = llama7b_on_8_a100();
+    const PlanResult plain = plan(base, a100(), 64);
+    const ReplayFits replay = [](const EstimateInput&) -> std::optional<ReplayVerdict> { return std::nullopt; };
+    const PlanResult r = plan(base, a100(), 64, PlanSpace{}, SpeedConstants{}, replay);
+    ASSERT_TRUE(r.winner && plain.winner);
+    EXPECT_TRUE(same_settings(*r.winner, *plain.winner));
+    EXPECT_FALSE(r.winner_replayed);
+    ASSERT_EQ(r.replays.size(), 1u);
+    EXPECT_NE(r.replays[0].find("does not replay"), std::string::npos) << r.replays[0];
+}
+
+// compare and plan rank a tight option (within the error band below the
+// capacity) after every option that fits with the margin, however fast.
+TEST(Planner, TightOptionsRankAfterFittingOnes) {
+    Candidate fast_tight, slow_fits, oom;
+    fast_tight.fits = true;
+    fast_tight.tight = true;
+    fast_tight.time.tokens_per_s = 2000;
+    slow_fits.fits = true;
+    slow_fits.time.tokens_per_s = 1000;
+    oom.time.tokens_per_s = 3000;
+    EXPECT_TRUE(ranks_before(slow_fits, fast_tight));
+    EXPECT_FALSE(ranks_before(fast_tight, slow_fits));
+    EXPECT_TRUE(ranks_before(fast_tight, oom));
+    Candidate faster_fits = slow_fits;
+    faster_fits.time.tokens_per_s = 1500;
+    EXPECT_TRUE(ranks_before(faster_fits, slow_fits));
+}

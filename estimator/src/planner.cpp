@@ -44,6 +44,7 @@ void evaluate(Candidate& c, EstimateInput& in, const SpeedHardware& hw, const Sp
     apply_candidate(c, in);
     c.memory = memory_estimate(in);
     c.fits = fits_of(c.memory);
+    c.tight = c.fits && c.memory.gpu_verdict && *c.memory.gpu_verdict == "tight";
     c.time = step_time(in, hw, k);
 }
 
@@ -180,6 +181,12 @@ int64_t per_gpu_batch(int64_t global_batch, int64_t gpus) {
     return global_batch / gpus;
 }
 
+bool ranks_before(const Candidate& a, const Candidate& b) {
+    if (a.fits != b.fits) return a.fits;
+    if (a.tight != b.tight) return !a.tight;
+    return a.time.tokens_per_s > b.time.tokens_per_s * (1 + 1e-9);
+}
+
 std::vector<Candidate> compare_options(const EstimateInput& base, const SpeedHardware& hw, int64_t global_batch,
                                        const SpeedConstants& k) {
     require_capacity(base, "compare");
@@ -200,10 +207,7 @@ std::vector<Candidate> compare_options(const EstimateInput& base, const SpeedHar
             rows.push_back(c);
         }
     }
-    std::stable_sort(rows.begin(), rows.end(), [](const Candidate& a, const Candidate& b) {
-        if (a.fits != b.fits) return a.fits;
-        return a.time.tokens_per_s > b.time.tokens_per_s;
-    });
+    std::stable_sort(rows.begin(), rows.end(), ranks_before);
     return rows;
 }
 
@@ -506,21 +510,104 @@ static void raise_micro_batch(const Candidate& fit, const std::vector<int64_t>& 
                        c});
 }
 
+// "ZeRO-3 + optimizer cpu, micro batch 4 x accumulation 2, overlap_comm off,
+// reduce bucket 16777216": the settings that tell two candidates apart.
+static std::string describe(const Candidate& c) {
+    return c.option.label() + ", micro batch " + std::to_string(c.micro_batch) + " x accumulation " +
+           std::to_string(c.grad_accum) + ", overlap_comm " + (c.overlap_comm ? "on" : "off") + ", reduce bucket " +
+           std::to_string(c.reduce_bucket_size);
+}
+
+// The first of `ranked` (ranks_before order) that fits with the replayed
+// allowance when one is wired (`replayed`: each re-evaluated with `in`) and,
+// with `replay_fits`, replays without running out of memory; at most
+// kMaxPlanReplays replays, each a line of r.replays.
+static std::optional<Candidate> first_that_replays(std::vector<Candidate>& ranked, EstimateInput& in, bool replayed,
+                                                   const ReplayFits& replay_fits, const SpeedHardware& hw,
+                                                   const SpeedConstants& k, PlanResult& r) {
+    int replays = 0;
+    std::string pending;  // the last out-of-memory line, finished by the next candidate's name
+    // Those that ran out of memory, with the bytes the failing allocation
+    // asked for. A candidate of the same option and micro batch (the same
+    // activations) that the closed forms put less than that below the one
+    // that overflowed (another bucket size) is not replayed: the replay ran
+    // short by at least what was asked for beyond the free memory, and the
+    // candidate saves less than the request.
+    std::vector<std::pair<const Candidate*, uint64_t>> failed;
+    size_t skipped = 0;
+    auto saves_too_little = [&](const Candidate& c) {
+        return std::any_of(failed.begin(), failed.end(), [&](const auto& f) {
+            return f.first->option.label() == c.option.label() && f.first->micro_batch == c.micro_batch &&
+                   c.memory.per_gpu.total + f.second > f.first->memory.per_gpu.total;
+        });
+    };
+    for (Candidate& c : ranked) {
+        if (replayed) {
+            evaluate(c, in, hw, k);  // the replayed allowance decides
+            ++r.candidates;
+        }
+        if (!c.fits) continue;
+        if (!replay_fits) return c;
+        if (saves_too_little(c)) {
+            ++skipped;
+            continue;
+        }
+        if (replays == kMaxPlanReplays) {
+            r.no_winner = pending + "; " + std::to_string(kMaxPlanReplays) +
+                          " replays ran out of memory, no more are tried: nothing emitted";
+            r.replays.push_back(r.no_winner);
+            return std::nullopt;
+        }
+        if (!pending.empty())
+            r.replays.push_back(pending + "; falling back to " + describe(c) +
+                                (skipped ? " (skipped " + std::to_string(skipped) +
+                                               " of an option and micro batch that ran out of memory, saving less "
+                                               "than the failed allocation by the closed forms)"
+                                         : std::string()));
+        pending.clear();
+        skipped = 0;
+        EstimateInput at = in;
+        apply_candidate(c, at);
+        const std::optional<ReplayVerdict> v = replay_fits(at);
+        ++replays;
+        if (!v) {
+            r.replays.push_back("replayed: " + describe(c) +
+                                ": the simulator does not replay this case; the closed forms decide");
+            return c;
+        }
+        if (v->fits) {
+            r.replays.push_back("replayed: " + describe(c) + ": fits (peak reserved " + gib(v->peak_reserved) +
+                                " of " + gib(*in.cluster.gpu_memory) + ")");
+            r.winner_replayed = true;
+            return c;
+        }
+        failed.emplace_back(&c, v->requested);
+        pending = "replayed: " + describe(c) + " runs out of memory at " + v->reason + " (the closed forms gave " +
+                  gib(c.memory.per_gpu.total) + ")";
+    }
+    if (!pending.empty()) {
+        r.no_winner = pending + "; no candidate left to fall back to: nothing emitted";
+        r.replays.push_back(r.no_winner);
+    }
+    return std::nullopt;
+}
+
 // Step 12: de-escalates and re-tunes (every option x checkpointing x micro
-// batch x overlap_comm x bucket size); sets r.winner to the fastest that
-// fits and appends the step.
+// batch x overlap_comm x bucket size); sets r.winner to the first in the
+// ranking (ranks_before) that fits and, with `replay_fits`, replays, and
+// appends the step.
 static void tune_for_speed(const EstimateInput& base, EstimateInput& in, const EstimateInput& plan_base,
                            const Candidate& fit, const std::vector<int64_t>& divs, int64_t per_gpu,
-                           const SpeedHardware& hw, const PlanSpace& space, const SpeedConstants& k, PlanResult& r) {
+                           const SpeedHardware& hw, const PlanSpace& space, const SpeedConstants& k,
+                           const ReplayFits& replay_fits, PlanResult& r) {
     // The grid evaluates about a thousand configurations: it uses the fixed
-    // fragmentation fraction, and only the fastest ones are re-checked with
-    // the replayed allowance (residual.fragmentation_provider) when one is
-    // wired, fastest first, until one still fits.
+    // fragmentation fraction, and only the first in the ranking are
+    // re-checked with the replayed allowance (residual.fragmentation_provider)
+    // when one is wired, until one still fits.
     EstimateInput grid = in;
     const bool replayed = static_cast<bool>(grid.residual.fragmentation_provider);
     grid.residual.fragmentation_provider = nullptr;
-    std::vector<Candidate> fitting;
-    Candidate best = *r.first_fit;
+    std::vector<Candidate> ranked = {*r.first_fit};  // first among equals
     const int64_t bucket0 = model_bucket(base);
     for (ZeroOption o : stage_offload_options()) {
         // Skip what DeepSpeed refuses with the settings given.
@@ -539,42 +626,40 @@ static void tune_for_speed(const EstimateInput& base, EstimateInput& in, const E
                         evaluate(c, grid, hw, k);
                         ++r.candidates;
                         if (!c.fits) break;  // larger micro batches need more memory
-                        if (c.time.tokens_per_s > best.time.tokens_per_s * (1 + 1e-9)) fitting.push_back(c);
+                        ranked.push_back(c);
                     }
                 }
             }
         }
     }
-    std::stable_sort(fitting.begin(), fitting.end(),
-                     [](const Candidate& a, const Candidate& b) { return a.time.tokens_per_s > b.time.tokens_per_s; });
-    for (Candidate& c : fitting) {
-        if (replayed) {
-            evaluate(c, in, hw, k);  // the replayed allowance decides
-            ++r.candidates;
-        }
-        if (c.fits) {
-            best = c;
-            break;
-        }
+    std::stable_sort(ranked.begin(), ranked.end(), ranks_before);
+    const std::optional<Candidate> chosen = first_that_replays(ranked, in, replayed, replay_fits, hw, k, r);
+    r.winner = chosen;
+    std::string outcome;
+    if (chosen) {
+        const Candidate& best = *chosen;
+        char buf[128];
+        std::snprintf(buf, sizeof buf, " (%+.0f%% vs step 11)",
+                      (best.time.tokens_per_s / r.first_fit->time.tokens_per_s - 1) * 100);
+        outcome = describe(best) + ": " + tok_s(best.time.tokens_per_s) + buf +
+                  (best.tight ? "; tight: within the estimate's error band below the GPU capacity" : "");
+    } else {
+        outcome = "no configuration both fits by the closed forms and replays without running out of memory";
     }
-    r.winner = best;
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "%s, micro batch %lld x accumulation %lld, overlap_comm %s, reduce bucket %lld: %s (%+.0f%% vs step 11)",
-                  best.option.label().c_str(), (long long)best.micro_batch, (long long)best.grad_accum,
-                  best.overlap_comm ? "on" : "off", (long long)best.reduce_bucket_size,
-                  tok_s(best.time.tokens_per_s).c_str(),
-                  (best.time.tokens_per_s / r.first_fit->time.tokens_per_s - 1) * 100);
     r.steps.push_back({12, "tune for speed: lower the stage / turn offload off, re-tune micro batch, buckets, overlap_comm (" +
                                std::to_string(r.candidates) + " configurations evaluated" +
                                (replayed ? "; the grid with the fixed fragmentation fraction, the fastest re-checked "
                                            "with the simulator's replayed allowance where the simulator replays the input"
                                          : "") +
+                               (replay_fits ? "; the winner replayed through the simulator with the GPU capacity, "
+                                              "falling back to the next in the ranking when it runs out of memory"
+                                            : "") +
                                ")",
-                       buf, best});
+                       outcome, chosen});
 }
 
 PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t global_batch, const PlanSpace& space,
-                const SpeedConstants& k) {
+                const SpeedConstants& k, const ReplayFits& replay_fits) {
     require_capacity(base, "plan");
     const int64_t per_gpu = per_gpu_batch(global_batch, base.cluster.gpus);
     const auto divs = divisors(per_gpu);
@@ -588,7 +673,7 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
         return r;
     }
     raise_micro_batch(*fit, divs, per_gpu, in, hw, k, r);
-    tune_for_speed(base, in, plan_base, *fit, divs, per_gpu, hw, space, k, r);
+    tune_for_speed(base, in, plan_base, *fit, divs, per_gpu, hw, space, k, replay_fits, r);
     return r;
 }
 

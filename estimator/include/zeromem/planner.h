@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,7 +47,34 @@ struct Candidate {
     Estimate memory;                  ///< full estimate at this configuration
     StepTime time;
     bool fits = false;                ///< GPU fits, and host fits when its capacity is known
+    /// Fits, but within the estimate's error band below the GPU capacity
+    /// (memory.gpu_verdict "tight"): ranked after the options that fit.
+    bool tight = false;
 };
+
+/// Whether `a` ranks before `b` in compare and plan: fitting before not
+/// fitting, then fitting-with-margin before tight, then more tokens/s.
+bool ranks_before(const Candidate& a, const Candidate& b);
+
+/// What replaying one configuration through the simulator with the GPU
+/// capacity says (the faces inject it; the planner never links the simulator).
+struct ReplayVerdict {
+    bool fits = true;
+    uint64_t peak_reserved = 0;  ///< bytes, memory_reserved() at its peak (up to the out-of-memory event)
+    /// Bytes the allocation that ran out of memory asked for (0 when it fits).
+    uint64_t requested = 0;
+    /// Where it ran out of memory, e.g. "backward, logits_grad in lm_head
+    /// (Tried to allocate 3.91 GiB)"; empty when it fits.
+    std::string reason;
+};
+
+/// Replays exactly the configuration `in` describes (capacity
+/// in.cluster.gpu_memory); nullopt when the simulator cannot replay it (the
+/// closed forms then decide alone).
+using ReplayFits = std::function<std::optional<ReplayVerdict>(const EstimateInput&)>;
+
+/// At most this many replays re-check plan's winner and its fallbacks.
+constexpr int kMaxPlanReplays = 8;
 
 /// Sets `in` to candidate `c`'s choices (stage, offload, checkpointing,
 /// micro batch, accumulation, dtype, overlap_comm, buckets, and the
@@ -99,6 +127,14 @@ struct PlanResult {
     std::optional<Candidate> first_fit;   ///< the first configuration that fits at micro batch 1, grown (step 11)
     std::optional<Candidate> winner;      ///< best tokens/s over the whole search (step 12)
     uint64_t candidates = 0;              ///< configurations evaluated (memory + speed)
+    /// One line per replay of the winner and its fallbacks (empty without a
+    /// ReplayFits): "replayed: <option> ...: fits (peak reserved X GiB)" or
+    /// "... runs out of memory at <where>; falling back to <next>".
+    std::vector<std::string> replays;
+    bool winner_replayed = false;         ///< the winner was replayed and fits
+    /// Why there is no winner although the closed forms found one (every
+    /// replayed candidate ran out of memory); empty otherwise.
+    std::string no_winner;
 };
 
 /// Search space of plan's step 12.
@@ -117,10 +153,14 @@ struct PlanSpace {
 /// 8: num_beams, then eval batch, then max_new_tokens, each the largest
 /// value that fits), mixed precision, NVMe) until it fits; grow the micro batch; then search every
 /// option x checkpointing x micro batch x overlap_comm x bucket size for the
-/// best tokens/s. No winner when nothing fits. Throws InputError if the GPU
-/// memory is unknown.
+/// best tokens/s, ranked by the closed forms (ranks_before). With
+/// `replay_fits` the ranked winner is replayed with the GPU capacity before
+/// it is returned; one that runs out of memory gives way to the next in the
+/// ranking (each replay a line of PlanResult::replays), up to
+/// kMaxPlanReplays replays; none left: no winner (PlanResult::no_winner).
+/// No winner when nothing fits. Throws InputError if the GPU memory is unknown.
 PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t global_batch, const PlanSpace& space = {},
-                const SpeedConstants& k = {});
+                const SpeedConstants& k = {}, const ReplayFits& replay_fits = {});
 
 /// A DeepSpeed config for `c` on `base`'s model and cluster: integers where
 /// DeepSpeed wants integers, train_batch_size = micro x accum x GPUs,
