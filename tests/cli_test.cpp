@@ -401,7 +401,7 @@ TEST(Cli, GpuCapacityIsTheReportedFigureAndSaysSo) {
     EXPECT_EQ(j.at("provenance").at("cluster.gpu_memory").get<std::string>().find("22.49 GiB reported by the device"),
               std::string("--gpu A10G-24GB (data/gpus/A10G-24GB.json): ").size());
     Outcome r = zeromem("estimate --params 7e9 --gpus 8 --stage 3 --gpu A10G-24GB");
-    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 4) << r.err;  // model states only: fits or tight
     EXPECT_NE(r.out.find("of 22.49 GiB"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("GPU capacity used: --gpu A10G-24GB (data/gpus/A10G-24GB.json): 22.49 GiB reported by the device"),
               std::string::npos) << r.out;
