@@ -87,4 +87,18 @@ TEST(CliCapacity, VerdictWithoutArchitectureNeedsTheAllowance) {
     EXPECT_FALSE(j.contains("activation_allowance"));
 }
 
+// The tight verdict as a user sees it: with an architecture, a capacity just above the need (inside
+// the band of data/verdict_band.json) prints TIGHT with the band's words and exits 4; JSON says "tight".
+TEST(CliCapacity, TightVerdictSaysTheBandAndExitsFour) {
+    const std::string base = "estimate --model llama-2-7b --gpus 8 --stage 2 --seq-len 2048";
+    const uint64_t t = json_of(base).at("per_gpu").at("total").get<uint64_t>();
+    const std::string cap = " --gpu-memory " + std::to_string(t + (t >> 10)) + "B";  // 0.1 % above the need
+    EXPECT_EQ(json_of(base + cap, 4).at("gpu_verdict"), "tight");
+    const Outcome r = zeromem(base + cap);
+    ASSERT_EQ(r.exit_code, 4) << r.err;
+    EXPECT_NE(r.out.find("GPU: TIGHT — needs"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("inside the error band: on "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("public runs zeromem's estimate was up to"), std::string::npos) << r.out;
+}
+
 }  // namespace
