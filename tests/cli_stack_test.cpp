@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 using namespace cli;
 using namespace stacktest;
 
@@ -185,4 +187,24 @@ TEST(CliStack, BadInstallsAndSettingsAreErrors) {
     r = with_env("ZEROMEM_STACK=newest", kLoad);
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_TRUE(has(r.err, "ZEROMEM_STACK: 'newest' is not defaults or auto")) << r.err;
+
+    // Not a regular file: a METADATA directory and a FIFO are refused without being opened (a FIFO
+    // would block the read); --stack-from of a directory or a device (/dev/zero never ends) likewise.
+    ScratchDir odd("venv_odd");
+    std::filesystem::create_directories(odd.root / "lib/python3.11/site-packages/torch-2.3.1.dist-info/METADATA");
+    r = with_env("VIRTUAL_ENV='" + odd.str() + "'", kLoad);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(has(r.err, "torch-2.3.1.dist-info/METADATA is not a regular file")) << r.err;
+    ScratchDir fifo("venv_fifo");
+    std::filesystem::create_directories(fifo.root / "lib/python3.11/site-packages/deepspeed-0.14.4.dist-info");
+    ASSERT_EQ(::mkfifo((fifo.root / "lib/python3.11/site-packages/deepspeed-0.14.4.dist-info/METADATA").c_str(), 0600), 0);
+    r = with_env("VIRTUAL_ENV='" + fifo.str() + "'", kLoad);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(has(r.err, "deepspeed-0.14.4.dist-info/METADATA is not a regular file")) << r.err;
+    r = zeromem(kLoad + " --stack-from /dev/zero");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(has(r.err, "--stack-from: /dev/zero is not a regular file")) << r.err;
+    r = zeromem(kLoad + " --stack-from '" + odd.str() + "'");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(has(r.err, "is a directory, not a pip freeze output")) << r.err;
 }

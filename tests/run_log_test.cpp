@@ -325,6 +325,8 @@ TEST(RunLogErrors, CutOffReadingsNameFileAndLine) {
         {"|   PyTorch CUDA memory summary, device ID 0   |\n| Allocated memory |  4162 MiB |  18706 MiB |\n",
          "bad.log:1: torch.cuda.memory_summary:", "cut off"},
         {"\tMaximum resident set size (kbytes): 12.5\n", "bad.log:1: /usr/bin/time -v:", "kbytes"},
+        {"[x] [INFO] [utils.py:803:see_memory_usage] MA -20.83 GB Max_MA 0.31 GB CA 1 GB Max_CA 1 GB\n",
+         "bad.log:1: see_memory_usage:", "negative"},
     };
     for (const auto& c : cases) {
         const std::string e = error_of([&] { (void)read_run_log(c.text, "bad.log"); });

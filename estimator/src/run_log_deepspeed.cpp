@@ -25,6 +25,7 @@ Reading gib_field(std::string_view text, std::size_t& pos, std::string_view name
     const auto d = read_decimal(text, pos);
     if (!d || !expect(text, pos, "GB"))
         w.fail("'" + std::string(name) + "' is not followed by '<number> GB' (line cut off or malformed)");
+    if (d->mantissa < 0) w.fail("'" + std::string(name) + "' is negative: torch's memory counters are not");
     return rounded(*d, kGiB, step, w);
 }
 

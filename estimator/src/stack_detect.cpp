@@ -43,6 +43,8 @@ std::string trim(const std::string& s) {
 // The start of a file, at most `limit` bytes; nullopt when it cannot be
 // read. Metadata headers come first; a runaway file is cut at 256 KiB.
 std::optional<std::string> read_text(const fs::path& p, std::size_t limit = 256 << 10) {
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec)) return std::nullopt;  // a directory, FIFO or device is never opened
     std::ifstream in(p, std::ios::binary);
     if (!in) return std::nullopt;
     std::string text(limit, '\0');
@@ -214,7 +216,12 @@ void scan_dir(const std::string& dir, std::vector<std::pair<std::string, Install
         if (!is_package(key)) continue;
         const fs::path meta = dist ? it->path() / "METADATA" : is_dir(it->path()) ? it->path() / "PKG-INFO" : it->path();
         const auto text = read_text(meta);
-        if (!text) throw InputError("stack." + key + ": " + meta.string() + " cannot be read");
+        if (!text) {
+            std::error_code fec;
+            const bool exists = fs::exists(fs::symlink_status(meta, fec));
+            throw InputError("stack." + key + ": " + meta.string() +
+                             (exists && !fs::is_regular_file(meta, fec) ? " is not a regular file" : " cannot be read"));
+        }
         out.emplace_back(key, Install{entry, metadata_version(*text, meta.string(), "stack." + key)});
     }
 }

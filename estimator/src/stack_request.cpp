@@ -7,6 +7,7 @@
 #include "zeromem/stack_detect.h"
 #include "zeromem/util.h"
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -46,7 +47,17 @@ FoundStack read_source(const Request& req, StackSource source) {
     case StackSource::environment_and_path: return detect_stack(req.environment, true);
     case StackSource::file: break;
     }
-    std::ifstream in(*req.stack_from, std::ios::binary);
+    // A pip freeze output is a small regular file: a directory, FIFO or device (/dev/zero) is refused
+    // before it is read, and so is a file past 16 MiB (thousands of times a real environment's).
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path path(*req.stack_from);
+    if (fs::is_directory(path, ec)) throw InputError("--stack-from: " + *req.stack_from + " is a directory, not a pip freeze output");
+    if (!fs::is_regular_file(path, ec))
+        throw InputError("--stack-from: " + *req.stack_from + (fs::exists(path, ec) ? " is not a regular file" : " does not exist"));
+    if (fs::file_size(path, ec) > (uint64_t(16) << 20))
+        throw InputError("--stack-from: " + *req.stack_from + " is larger than 16 MiB: not a pip freeze output");
+    std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError("--stack-from: cannot read " + *req.stack_from);
     std::ostringstream text;
     text << in.rdbuf();
