@@ -267,12 +267,13 @@ void MainWindow::show_breakdown() {
     breakdown_dirty_ = false;
     BreakdownData d;
     d.segment_names = {tr("parameters"), tr("gradients"), tr("optimizer states"), tr("activations"),
-                       tr("temporary buffers"), tr("CUDA context"), tr("fragmentation")};
+                       tr("temporary buffers"), tr("per process (CUDA context, NCCL, cuBLAS)"), tr("fragmentation")};
     for (const Candidate& c : ev_->rows) {
         const zeromem::GpuMemory& m = peak_components(c.memory);
         d.bars.append({qs(short_label(c.option)),
                        {gib(m.parameters), gib(m.gradients), gib(m.optimizer_states), gib(m.activations),
-                        gib(m.temporary_buffers), gib(m.cuda_context), gib(m.fragmentation)},
+                        gib(m.temporary_buffers), gib(m.cuda_context + m.nccl_buffers + m.cublas_workspaces),
+                        gib(m.fragmentation)},
                        gib(c.memory.per_node.host_memory)});
     }
     breakdown_->setData(d);

@@ -33,6 +33,11 @@ SyntheticModel::SyntheticModel(const ModelArch& arch, int64_t layers, int64_t se
 }
 
 void SyntheticModel::build(const ModelArch& a, int64_t layers) {
+    // The dropout sites that store a 1-byte mask: those of the model's config with p > 0
+    // (ModelArch::*_dropout, aten/src/ATen/native/Dropout.cpp _dropout_impl).
+    emb_dropout_ = a.embedding_dropout > 0;
+    attn_res_dropout_ = a.attention_residual_dropout > 0;
+    mlp_dropout_ = a.mlp_residual_dropout > 0;
     h_ = a.hidden_size;
     f_ = a.ffn_size;
     V_ = a.vocab_size;
@@ -163,8 +168,10 @@ void SyntheticModel::layer_forward(Backend& be, ParamStore& st, const Layer& L, 
     Tensor o = act(sb_ * h_, d, Category::workspace);
     be.matmul(s.attn, false, st.weight(L.o), true, o, sb_, h_, qw_, 1.0f, 0.0f);
     st.release(L.m_o);
-    s.mask1 = act(sb_ * h_, DType::u8);
-    be.fill(s.mask1, 0, s.mask1.numel, 1.0f);
+    if (attn_res_dropout_) {  // nn.Dropout after the attention output (p > 0 only: at::dropout at p = 0 returns its input)
+        s.mask1 = act(sb_ * h_, DType::u8);
+        be.fill(s.mask1, 0, s.mask1.numel, 1.0f);
+    }
     s.h1 = act(sb_ * h_, d);
     be.copy(s.h1, 0, s.x, 0, sb_ * h_);
     be.axpy(s.h1, 0, o, 0, sb_ * h_, 1.0f);
@@ -200,8 +207,10 @@ void SyntheticModel::layer_forward(Backend& be, ParamStore& st, const Layer& L, 
     Tensor dn = act(sb_ * h_, d, Category::workspace);
     be.matmul(down_in, false, st.weight(L.down), true, dn, sb_, h_, f_, 1.0f, 0.0f);
     st.release(L.m_down);
-    s.mask2 = act(sb_ * h_, DType::u8);
-    be.fill(s.mask2, 0, s.mask2.numel, 1.0f);
+    if (mlp_dropout_) {  // nn.Dropout after the MLP output, p > 0 only
+        s.mask2 = act(sb_ * h_, DType::u8);
+        be.fill(s.mask2, 0, s.mask2.numel, 1.0f);
+    }
     out = act(sb_ * h_, d);
     be.copy(out, 0, s.h1, 0, sb_ * h_);
     be.axpy(out, 0, dn, 0, sb_ * h_, 1.0f);
@@ -235,7 +244,7 @@ void SyntheticModel::forward(Backend& be, ParamStore& st) {
         be.scale_columns(x, x, st.weight(emb_ln_w_), sb_, h_);
         st.release(m_emb_ln_);
     }
-    emb_mask_ = act(sb_ * h_, DType::u8);  // embedding dropout mask
+    if (emb_dropout_) emb_mask_ = act(sb_ * h_, DType::u8);  // embedding dropout mask, p > 0 only
     for (size_t i = 0; i < layers_.size(); ++i) {
         saved_[i].x = x;
         Tensor out;

@@ -100,6 +100,7 @@ private:
     std::vector<Layer> layers_;
     int64_t h_ = 0, f_ = 0, V_ = 0, qw_ = 0, kvw_ = 0, sb_ = 0;
     bool gated_ = false, tied_ = false, fused_ = false;
+    bool emb_dropout_ = false, attn_res_dropout_ = false, mlp_dropout_ = false;  ///< sites with p > 0
     DType dtype_ = DType::bf16;
     Checkpointing ckpt_ = Checkpointing::none;
     int embed_ = -1, pos_ = -1, emb_ln_w_ = -1, emb_ln_b_ = -1, fn_w_ = -1, fn_b_ = -1, head_ = -1;
