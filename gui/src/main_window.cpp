@@ -267,7 +267,7 @@ void MainWindow::show_breakdown() {
     breakdown_dirty_ = false;
     BreakdownData d;
     d.segment_names = {tr("parameters"), tr("gradients"), tr("optimizer states"), tr("activations"),
-                       tr("temporary buffers"), tr("per process (CUDA context, NCCL, cuBLAS)"), tr("fragmentation")};
+                       tr("temporary buffers"), tr("per-process terms"), tr("fragmentation")};
     for (const Candidate& c : ev_->rows) {
         const zeromem::GpuMemory& m = peak_components(c.memory);
         d.bars.append({qs(short_label(c.option)),
