@@ -13,6 +13,8 @@
 #include "zeromem/model.h"
 #include "zeromem/types.h"
 
+#include "published_configs.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -22,15 +24,11 @@
 using namespace zeromem;
 using zeromem::testing::contains;
 using zeromem::testing::error_of;
+using zeromem::testing::kPub;
+using zeromem::testing::read_json;
 
 namespace {
 
-const std::string kPub = std::string(ZEROMEM_TEST_DATA_DIR) + "/hf_configs/published/";
-
-nlohmann::json read_json(const std::string& path) {
-    std::ifstream f(path);
-    return nlohmann::json::parse(f);
-}
 
 bool explain_names_dropout_mask(const Estimate& e) {
     for (const auto& t : e.terms)

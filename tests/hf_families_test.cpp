@@ -7,6 +7,8 @@
 #include "zeromem/model.h"
 #include "zeromem/types.h"
 
+#include "published_configs.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -18,15 +20,11 @@ using namespace zeromem;
 
 using zeromem::testing::contains;
 using zeromem::testing::error_of;
+using zeromem::testing::kPub;
+using zeromem::testing::read_json;
 
 namespace {
 
-const std::string kPub = std::string(ZEROMEM_TEST_DATA_DIR) + "/hf_configs/published/";
-
-nlohmann::json read_json(const std::string& path) {
-    std::ifstream f(path);
-    return nlohmann::json::parse(f);
-}
 
 ParamCount count_file(const std::string& file) { return count_params(load_hf_config(kPub + file)); }
 
