@@ -1911,37 +1911,6 @@ void resolve_fragmentation(EstimateInput& in, Estimate& out) {
 
 }  // namespace
 
-namespace {
-
-// The three-way GPU verdict. Without an architecture the estimate holds
-// model states only, so "fits" needs the margin to cover the activations a
-// dense decoder of that size would store (dense_decoder_allowance); a margin
-// that does not is "tight".
-void set_gpu_verdict(const EstimateInput& in, Estimate& out) {
-    if (!in.model.arch) {
-        out.activation_allowance = dense_decoder_allowance(in, out.activation_allowance_how);
-        out.notes.push_back("no architecture: the estimate counts model states only; --seq-len and --micro-batch "
-                            "size only the activation allowance the GPU verdict leaves room for (" +
-                            format_gib(double(out.activation_allowance)) + " GiB)");
-    }
-    if (!out.fits_gpu) return;
-    if (!*out.fits_gpu) out.gpu_verdict = "oom";
-    else if (!in.model.arch)
-        out.gpu_verdict = out.per_gpu.total + out.activation_allowance <= *in.cluster.gpu_memory ? "fits" : "tight";
-    else if (in.convention == Convention::full)
-        out.gpu_verdict = banded_verdict(out.per_gpu.total, *in.cluster.gpu_memory, verdict_band().gpu_under);
-    else out.gpu_verdict = "fits";
-}
-
-// The host verdict: "tight" inside the error band the ledger measures for host RAM.
-void set_host_verdict(const EstimateInput& in, Estimate& out) {
-    if (!out.fits_host) return;
-    const double under = in.convention == Convention::full ? verdict_band().host_under : 0.0;
-    out.host_verdict = banded_verdict(out.per_node.host_memory, *in.cluster.host_memory, under);
-}
-
-}  // namespace
-
 Estimate estimate(const EstimateInput& in_given, bool explain) {
     bool swapped = false;
     EstimateInput in = with_accelerate_cpu_adam(in_given, swapped);
@@ -1973,10 +1942,7 @@ Estimate estimate(const EstimateInput& in_given, bool explain) {
     if (in.generation && in.convention != Convention::full)
         out.notes.push_back("--eval-generate: the generation phase (KV cache, logits) is modelled in the full "
                             "convention only; this convention leaves it out");
-    if (in.cluster.gpu_memory) out.fits_gpu = out.per_gpu.total <= *in.cluster.gpu_memory;
-    if (in.cluster.host_memory) out.fits_host = out.per_node.host_memory <= *in.cluster.host_memory;
-    set_gpu_verdict(in, out);
-    set_host_verdict(in, out);
+    set_verdicts(in, out);
     return out;
 }
 

@@ -4,6 +4,8 @@
 // that fits, but by less than the band, is "tight": on the ledger's runs zeromem's estimate has been
 // that far below the real need.
 
+#include "zeromem/estimate.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,6 +25,11 @@ const VerdictBand& verdict_band();
 /// "fits", "tight" or "oom" for `need` bytes against `capacity` with the band fraction `under`:
 /// tight when need <= capacity but need > capacity x (1 - under).
 std::string banded_verdict(uint64_t need, uint64_t capacity, double under);
+
+/// Sets out.fits_gpu / fits_host (the need against the capacity) and the three-way gpu_verdict /
+/// host_verdict: with an architecture, tight inside the band (full convention); without one, tight when
+/// the margin does not cover the dense-decoder activation allowance (estimate.h dense_decoder_allowance).
+void set_verdicts(const EstimateInput& in, Estimate& out);
 
 /// The words the output says a tight verdict in: the band and the runs it rests on.
 std::string band_words(double under, int runs);
