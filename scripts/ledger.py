@@ -264,20 +264,13 @@ def render(rows, exe):
 
 
 def estimated_of_kind(out, kind):
-    """zeromem's figure of the same kind as a report's measured peak: nvidia-smi (everything on the device),
-    max_reserved (the caching allocator's reserve) or max_allocated (torch.cuda.max_memory_allocated)."""
+    """zeromem's figure of the same kind as a report's measured peak: nvidia-smi (per_gpu.total: everything
+    on the device), max_reserved (per_gpu.reserved) or max_allocated (per_gpu.allocated,
+    torch.cuda.max_memory_allocated)."""
     if "error" in out or "per_gpu" not in out:
         return None
-    g = out["per_gpu"]
-    readings = out.get("readings")  # allocated / reserved / nvidia-smi, where the estimate gives them
-    if readings and kind in readings:
-        return readings[kind]
-    total = g["total"]
-    if kind == "nvidia-smi":
-        return total
-    if kind == "max_reserved":
-        return total - g.get("cuda_context", 0)
-    return total - g.get("cuda_context", 0) - g.get("fragmentation", 0)
+    key = {"nvidia-smi": "total", "max_reserved": "reserved", "max_allocated": "allocated"}[kind]
+    return out["per_gpu"][key]
 
 
 def has_architecture(out):
