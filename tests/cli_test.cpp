@@ -210,7 +210,13 @@ TEST(Cli, PhasesInJson) {
     EXPECT_EQ(j.at("per_gpu").at("total").get<uint64_t>(), largest);
     EXPECT_EQ(j.at("first_oom_phase").get<std::string>(), "optimizer_step");
     ASSERT_EQ(j.at("advice").size(), 1u);
-    EXPECT_EQ(j.at("advice")[0].at("change").get<std::string>(), "--stage 2 --offload-optimizer cpu");
+    // The optimizer step overflows (Adam's m and v, 8 B x P): every fix the
+    // advice may pick offloads the optimizer, named by its config path.
+    bool offloads = false;
+    for (const auto& c : j.at("advice")[0].at("changes"))
+        offloads |= c.at("path") == "zero_optimization.offload_optimizer.device" && c.at("value") == "cpu";
+    EXPECT_TRUE(offloads) << j.at("advice")[0].dump();
+    EXPECT_NE(j.at("advice")[0].at("change").get<std::string>().find("--offload-optimizer cpu"), std::string::npos);
     // Adam m and v: absent before the first step (DeepSpeed allocates them
     // lazily, deepspeed_memory.md 4.1), 4 B x P each from the step on.
     const uint64_t P = 8030261248u;  // published Llama-3-8B count

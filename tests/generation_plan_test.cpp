@@ -4,6 +4,7 @@
 #include "estimate_inputs.h"
 #include "input_error.h"
 #include "zeromem/advice.h"
+#include "zeromem/setting_flags.h"
 #include "zeromem/estimate.h"
 #include "zeromem/generation.h"
 #include "zeromem/gpu.h"
@@ -135,7 +136,7 @@ TEST(GenerationAdvice, SuggestsOneBeam) {
     const std::vector<Advice> adv = advise(in, e);
     ASSERT_FALSE(adv.empty());
     EXPECT_TRUE(adv[0].found);
-    EXPECT_EQ(adv[0].change, "--num-beams 1");
+    EXPECT_EQ(flag_spelling(adv[0].changes), "--num-beams 1");
     EXPECT_TRUE(contains(adv[0].why, "recipe step 8"));
 }
 

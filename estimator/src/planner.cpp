@@ -2,6 +2,7 @@
 // estimate(), time from step_time(); nothing is re-derived here.
 #include "zeromem/planner.h"
 #include "planner_search.h"
+#include "zeromem/recipe.h"
 #include "zeromem/workload.h"
 #include "zeromem/optimizer_wrapper.h"
 
@@ -374,7 +375,9 @@ static bool only_generation_overflows(const Estimate& e) {
 // only once the previous is at 1. The step's candidate is set when it fits.
 static PlanStep lower_generation_defaults(const Candidate& failed, EstimateInput& in, const SpeedHardware& hw,
                                           const SpeedConstants& k, uint64_t& evaluated) {
-    const char* action = "lower other defaults: the generation beam width, then eval batch and max_new_tokens";
+    const std::string action_text =
+        std::string(recipe_step(8).action) + ": the generation beam width, then eval batch and max_new_tokens";
+    const char* action = action_text.c_str();
     if (!failed.generation)
         return {8, action, "no generation during training (--eval-generate not given): nothing to lower; skipped", {}};
     if (!only_generation_overflows(failed.memory))
@@ -450,16 +453,17 @@ static std::optional<Candidate> escalate_until_fit(const EstimateInput& base, Es
         z.checkpointing = c;
         return z;
     };
+    const std::string step1 = std::string(recipe_step(1).action) + ", ZeRO-0";
     const Rung ladder[] = {
-        {1, zo(0, D::none, D::none, C::none), false, "micro batch 1, accumulation for the global batch, ZeRO-0"},
-        {2, zo(0, D::none, D::none, C::full), false, "enable gradient checkpointing"},
-        {3, zo(2, D::none, D::none, C::full), false, "ZeRO stage 2"},
-        {4, zo(2, D::cpu, D::none, C::full), false, "ZeRO-2 with offload_optimizer cpu"},
-        {5, zo(3, D::none, D::none, C::full), false, "ZeRO stage 3"},
-        {6, zo(3, D::none, D::cpu, C::full), false, "offload_param cpu"},
-        {7, zo(3, D::cpu, D::cpu, C::full), false, "offload_optimizer cpu"},
-        {9, zo(3, D::cpu, D::cpu, C::full), true, "mixed precision"},
-        {10, zo(3, D::nvme, D::nvme, C::full), true, "ZeRO-Infinity: offload_param and offload_optimizer to NVMe"},
+        {1, zo(0, D::none, D::none, C::none), false, step1.c_str()},
+        {2, zo(0, D::none, D::none, C::full), false, recipe_step(2).action},
+        {3, zo(2, D::none, D::none, C::full), false, recipe_step(3).action},
+        {4, zo(2, D::cpu, D::none, C::full), false, recipe_step(4).action},
+        {5, zo(3, D::none, D::none, C::full), false, recipe_step(5).action},
+        {6, zo(3, D::none, D::cpu, C::full), false, recipe_step(6).action},
+        {7, zo(3, D::cpu, D::cpu, C::full), false, recipe_step(7).action},
+        {9, zo(3, D::cpu, D::cpu, C::full), true, recipe_step(9).action},
+        {10, zo(3, D::nvme, D::nvme, C::full), true, recipe_step(10).action},
     };
     for (const Rung& rung : ladder) {
         if (const auto why = option_refusal(base, rung.opt, base.cluster.data_parallel())) {
@@ -507,7 +511,7 @@ static void raise_micro_batch(const Candidate& fit, const std::vector<int64_t>& 
     c.grad_accum = per_gpu / mb;
     evaluate(c, in, hw, k);
     r.first_fit = c;
-    r.steps.push_back({11, "raise the micro batch as far as it fits",
+    r.steps.push_back({11, recipe_step(11).action,
                        "micro batch " + std::to_string(mb) + " x accumulation " + std::to_string(c.grad_accum) +
                            ": " + tok_s(c.time.tokens_per_s) + ", " + gib(c.memory.per_gpu.total) + " per GPU",
                        c});
@@ -649,7 +653,7 @@ static void tune_for_speed(const EstimateInput& base, EstimateInput& in, const E
     } else {
         outcome = "no configuration both fits by the closed forms and replays without running out of memory";
     }
-    r.steps.push_back({12, "tune for speed: lower the stage / turn offload off, re-tune micro batch, buckets, overlap_comm (" +
+    r.steps.push_back({12, std::string(recipe_step(12).action) + " (" +
                                std::to_string(r.candidates) + " configurations evaluated" +
                                (replayed ? "; the grid with the fixed fragmentation fraction, the fastest re-checked "
                                            "with the simulator's replayed allowance where the simulator replays the input"

@@ -1,5 +1,7 @@
 #include "zeromem/verdict_band.h"
 #include "zeromem/report.h"
+#include "zeromem/setting_flags.h"
+#include "zeromem/speed.h"
 #include "zeromem/optimizer_state.h"
 
 #include "zeromem/advice.h"
@@ -197,6 +199,22 @@ std::string readings_line(const Estimate& e) {
            ", outside the allocator); the verdict compares the nvidia-smi figure";
 }
 
+// The advice for `e`, ranked by the speed model when the GPU preset and one
+// node give it its hardware (the GPU's own intra-node interconnect), else in
+// the recipe's order.
+std::vector<Advice> advice_for(const Estimate& e, const Resolved& res) {
+    const EstimateInput& in = res.input;
+    std::optional<SpeedHardware> hw;
+    if (res.gpu && in.cluster.nodes == 1) {
+        try {
+            hw = speed_hardware(*res.gpu, in.train.dtype, "", "", data_dir());
+        } catch (const InputError&) {
+            hw.reset();  // no peak for this dtype or no interconnect preset: recipe order
+        }
+    }
+    return advise(in, e, hw ? &*hw : nullptr);
+}
+
 // The answer in sentences: the GPU and host verdicts (need, capacity, first
 // phase out of memory) and, for what does not fit, the recipe's change.
 std::vector<std::string> answer_lines(const Estimate& e, const Resolved& res) {
@@ -218,14 +236,18 @@ std::vector<std::string> answer_lines(const Estimate& e, const Resolved& res) {
         out.push_back("GPU capacity used: " + it->second);
     if (const auto it = res.provenance.find("cluster.host_memory"); it != res.provenance.end())
         out.push_back("Host capacity used: " + it->second);
-    for (const auto& a : advise(in, e)) {
+    for (const auto& a : advice_for(e, res)) {
         const std::string what = a.resource == "gpu" ? "GPU" : "host";
         if (a.found)
-            out.push_back("To fit the " + what + ": " + a.change + " (" + a.why + "; needs " +
-                          format_gib(double(a.need_after)) + " GiB)");
+            out.push_back("To fit the " + what + ": " + flag_spelling(a.changes) + " (" + a.why + "; needs " +
+                          format_gib(double(a.need_after)) + " GiB" + (a.tight ? ", tight: inside the error band" : "") +
+                          ")" + (a.resource == "gpu" ? "; `zeromem plan` also tunes the micro batch, buckets and overlap_comm" : ""));
         else
-            out.push_back("No single change from the tuning recipe makes the " + what +
-                          " fit: use more GPUs or nodes, or a smaller micro batch or sequence.");
+            out.push_back(a.resource == "gpu"
+                              ? "No combination of the tuning recipe's steps makes the GPU fit: use more GPUs or nodes, "
+                                "or a shorter sequence."
+                              : "No single change from the tuning recipe makes the host fit: use more GPUs or nodes, or "
+                                "a smaller micro batch or sequence.");
     }
     return out;
 }
@@ -262,10 +284,10 @@ void csv_answer(std::ostringstream& o, const Estimate& e, const Resolved& res) {
     o << "verdict,first_oom_phase,,," << e.first_oom_phase << "\n";
     o << "verdict,host_peak_phase,,," << e.host_peak_phase << "\n";
     o << "verdict,first_host_oom_phase,,," << e.first_host_oom_phase << "\n";
-    for (const auto& a : advise(in, e))
+    for (const auto& a : advice_for(e, res))
         o << "advice," << a.resource << "," << (a.found ? std::to_string(a.need_after) : "") << ","
           << (a.found ? format_gib(double(a.need_after), 3) : "") << ","
-          << csv_field(a.found ? a.change + " (" + a.why + ")" : "no single change from the tuning recipe fits")
+          << csv_field(a.found ? flag_spelling(a.changes) + " (" + a.why + ")" : "no change from the tuning recipe fits")
           << "\n";
     for (const auto& n : e.notes) o << "note,,,," << csv_field(n) << "\n";
     for (const auto& w : res.warnings) o << "warning,,,," << csv_field(w) << "\n";
@@ -405,9 +427,13 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
     j["frozen_params"] = e.frozen_params;
     j["phases"] = phases_json(e, in.train.optimizer);
     ojson adv = ojson::array();
-    for (const auto& a : advise(in, e))
+    for (const auto& a : advice_for(e, res)) {
+        ojson changes = ojson::array();
+        for (const auto& c : a.changes) changes.push_back({{"path", c.path}, {"value", c.value}});
         adv.push_back({{"resource", a.resource}, {"phase", a.phase}, {"need", a.need}, {"capacity", a.capacity},
-                       {"found", a.found}, {"change", a.change}, {"why", a.why}, {"need_after", a.need_after}});
+                       {"found", a.found}, {"change", flag_spelling(a.changes)}, {"changes", changes}, {"why", a.why},
+                       {"need_after", a.need_after}, {"tight", a.tight}});
+    }
     j["advice"] = adv;
     j["notes"] = e.notes;
     if (e.convention == Convention::full) {

@@ -1,5 +1,5 @@
 // Searches over ZeRO options built on estimate() (memory) and step_time()
-// (speed): `zeromem compare`, `zeromem plan` (the seed's 12-step tuning
+// (speed): `zeromem compare`, `zeromem plan` (the ZeRO tuning
 // recipe as a search), `zeromem fit`, and DeepSpeed config emission.
 #pragma once
 
@@ -107,7 +107,7 @@ struct OrderingGroup {
 /// of `rows` (compare_options' result); ordering_statement judges these.
 std::vector<OrderingGroup> ordering_groups(const std::vector<Candidate>& rows);
 
-/// Plain sentences on where the compare result agrees with the seed's
+/// Plain sentences on where the compare result agrees with the ZeRO tuning recipe's
 /// ordering stage 0 > 1 > 2 > 2+offload > 3 > 3+offload (fastest first) and
 /// where it does not, and why (micro batch, communication, optimizer,
 /// offload). Ties within 5% count as agreeing (speed_model.md 7).
@@ -115,7 +115,7 @@ std::vector<std::string> ordering_statement(const std::vector<Candidate>& rows);
 
 /// One step of the recipe walk.
 struct PlanStep {
-    int recipe_step = 0;     ///< 1..12, the seed recipe's numbering
+    int recipe_step = 0;     ///< 1..12, the ZeRO tuning recipe's numbering (zeromem/recipe.h)
     std::string action;      ///< what was tried
     std::string outcome;     ///< what happened and why the walk goes on or stops
     std::optional<Candidate> candidate;
@@ -146,7 +146,7 @@ struct PlanSpace {
     std::vector<bool> overlap_comm = {false, true};
 };
 
-/// `zeromem plan`: walks the seed recipe (../shared/README.md) as a search:
+/// `zeromem plan`: walks the ZeRO tuning recipe (zeromem/recipe.h) as a search:
 /// micro batch 1 with accumulation; escalate (checkpointing, stage 2, +CPU
 /// optimizer offload, stage 3, +parameter offload, +optimizer offload, lower
 /// the generation defaults when only the generation phase overflows (step
