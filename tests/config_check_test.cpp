@@ -89,7 +89,7 @@ struct Outcome {
 /// Resolves llama-2-7b with `cfg` as --ds-config and the context flags.
 Outcome run_config(const json& cfg, const json& flags) {
     Request req;
-    req.model = "llama-2-7b";
+    req.model.emplace("llama-2-7b");  // emplace: GCC 12 -Wmaybe-uninitialized misfires on optional<string> = literal
     req.gpus = flags.value("gpus", 8);
     if (flags.contains("tp")) req.tp = flags.at("tp").get<int64_t>();
     if (flags.contains("nodes")) req.nodes = flags.at("nodes").get<int64_t>();
@@ -301,7 +301,7 @@ TEST(DsSchema, InvalidZeroPlusPlusAndMicsValuesNameTheKey) {
 
 TEST(DsSchema, ZeroPlusPlusKeysRecordProvenance) {
     Request req;
-    req.model = "llama-2-7b";
+    req.model.emplace("llama-2-7b");
     req.gpus = 16;
     req.nodes = 2;
     req.ds_config = write_temp("zeropp_prov.json", json::parse(R"({"train_micro_batch_size_per_gpu": 1,
