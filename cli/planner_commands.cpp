@@ -350,9 +350,16 @@ SpeedRun prepare_speed_run(const std::string& cmd, const zeromem::Request& req, 
     }
     if (f.nvme_read) hw.nvme_read = double(parse_bytes(*f.nvme_read, "--nvme-read"));
     if (f.nvme_write) hw.nvme_write = double(parse_bytes(*f.nvme_write, "--nvme-write"));
-    run.global = f.global_batch                  ? *f.global_batch
-                 : in.train.train_batch_size ? *in.train.train_batch_size
-                                             : 16 * in.cluster.gpus;  // README: 16 per GPU
+    run.global = f.global_batch ? *f.global_batch
+                                : search_global_batch(in, req.micro_batch.has_value() || req.grad_accum.has_value());
+    if (f.global_batch && (req.micro_batch || req.grad_accum))
+        std::cerr << "zeromem: note: --global-batch " << *f.global_batch << " sets the batch " << cmd
+                  << " searches; --micro-batch / --grad-accum are not used (" << cmd
+                  << " picks the micro batch and the accumulation that make it up)\n";
+    if (req.stage || req.offload_optimizer || req.offload_param)
+        std::cerr << "zeromem: note: " << cmd
+                  << " evaluates every ZeRO stage and offload option; --stage / --offload-optimizer / --offload-param "
+                     "are not used (give them to estimate)\n";
     return run;
 }
 

@@ -264,3 +264,22 @@ TEST(CliSpeed, HostsListing) {
     ASSERT_NE(line, std::string::npos);
     EXPECT_NE(r.out.find("55.4 GB/s per GPU", line), std::string::npos) << r.out;
 }
+
+// compare and the GUI take the batch by one rule (planner.h
+// search_global_batch): a micro batch and accumulation the user gave make the
+// global batch as DeepSpeed's train_batch_size = micro x accumulation x GPUs
+// (4 x 2 x 8 = 64), and flags compare does not use are named in a note
+// instead of being dropped silently.
+TEST(CliSpeed, CompareTakesTheGlobalBatchFromMicroBatchAndAccumulation) {
+    const Outcome r = zeromem("compare --model llama-2-7b --gpus 8 --gpu A100-80GB --micro-batch 4 --grad-accum 2 --stage 2");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("global batch 64,"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("--stage / --offload-optimizer / --offload-param are not used"), std::string::npos) << r.err;
+    const Outcome d = zeromem("compare --model llama-2-7b --gpus 8 --gpu A100-80GB");
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    EXPECT_NE(d.out.find("global batch 128,"), std::string::npos) << d.out;  // 16 per GPU x 8
+    const Outcome g = zeromem("compare --model llama-2-7b --gpus 8 --gpu A100-80GB --global-batch 32 --micro-batch 4");
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+    EXPECT_NE(g.out.find("global batch 32,"), std::string::npos) << g.out;
+    EXPECT_NE(g.err.find("--micro-batch / --grad-accum are not used"), std::string::npos) << g.err;
+}

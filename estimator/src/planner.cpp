@@ -176,6 +176,12 @@ void apply_candidate(const Candidate& c, EstimateInput& in) {
     if (c.generation) in.generation = c.generation;
 }
 
+int64_t search_global_batch(const EstimateInput& in, bool batch_given) {
+    if (in.train.train_batch_size) return *in.train.train_batch_size;
+    if (batch_given) return in.train.micro_batch * in.train.grad_accum * in.cluster.gpus;
+    return 16 * in.cluster.gpus;
+}
+
 int64_t per_gpu_batch(int64_t global_batch, int64_t gpus) {
     if (global_batch <= 0)
         throw InputError("--global-batch: must be a positive integer, got " + std::to_string(global_batch));

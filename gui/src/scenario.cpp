@@ -9,8 +9,7 @@ namespace zeromem_gui {
 using namespace zeromem;
 
 int64_t global_batch_of(const EstimateInput& in) {
-    if (in.train.train_batch_size) return *in.train.train_batch_size;
-    return in.train.micro_batch * in.train.grad_accum * in.cluster.gpus;
+    return search_global_batch(in, true);  // the inputs panel always gives micro batch and accumulation
 }
 
 Evaluation evaluate(const Request& req, const SpeedChoice& speed, const std::string& data_dir) {

@@ -81,6 +81,13 @@ constexpr int kMaxPlanReplays = 8;
 /// generation settings when the candidate has them).
 void apply_candidate(const Candidate& c, EstimateInput& in);
 
+/// The global batch compare and plan search over, one rule for every face:
+/// the DeepSpeed config's train_batch_size when it has one; else, when the
+/// user gave the micro batch or the accumulation (`batch_given`), micro batch
+/// x accumulation x GPUs, the train_batch_size DeepSpeed derives from them;
+/// else 16 per GPU.
+int64_t search_global_batch(const EstimateInput& in, bool batch_given);
+
 /// The per-GPU batch (global batch / GPUs). Throws InputError naming
 /// --global-batch when it is not positive or not divisible by the GPU count.
 int64_t per_gpu_batch(int64_t global_batch, int64_t gpus);
