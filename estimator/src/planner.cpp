@@ -7,6 +7,7 @@
 #include "zeromem/optimizer_wrapper.h"
 
 #include "zeromem/util.h"
+#include "zeromem/verdict_band.h"
 #include "zeromem/zeropp.h"
 
 #include <algorithm>
@@ -31,6 +32,8 @@ std::vector<int64_t> divisors(int64_t v) {
 
 bool fits_of(const Estimate& e) { return e.fits_gpu.value_or(false) && e.fits_host.value_or(true); }
 
+bool tight_of(const Estimate& e) { return fits_of(e) && e.gpu_verdict == "tight"; }
+
 void require_capacity(const EstimateInput& base, const char* what) {
     if (!base.cluster.gpu_memory)
         throw InputError(std::string("--gpu: ") + what + " needs the GPU memory; give --gpu NAME or --gpu-memory SIZE");
@@ -46,7 +49,7 @@ void evaluate(Candidate& c, EstimateInput& in, const SpeedHardware& hw, const Sp
     apply_candidate(c, in);
     c.memory = memory_estimate(in);
     c.fits = fits_of(c.memory);
-    c.tight = c.fits && c.memory.gpu_verdict && *c.memory.gpu_verdict == "tight";
+    c.tight = tight_of(c.memory);
     c.time = step_time(in, hw, k);
 }
 
@@ -346,7 +349,8 @@ static std::string fit_outcome(const Estimate& m) {
     const std::string gpu = gib(m.per_gpu.total) + " per GPU";
     const bool gpu_ok = m.fits_gpu.value_or(false);
     const bool host_ok = m.fits_host.value_or(true);
-    if (gpu_ok && host_ok) return "fits: " + gpu;
+    if (gpu_ok && host_ok)
+        return (tight_of(m) ? "fits, " + tight_words(m) + ": " : std::string("fits: ")) + gpu;
     std::string s;
     if (!gpu_ok) s = "GPU out of memory: " + gpu;
     if (!host_ok)
@@ -513,7 +517,8 @@ static void raise_micro_batch(const Candidate& fit, const std::vector<int64_t>& 
     r.first_fit = c;
     r.steps.push_back({11, recipe_step(11).action,
                        "micro batch " + std::to_string(mb) + " x accumulation " + std::to_string(c.grad_accum) +
-                           ": " + tok_s(c.time.tokens_per_s) + ", " + gib(c.memory.per_gpu.total) + " per GPU",
+                           ": " + tok_s(c.time.tokens_per_s) + ", " + gib(c.memory.per_gpu.total) + " per GPU" +
+                           (c.tight ? "; " + tight_words(c.memory) : std::string()),
                        c});
 }
 
@@ -649,7 +654,7 @@ static void tune_for_speed(const EstimateInput& base, EstimateInput& in, const E
         std::snprintf(buf, sizeof buf, " (%+.0f%% vs step 11)",
                       (best.time.tokens_per_s / r.first_fit->time.tokens_per_s - 1) * 100);
         outcome = describe(best) + ": " + tok_s(best.time.tokens_per_s) + buf +
-                  (best.tight ? "; tight: within the estimate's error band below the GPU capacity" : "");
+                  (best.tight ? "; " + tight_words(best.memory) : std::string());
     } else {
         outcome = "no configuration both fits by the closed forms and replays without running out of memory";
     }
