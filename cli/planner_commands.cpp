@@ -430,7 +430,7 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
                         "option at the settings given (buckets, overlap_comm, optimizer): give it the emitted file "
                         "(--ds-config) for this same figure.\n",
                         (long long)w.reduce_bucket_size, w.overlap_comm ? "on" : "off");
-            if (w.tight) std::printf("The winner is %s; no option fits with the margin.\n", tight_words(w.memory).c_str());
+            if (w.tight) std::printf("The winner is %s; plan found no option that fits with the margin.\n", tight_words(w.memory).c_str());
             if (w.generation)
                 std::printf("Generation during evaluation: num_beams %lld, eval batch %lld, max_new_tokens %lld "
                             "(HF: --predict_with_generate --generation_num_beams %lld --per_device_eval_batch_size %lld; "
@@ -452,8 +452,8 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
     }
     warn_host_ram(*r.winner, in);
     if (r.winner->tight)
-        std::fprintf(stderr, "zeromem: warning: the winner is %s (%s GiB per GPU of %s GiB); no option fits with the "
-                             "margin%s\n",
+        std::fprintf(stderr, "zeromem: warning: the winner is %s (%s GiB per GPU of %s GiB); plan found no option "
+                             "that fits with the margin%s\n",
                      tight_words(r.winner->memory).c_str(), gib(r.winner->memory.per_gpu.total).c_str(),
                      gib(*in.cluster.gpu_memory).c_str(), f.emit.empty() ? "" : ", and it is what --emit writes");
     if (!json_out) print_winner_notes(*r.winner, f);

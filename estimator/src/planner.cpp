@@ -533,10 +533,14 @@ static std::string describe(const Candidate& c) {
 // The first of `ranked` (ranks_before order) that fits with the replayed
 // allowance when one is wired (`replayed`: each re-evaluated with `in`) and,
 // with `replay_fits`, replays without running out of memory; at most
-// kMaxPlanReplays replays, each a line of r.replays.
+// kMaxPlanReplays replays, each a line of r.replays. A candidate that the
+// replayed allowance makes tight waits while the next kMaxTightLookahead ones
+// are looked at for one that fits with the margin (ranks_before: tight after
+// fitting), and is tried only when none does.
 static std::optional<Candidate> first_that_replays(std::vector<Candidate>& ranked, EstimateInput& in, bool replayed,
                                                    const ReplayFits& replay_fits, const SpeedHardware& hw,
                                                    const SpeedConstants& k, PlanResult& r) {
+    constexpr int kMaxTightLookahead = 64;
     int replays = 0;
     std::string pending;  // the last out-of-memory line, finished by the next candidate's name
     // Those that ran out of memory, with the bytes the failing allocation
@@ -553,22 +557,19 @@ static std::optional<Candidate> first_that_replays(std::vector<Candidate>& ranke
                    c.memory.per_gpu.total + f.second > f.first->memory.per_gpu.total;
         });
     };
-    for (Candidate& c : ranked) {
-        if (replayed) {
-            evaluate(c, in, hw, k);  // the replayed allowance decides
-            ++r.candidates;
-        }
-        if (!c.fits) continue;
-        if (!replay_fits) return c;
+    enum class Tried { winner, next, stop };
+    // Tries one fitting candidate: the replay decides, when there is one.
+    auto attempt = [&](Candidate& c) {
+        if (!replay_fits) return Tried::winner;
         if (saves_too_little(c)) {
             ++skipped;
-            continue;
+            return Tried::next;
         }
         if (replays == kMaxPlanReplays) {
             r.no_winner = pending + "; " + std::to_string(kMaxPlanReplays) +
                           " replays ran out of memory, no more are tried: nothing emitted";
             r.replays.push_back(r.no_winner);
-            return std::nullopt;
+            return Tried::stop;
         }
         if (!pending.empty())
             r.replays.push_back(pending + "; falling back to " + describe(c) +
@@ -585,17 +586,40 @@ static std::optional<Candidate> first_that_replays(std::vector<Candidate>& ranke
         if (!v) {
             r.replays.push_back("replayed: " + describe(c) +
                                 ": the simulator does not replay this case; the closed forms decide");
-            return c;
+            return Tried::winner;
         }
         if (v->fits) {
             r.replays.push_back("replayed: " + describe(c) + ": fits (peak reserved " + gib(v->peak_reserved) +
                                 " of " + gib(*in.cluster.gpu_memory) + ")");
             r.winner_replayed = true;
-            return c;
+            return Tried::winner;
         }
         failed.emplace_back(&c, v->requested);
         pending = "replayed: " + describe(c) + " runs out of memory at " + v->reason + " (the closed forms gave " +
                   gib(c.memory.per_gpu.total) + ")";
+        return Tried::next;
+    };
+    std::vector<Candidate*> tight;  // fit, but only inside the band: tried after those that fit with the margin
+    int looked = 0;
+    for (Candidate& c : ranked) {
+        if (replayed && !tight.empty() && ++looked > kMaxTightLookahead) break;  // each look is a replay
+        if (replayed) {
+            evaluate(c, in, hw, k);  // the replayed allowance decides
+            ++r.candidates;
+        }
+        if (!c.fits) continue;
+        if (c.tight) {
+            tight.push_back(&c);
+            continue;
+        }
+        const Tried t = attempt(c);
+        if (t == Tried::winner) return c;
+        if (t == Tried::stop) return std::nullopt;
+    }
+    for (Candidate* c : tight) {
+        const Tried t = attempt(*c);
+        if (t == Tried::winner) return *c;
+        if (t == Tried::stop) return std::nullopt;
     }
     if (!pending.empty()) {
         r.no_winner = pending + "; no candidate left to fall back to: nothing emitted";

@@ -397,7 +397,7 @@ void MainWindow::show_plan() {
                               .arg(w.time.tokens_per_s, 0, 'f', 0)
                               .arg(w.time.tflops_per_gpu, 0, 'f', 1)
                               .arg(w.time.mfu * 100, 0, 'f', 1) +
-                          (w.tight ? tr("<br><b>Tight:</b> %1; no option fits with the margin.")
+                          (w.tight ? tr("<br><b>Tight:</b> %1; plan found no option that fits with the margin.")
                                          .arg(qs(zeromem::tight_words(w.memory)).toHtmlEscaped())
                                    : QString()));
 }
