@@ -75,6 +75,8 @@ Exit status (every subcommand, as grep and diff do):
   1  answered, and it does not fit (compare, plan, fit: no option fits)
   2  bad input (unknown flag or key, malformed value or file)
   3  internal error
+  4  answered, and it fits only inside the error band ("tight": estimate's margin is smaller than the
+     largest underestimate on zeromem's ledger of public runs, docs/accuracy.md)
 )";
 
 const char* kFitExamples = R"(
@@ -119,6 +121,7 @@ void add_estimate_command(CLI::App& app, Cli& c, bool with_options) {
     c.est->footer(std::string(kEstimateExamples) + kExitStatus);
     if (!with_options) return;
     add_request_options(c.est, c.req);
+    add_speed_options(c.est, c.sf, kUnusedSpeedGroup);  // one command line for estimate, compare and plan
     c.est->add_option("--format", c.format, "table (default), json, csv or md")->group("Output")->type_name("FORMAT");
     c.est->add_flag("--explain", c.explain, "Print each formula with numbers and its source, and where each setting came from")
         ->group("Output");
@@ -146,6 +149,7 @@ void add_planner_commands(CLI::App& app, Cli& c, const Wants& wants) {
     }
     if (wants("fit")) {
         add_request_options(c.fit, c.req);
+        add_speed_options(c.fit, c.sf, kUnusedSpeedGroup);
         c.fit->add_option("--gpus-per-node", c.sf.gpus_per_node, "GPUs per node when searching the fewest GPUs (default 8)")
             ->group("Cluster")->type_name("N");
         c.fit->add_option("--format", c.format, "table (default) or json")->group("Output")->type_name("FORMAT");
@@ -244,12 +248,14 @@ int run_estimate(const Cli& c, const std::string& dir) {
         const WorkloadEstimate w = estimate_workload(res.input, res.workload, c.explain);
         for (const auto& wn : res.warnings) std::cerr << "zeromem: warning: " << wn << "\n";
         for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";
+        for (const auto& n : unused_flag_notes(c.est, kUnusedSpeedGroup)) std::cerr << "zeromem: note: " << n << "\n";
         std::cout << render_workload(w, res, fmt, c.explain);
         return (w.fits_gpu == false || w.fits_host == false) ? 1 : 0;
     }
     const Estimate e = estimate(res.input, c.explain);  // bad input: one error line, no warnings before it
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";
+    for (const auto& n : unused_flag_notes(c.est, kUnusedSpeedGroup)) std::cerr << "zeromem: note: " << n << "\n";
     std::cout << render(e, res, fmt, c.explain);
     if (e.fits_gpu == false || e.fits_host == false) return 1;
     return (e.gpu_verdict == "tight" || e.host_verdict == "tight") ? kExitTight : 0;
@@ -263,7 +269,7 @@ int run(const Cli& c, int argc, char** argv) {
         const std::string dir = data_dir();
         if (*c.models || *c.gpus || *c.ics || *c.hosts) return list_presets(c, dir);
         if (*c.cmp || *c.pln) return run_compare_or_plan(*c.cmp ? "compare" : "plan", c.req, c.sf, c.format, dir);
-        if (*c.fit) return run_fit(c.req, c.sf, c.format, dir);
+        if (*c.fit) return run_fit(c.req, c.sf, c.format, dir, unused_flag_notes(c.fit, kUnusedSpeedGroup));
         if (*c.simc) return run_simulate(c.req, c.simf, dir);
         if (*c.meas || (*c.val && c.mf.measurement.empty())) return exec_measure_helper(argc, argv);
         if (*c.val) return run_validate_file(c.req, c.mf, dir);

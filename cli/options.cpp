@@ -13,8 +13,17 @@ std::string option_name(const char* flags) {
     return comma == std::string::npos ? f : f.substr(comma + 1);
 }
 
-void add_speed_options(CLI::App* sub, SpeedFlags& f) {
-    const char* g = "Speed model";
+std::vector<std::string> unused_flag_notes(const CLI::App* sub, const std::string& group) {
+    std::vector<std::string> notes;
+    for (const CLI::Option* o : sub->get_options([&group](const CLI::Option* o) { return o->get_group() == group; }))
+        if (o->count() > 0)
+            notes.push_back(o->get_name() + ": " + sub->get_name() +
+                            " does not use it (the speed model's flag, for compare and plan); ignored");
+    return notes;
+}
+
+void add_speed_options(CLI::App* sub, SpeedFlags& f, const char* group) {
+    const char* g = group;
     sub->add_option_function<std::string>("--global-batch", [&f](const std::string& v) {
         try {
             f.global_batch = zeromem::parse_int(v, "--global-batch");
@@ -124,8 +133,11 @@ void add_training_options(CLI::App* sub, zeromem::Request& req) {
     opt_str(sub, "--dtype", req.dtype, "Model dtype: bf16 (default), fp16, fp32", gT)->type_name("DTYPE");
     opt_int(sub, "--micro-batch", req.micro_batch, "Micro batch per GPU (train_micro_batch_size_per_gpu); default 1", gT)->type_name("N");
     opt_int(sub, "--seq-len", req.seq_len,
-            "Sequence length in tokens; default 2048. Under dynamic padding (the HF Trainer's default collator) the "
-            "longest batch's length, which sets the peak", gT)->type_name("N");
+            "Sequence length in tokens; default 2048. Under dynamic padding it is the longest batch's length, which "
+            "sets the peak: the HF Trainer's default collator (DataCollatorWithPadding, given a tokenizer) pads each "
+            "batch to its longest sample, so give the longest tokenized sample (truncation's max_length bounds it); "
+            "group_by_length (LengthGroupedSampler) only groups similar lengths, and puts the longest batch first",
+            gT)->type_name("N");
     opt_int(sub, "--grad-accum", req.grad_accum, "Gradient accumulation steps; default 1", gT)->type_name("N");
     opt_str(sub, "--gradient-checkpointing", req.checkpointing, "none (default), full or selective", gT)->type_name("MODE");
     opt_str(sub, "--optimizer", req.optimizer, (std::string("optimizer whose states are counted: ") + zeromem::optimizer_names_help()).c_str(), gT)->type_name("NAME");

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace zeromem_cli {
 
@@ -28,8 +29,15 @@ struct SpeedFlags {
     int64_t gpus_per_node = 8;
 };
 
-/// Registers the speed model's flags on `sub`, writing into `f`.
-void add_speed_options(CLI::App* sub, SpeedFlags& f);
+/// Registers the speed model's flags on `sub`, writing into `f`, in the help group `group`.
+void add_speed_options(CLI::App* sub, SpeedFlags& f, const char* group = "Speed model");
+
+/// The help group of the speed-model flags on subcommands that take them only so that one command line
+/// works for every subcommand (estimate, fit): given, each is named in a note and not used.
+constexpr const char* kUnusedSpeedGroup = "Speed model (used by compare and plan; noted and not used here)";
+
+/// One note per flag of `group` given on `sub`: "--network: estimate does not use it (...)".
+std::vector<std::string> unused_flag_notes(const CLI::App* sub, const std::string& group);
 
 /// Registers the model, cluster, training and ZeRO options of `estimate` on
 /// `sub` (every memory subcommand takes the same ones), writing into `req`.

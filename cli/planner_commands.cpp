@@ -11,6 +11,7 @@
 #include "zeromem/request.h"
 #include "zeromem/simulator.h"
 #include "zeromem/util.h"
+#include "zeromem/verdict_band.h"
 
 #include <CLI/CLI.hpp>
 
@@ -436,9 +437,7 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
                         "option at the settings given (buckets, overlap_comm, optimizer): give it the emitted file "
                         "(--ds-config) for this same figure.\n",
                         (long long)w.reduce_bucket_size, w.overlap_comm ? "on" : "off");
-            if (w.tight)
-                std::printf("Tight: the winner fits by less than the estimate's error band below the GPU capacity; "
-                            "no option fits with the margin.\n");
+            if (w.tight) std::printf("The winner is %s; plan found no option that fits with the margin.\n", tight_words(w.memory).c_str());
             if (w.generation)
                 std::printf("Generation during evaluation: num_beams %lld, eval batch %lld, max_new_tokens %lld "
                             "(HF: --predict_with_generate --generation_num_beams %lld --per_device_eval_batch_size %lld; "
@@ -460,10 +459,10 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
     }
     warn_host_ram(*r.winner, in);
     if (r.winner->tight)
-        std::fprintf(stderr, "zeromem: warning: the winner is tight: %s GiB per GPU of %s GiB, within the estimate's "
-                             "error band below the capacity; no option fits with the margin%s\n",
-                     gib(r.winner->memory.per_gpu.total).c_str(), gib(*in.cluster.gpu_memory).c_str(),
-                     f.emit.empty() ? "" : ", and it is what --emit writes");
+        std::fprintf(stderr, "zeromem: warning: the winner is %s (%s GiB per GPU of %s GiB); plan found no option "
+                             "that fits with the margin%s\n",
+                     tight_words(r.winner->memory).c_str(), gib(r.winner->memory.per_gpu.total).c_str(),
+                     gib(*in.cluster.gpu_memory).c_str(), f.emit.empty() ? "" : ", and it is what --emit writes");
     if (!json_out) print_winner_notes(*r.winner, f);
     if (!f.emit.empty()) {
         const nlohmann::json cfg = emit_ds_config(*r.winner, in, f.target == "hf-trainer");
@@ -492,7 +491,8 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
     return cmd == "compare" ? run_compare(run, format == "json") : run_plan(run, f, format == "json");
 }
 
-int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format, const std::string& dir) {
+int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format, const std::string& dir,
+            const std::vector<std::string>& unused_notes) {
     using namespace zeromem;
     if (format != "table" && format != "json") throw InputError("--format: '" + format + "' is not table or json for fit");
     // README: a model (--model, --hf-config, --params) asks for the fewest
@@ -511,14 +511,17 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
     Resolved res = resolve_request(req, dir);
     sim::use_replayed_fragmentation(res.input, req.fragmentation.has_value() || res.fragmentation_fitted);  // the replay's allowance
     keep_freed_heap_for_replays(res.input);
-    for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     const auto rows = largest ? largest_model(res.input) : fewest_gpus(res.input, f.gpus_per_node, max_gpus);
+    for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
+    for (const auto& n : unused_notes) std::cerr << "zeromem: note: " << n << "\n";
     auto reason = [&](const FitRow& r) {
         if (!r.note.empty() || r.value) return r.note;
         return largest ? std::string("not even a million parameters fit")
                        : "does not fit on up to " + std::to_string(max_gpus) + " GPUs";
     };
     const bool answered = std::any_of(rows.begin(), rows.end(), [](const FitRow& r) { return r.value || r.unbounded; });
+    auto verdict = [](const FitRow& r) { return !r.value ? nlohmann::json(nullptr) : nlohmann::json(r.tight ? "tight" : "fits"); };
+    auto optional_count = [](uint64_t v) { return v ? nlohmann::json(v) : nlohmann::json(nullptr); };
     if (format == "json") {
         nlohmann::json arr = nlohmann::json::array();
         for (const auto& r : rows)
@@ -526,8 +529,10 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
                            {"stage", r.option.stage},
                            {"offload_optimizer", to_string(r.option.offload_optimizer)},
                            {"offload_param", to_string(r.option.offload_param)},
-                           {largest ? "max_params" : "min_gpus", r.value ? nlohmann::json(r.value) : nlohmann::json(nullptr)},
+                           {largest ? "max_params" : "min_gpus", optional_count(r.value)},
                            {"per_gpu_total", r.value ? nlohmann::json(r.per_gpu_total) : nlohmann::json(nullptr)},
+                           {"verdict", verdict(r)},
+                           {largest ? "max_params_with_margin" : "min_gpus_with_margin", optional_count(r.with_margin)},
                            {"unbounded", r.unbounded},
                            {"note", reason(r)}});
         std::cout << arr.dump(2) << "\n";
@@ -537,27 +542,42 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
         std::printf("%s\n", workload_summary(*res.input.workload).c_str());
     if (largest)
         std::printf("Largest model (parameters, model states and buffers; no activations without an architecture) on "
-                    "%lld GPUs of %s GiB, convention %s\n\n%-44s %16s %12s\n",
+                    "%lld GPUs of %s GiB, convention %s; \"with margin\" also leaves room for the activations of a "
+                    "dense decoder of that size; options that fit with the margin first, then the tight ones\n\n"
+                    "%-44s %16s %-7s %12s %20s\n",
                     (long long)res.input.cluster.gpus, gib(*res.input.cluster.gpu_memory).c_str(),
-                    to_string(res.input.convention), "option", "max params (B)", "GPU GiB");
+                    to_string(res.input.convention), "option", "max params (B)", "verdict", "GPU GiB",
+                    "with margin (B)");
     else
-        std::printf("Fewest GPUs (%s GiB each, %lld per node) for %s, convention %s\n\n%-44s %16s %12s\n",
+        std::printf("Fewest GPUs (%s GiB each, %lld per node) for %s, convention %s; options that fit with the margin "
+                    "first, then the tight ones\n\n%-44s %16s %-7s %12s %20s\n",
                     gib(*res.input.cluster.gpu_memory).c_str(), (long long)f.gpus_per_node,
-                    res.input.model.name.c_str(), to_string(res.input.convention), "option", "GPUs", "GPU GiB");
+                    res.input.model.name.c_str(), to_string(res.input.convention), "option", "GPUs", "verdict",
+                    "GPU GiB", "GPUs with margin");
+    bool any_tight = false;
     for (const auto& r : rows) {
         const std::string note = reason(r).empty() ? "" : "  (" + reason(r) + ")";
+        const char* word = !r.value ? "-" : r.tight ? "tight" : "fits";
+        any_tight = any_tight || r.tight;
+        char margin[32] = "-";
+        if (r.with_margin && largest) std::snprintf(margin, sizeof margin, "%.3f", double(r.with_margin) / 1e9);
+        else if (r.with_margin) std::snprintf(margin, sizeof margin, "%llu", (unsigned long long)r.with_margin);
         if (largest && r.value)
-            std::printf("%-44s %16.3f %12s%s\n", r.option.label().c_str(), double(r.value) / 1e9,
-                        gib(r.per_gpu_total).c_str(), note.c_str());
+            std::printf("%-44s %16.3f %-7s %12s %20s%s\n", r.option.label().c_str(), double(r.value) / 1e9, word,
+                        gib(r.per_gpu_total).c_str(), margin, note.c_str());
         else if (largest)
-            std::printf("%-44s %16s %12s%s\n", r.option.label().c_str(), "-", "-", note.c_str());
+            std::printf("%-44s %16s %-7s %12s %20s%s\n", r.option.label().c_str(), "-", word, "-", margin, note.c_str());
         else if (r.value)
-            std::printf("%-44s %16llu %12s%s\n", r.option.label().c_str(), (unsigned long long)r.value,
-                        gib(r.per_gpu_total).c_str(), note.c_str());
+            std::printf("%-44s %16llu %-7s %12s %20s%s\n", r.option.label().c_str(), (unsigned long long)r.value, word,
+                        gib(r.per_gpu_total).c_str(), margin, note.c_str());
         else
-            std::printf("%-44s %16s %12s%s\n", r.option.label().c_str(), ("> " + std::to_string(max_gpus)).c_str(),
-                        "-", note.c_str());
+            std::printf("%-44s %16s %-7s %12s %20s%s\n", r.option.label().c_str(),
+                        ("> " + std::to_string(max_gpus)).c_str(), word, "-", margin, note.c_str());
     }
+    if (any_tight)
+        std::printf("\n%s; \"with margin\" is the %s that fits outside it.\n",
+                    tight_meaning(res.input, largest).c_str(),
+                    largest ? "largest model" : "fewest GPUs");
     if (!answered) std::fprintf(stderr, "zeromem: fit: no option fits\n");
     return answered ? 0 : 1;
 }

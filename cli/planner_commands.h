@@ -4,6 +4,7 @@
 #include "options.h"
 
 #include <string>
+#include <vector>
 
 namespace zeromem_cli {
 
@@ -13,6 +14,8 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
                         const std::string& format, const std::string& dir);
 
 /// Runs `fit`. Returns the exit status. Throws zeromem::InputError for bad input.
-int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format, const std::string& dir);
+/// `unused_notes` (flags fit takes but does not use) are printed as notes once the request resolves.
+int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format, const std::string& dir,
+            const std::vector<std::string>& unused_notes = {});
 
 }  // namespace zeromem_cli

@@ -19,8 +19,9 @@ namespace zeromem_cli {
 namespace {
 
 // Reads a `zeromem measure --output` file. Errors: InputError naming
-// --measurement for a missing file, a directory, an empty file, text that is
-// not JSON, or JSON without the measure result's keys.
+// --measurement and the file for a missing file, a directory, an empty file,
+// text that is not JSON, or a field of the measure result that is missing or
+// of the wrong type, named by its JSON pointer (runtime/compare.h check_measurement).
 json load_measurement(const std::string& path) {
     namespace fs = std::filesystem;
     std::error_code ec;
@@ -40,9 +41,7 @@ json load_measurement(const std::string& path) {
     } catch (const json::parse_error& e) {
         throw zeromem::InputError(at + " is not valid JSON (at byte " + std::to_string(e.byte) + ")" + expected);
     }
-    if (!m.is_object() || !m.contains("ranks") || !m["ranks"].is_array() || !m.contains("model") ||
-        !m["model"].is_object() || !m.contains("settings") || !m["settings"].is_object() || !m.contains("world_size"))
-        throw zeromem::InputError(at + " is not a measure result (needs \"model\", \"settings\", \"world_size\" and \"ranks\")");
+    zeromem::runtime::check_measurement(m, at);  // names the first bad field by its JSON pointer
     return m;
 }
 

@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace {
 
 using namespace zeromem;
@@ -328,11 +330,14 @@ TEST(Workload, FewestGpusForDpoIsNoFewerThanForSft) {
     const auto rows_sft = fewest_gpus(sft.input, 8, 64);
     ASSERT_EQ(rows_dpo.size(), rows_sft.size());
     bool some = false;
-    for (std::size_t i = 0; i < rows_dpo.size(); ++i) {
-        if (rows_dpo[i].value == 0) continue;
+    for (const FitRow& d : rows_dpo) {  // rows are ranked (fit_ranks_before): pair them by option
+        if (d.value == 0) continue;
         some = true;
-        EXPECT_GE(rows_dpo[i].value, rows_sft[i].value) << rows_dpo[i].option.label();
-        EXPECT_LE(rows_dpo[i].per_gpu_total, 40ULL << 30) << rows_dpo[i].option.label();
+        const auto s = std::find_if(rows_sft.begin(), rows_sft.end(),
+                                    [&](const FitRow& r) { return r.option.label() == d.option.label(); });
+        ASSERT_NE(s, rows_sft.end()) << d.option.label();
+        EXPECT_GE(d.value, s->value) << d.option.label();
+        EXPECT_LE(d.per_gpu_total, 40ULL << 30) << d.option.label();
     }
     EXPECT_TRUE(some);
 }

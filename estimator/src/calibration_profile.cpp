@@ -97,7 +97,7 @@ nlohmann::json calibration_profile_json(const CalibrationProfile& p) {
 }
 
 CalibrationProfile read_calibration_profile(const std::string& path) {
-    const std::string text = read_text_file(path);
+    const std::string text = read_text_file(path, "calibration profile (--calibration)");
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     auto bad = [&](const std::string& what) -> void { throw InputError(path + ": calibration profile: " + what); };
     if (j.is_discarded() || !j.is_object()) bad("not a JSON object (malformed or cut off)");

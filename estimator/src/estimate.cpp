@@ -7,6 +7,7 @@
 #include "zeromem/terms.h"
 #include "zeromem/util.h"
 #include "zeromem/zeropp.h"
+#include "rank0_only.h"
 
 #include <algorithm>
 #include <cmath>
@@ -1433,6 +1434,7 @@ struct HostFigures {
     uint64_t pinned_init = 0;    // per node, load phase
     uint64_t nvme = 0;           // per node
     uint64_t save_extra = 0;     // per node, checkpoint_save on top of steady
+    uint64_t save_rank0 = 0;     // of save_extra, what only global rank 0 holds (its node's)
 };
 
 // NVMe bytes per node: the optimizer swapper writes fp32 params, optimizer
@@ -1464,8 +1466,8 @@ uint64_t host_model_per_rank(const FullContext& c, uint64_t lb, double frozen_lo
 
 // Per-rank host bytes summed by lifetime (and pinned), from terms::host_terms.
 struct HostSums {
-    uint64_t init = 0, backward = 0, lazy = 0, load_tmp = 0, save_rank = 0, save_node = 0, under_model_load = 0,
-             before_init = 0, before_zero_optimizer = 0;
+    uint64_t init = 0, backward = 0, lazy = 0, load_tmp = 0, save_rank = 0, save_node = 0, save_rank0 = 0,
+             under_model_load = 0, before_init = 0, before_zero_optimizer = 0;
     uint64_t pinned_init = 0, pinned_backward = 0, pinned_lazy = 0;
 };
 
@@ -1500,10 +1502,11 @@ HostSums sum_host_terms(const FullContext& c, const Explainer& ex) {
                 break;
             case terms::HostLife::save_transient: (t.once_per_node ? u.save_node : u.save_rank) += t.bytes; break;
         }
+        if (t.rank0_only) u.save_rank0 += t.bytes;  // inside save_node: rank 0's node
         if (ex.on && t.bytes > 0) {
             static const char* life_names[] = {"from load", "from the first backward", "from the first step",
                                                "while loading", "while saving a checkpoint"};
-            ex.term((std::string("host (per ") + (t.once_per_node ? "node" : "rank") + ", " +
+            ex.term((std::string("host (") + (t.rank0_only ? "rank 0 only" : t.once_per_node ? "per node" : "per rank") + ", " +
                      life_names[static_cast<int>(t.life)] + (t.pinned ? ", pinned" : "") + "): " + t.name).c_str(),
                     t.formula, subst, t.bytes, term_source(terms::Term{t.name, t.formula, t.source, t.bytes}).c_str());
         }
@@ -1566,6 +1569,7 @@ HostFigures host_memory_full(const FullContext& c, const Explainer& ex) {
     h.pinned_init = g * u.pinned_init;
     h.nvme = nvme_bytes(c);
     h.save_extra = g * u.save_rank + u.save_node;
+    h.save_rank0 = u.save_rank0;
     h.load = host_load_phase(c, u, overhead, ex);
     return h;
 }
@@ -1785,6 +1789,8 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     const uint64_t host_act = act.host * c.g;
     record_phases(c, st, ph, host, host_act, out, ex);
     summarize_phases(c, st, act.backward, host, host_act, out, ex);
+    if (host.save_rank0 > 0)  // the gather (L · b_m per GPU, phase_gpus) runs on every rank
+        set_rank0_only(out, "checkpoint_save", host.save_rank0, {"consolidated 16-bit state dict"}, c.L * c.bm);
     out.optimizer_step_kernel = c.kernel_why;
     full_convention_notes(c, ex);
 }

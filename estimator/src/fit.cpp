@@ -4,6 +4,7 @@
 #include "planner_search.h"
 
 #include "zeromem/optimizer_wrapper.h"
+#include "zeromem/verdict_band.h"
 #include "zeromem/workload.h"
 #include "zeromem/util.h"
 #include "zeromem/zeropp.h"
@@ -29,6 +30,63 @@ static void apply_option_at_base_batch(const EstimateInput& base, const ZeroOpti
     apply_candidate(c, in);
 }
 
+// Fits the capacity and, unlike tight_of, with the margin: the estimate's verdict is "fits".
+static bool fits_with_margin(const Estimate& e) { return fits_of(e) && !tight_of(e); }
+
+using Accept = bool (*)(const Estimate&);
+
+bool fit_ranks_before(const FitRow& a, const FitRow& b) {
+    auto rank = [](const FitRow& r) { return r.unbounded || (r.value > 0 && !r.tight) ? 0 : r.value > 0 ? 1 : 2; };
+    return rank(a) < rank(b);
+}
+
+// The largest parameter count in [lo, hi) that `accept`s, `lo` accepted and `hi` not (binary search:
+// the need grows with the parameters).
+static uint64_t largest_accepted(EstimateInput& in, Accept accept, uint64_t lo, uint64_t hi) {
+    while (hi - lo > 1) {
+        const uint64_t mid = lo + (hi - lo) / 2;
+        in.model.params = mid;
+        (accept(memory_estimate(in)) ? lo : hi) = mid;
+    }
+    return lo;
+}
+
+// One option's largest model: the largest that fits the capacity, whether it is tight there, and the
+// largest that fits with the margin. `in` is scratch, set to the option.
+static FitRow largest_for_option(const EstimateInput& base, const ZeroOption& o, EstimateInput& in) {
+    FitRow row;
+    row.option = o;
+    const bool offloads = o.offload_optimizer != OffloadDevice::none || o.offload_param != OffloadDevice::none;
+    if (offloads && !base.cluster.host_memory)
+        row.note = "offloaded states are bounded by host RAM (and NVMe space): give --host-memory";
+    auto at = [&](uint64_t p) {
+        in.model.params = p;
+        return memory_estimate(in);
+    };
+    const uint64_t cap = uint64_t(1) << 52;
+    uint64_t lo = 1000000, hi = lo;
+    if (!fits_of(at(lo))) return row;
+    while (hi < cap && fits_of(at(hi * 2))) hi *= 2;
+    if (hi >= cap) {
+        row.unbounded = true;
+        row.note = offloads && !base.cluster.host_memory
+                       ? "not bounded by GPU memory; give --host-memory to bound the offloaded states"
+                       : "not bounded by GPU memory";
+        return row;
+    }
+    row.value = largest_accepted(in, fits_of, hi, hi * 2);  // hi fits, 2 hi does not
+    const Estimate e = at(row.value);
+    row.per_gpu_total = e.per_gpu.total;
+    row.tight = tight_of(e);
+    row.with_margin = !row.tight ? row.value
+                      : fits_with_margin(at(lo)) ? largest_accepted(in, fits_with_margin, lo, row.value)
+                                                 : 0;
+    if (!row.with_margin)
+        row.note += std::string(row.note.empty() ? "" : "; ") + "tight at every size: not even a million parameters "
+                    "fit with the margin";
+    return row;
+}
+
 std::vector<FitRow> largest_model(const EstimateInput& base) {
     require_capacity(base, "fit");
     std::vector<FitRow> out;
@@ -41,39 +99,12 @@ std::vector<FitRow> largest_model(const EstimateInput& base) {
         // Skip what DeepSpeed refuses with the settings given.
         if (!option_allowed(base, o, base.cluster.data_parallel())) continue;
         apply_option_at_base_batch(no_generation, o, in);
-        auto fits_at = [&](uint64_t p) {
-            in.model.params = p;
-            return fits_of(memory_estimate(in));
-        };
         FitRow row;
-        row.option = o;
-        const bool offloads = o.offload_optimizer != OffloadDevice::none || o.offload_param != OffloadDevice::none;
-        if (offloads && !base.cluster.host_memory)
-            row.note = "offloaded states are bounded by host RAM (and NVMe space): give --host-memory";
-        const uint64_t cap = uint64_t(1) << 52;
         try {
-            uint64_t lo = 1000000, hi = lo;
-            if (fits_at(lo)) {
-                while (hi < cap && fits_at(hi * 2)) hi *= 2;
-                if (hi >= cap) {
-                    row.unbounded = true;
-                    row.note = offloads && !base.cluster.host_memory
-                                   ? "not bounded by GPU memory; give --host-memory to bound the offloaded states"
-                                   : "not bounded by GPU memory";
-                    out.push_back(row);
-                    continue;
-                }
-                lo = hi;
-                hi *= 2;  // lo fits, hi does not
-                while (hi - lo > 1) {
-                    const uint64_t mid = lo + (hi - lo) / 2;
-                    (fits_at(mid) ? lo : hi) = mid;
-                }
-                row.value = lo;
-                in.model.params = lo;
-                row.per_gpu_total = memory_estimate(in).per_gpu.total;
-            }
+            row = largest_for_option(base, o, in);
         } catch (const InputError& e) {
+            row = FitRow{};
+            row.option = o;
             row.note = e.what();  // e.g. the deepspeed convention has no estimator for stages 0 and 1
         }
         if (base.generation)
@@ -81,7 +112,17 @@ std::vector<FitRow> largest_model(const EstimateInput& base) {
                         "--eval-generate not counted: the largest model has no architecture for a KV cache";
         out.push_back(row);
     }
+    std::stable_sort(out.begin(), out.end(), fit_ranks_before);
     return out;
+}
+
+std::string tight_meaning(const EstimateInput& in, bool largest_model) {
+    if (largest_model || !in.model.arch)
+        return "tight: fits, but the margin does not cover the activations a dense decoder of that size stores "
+               "(no architecture: the estimate holds model states only)";
+    if (in.convention != Convention::full) return "tight: never at the " + std::string(to_string(in.convention)) +
+                                                  " convention (no error band is measured for it)";
+    return "tight: fits, but " + band_words(verdict_band().gpu_under, verdict_band().gpu_runs);
 }
 
 // Why an option does not fit on even `max_gpus` GPUs: what is left per GPU
@@ -140,75 +181,89 @@ static std::string no_allowed_count(const EstimateInput& base, int64_t step, int
     return why + ") that DeepSpeed accepts with these settings";
 }
 
-// Fewest GPUs for option `o` (fewest_gpus): accepted counts within one node
-// in steps, then whole nodes by binary search (memory per GPU falls with more
-// GPUs). `in` is scratch, set to the option.
+// The fewest GPUs up to `max_gpus` whose estimate `accept`s for the option `in` is set to: accepted
+// counts within one node in steps, then whole nodes by binary search (memory per GPU falls with more
+// GPUs); 0 when none. `allowed` says which counts DeepSpeed accepts.
+template <class Allowed>
+static int64_t fewest_accepted(EstimateInput& in, Accept accept, int64_t step, int64_t node_step, int64_t gpus_per_node,
+                               int64_t max_gpus, const Allowed& allowed) {
+    auto accepts_in = [&](EstimateInput& e, int64_t n, Accept a) {
+        e.cluster.gpus = n;
+        e.cluster.nodes = n <= gpus_per_node ? 1 : n / gpus_per_node;
+        return a(memory_estimate(e));
+    };
+    for (int64_t n = step; n <= std::min(gpus_per_node, max_gpus); n += step)
+        if (allowed(n) && accepts_in(in, n, accept)) return n;
+    const int64_t kmax = max_gpus / node_step;
+    auto accepts_k = [&](int64_t k) {
+        const int64_t n = k * node_step;
+        return n > gpus_per_node && allowed(n) && accepts_in(in, n, accept);
+    };
+    if (kmax >= 1 && accepts_k(kmax)) {
+        int64_t lo = 0, hi = kmax;  // lo does not accept (or is not a whole-node count), hi does
+        while (hi - lo > 1) {
+            const int64_t mid = lo + (hi - lo) / 2;
+            (accepts_k(mid) ? hi : lo) = mid;
+        }
+        return hi * node_step;
+    }
+    // The largest count is refused or does not accept: where DeepSpeed
+    // accepts only some counts (MiCS replicas with optimizer offload:
+    // exactly the shard group) fitting is not monotonic over k, so the
+    // first accepted whole-node counts are tried in order (64 at most).
+    // A count that does not fit even without a fragmentation allowance
+    // is ruled out without replaying it.
+    EstimateInput bare = in;
+    bare.residual.fragmentation_provider = nullptr;
+    bare.residual.fragmentation_fraction = 0.0;
+    int64_t tried = 0;
+    for (int64_t k = 1; k <= kmax && tried < 64; ++k) {
+        const int64_t n = k * node_step;
+        if (n <= gpus_per_node || !allowed(n)) continue;
+        ++tried;
+        if (accepts_in(bare, n, fits_of) && accepts_in(in, n, accept)) return n;
+    }
+    return 0;
+}
+
+// Fewest GPUs for option `o` (fewest_gpus): the fewest that fit, whether
+// the estimate there is tight, and the fewest that fit with the margin.
+// `in` is scratch, set to the option.
 static FitRow fewest_for_option(const EstimateInput& base, const ZeroOption& o, int64_t gpus_per_node,
                                 int64_t max_gpus, EstimateInput& in) {
+    FitRow row;
+    row.option = o;
     if (o.stage == 0) {  // a dtype mix DeepSpeed refuses without ZeRO, whatever the count
         EstimateInput at = base;
         at.zero.stage = 0;
         if (const auto why = optimizer_wrapper_refusal(at)) {
-            FitRow row;
-            row.option = o;
             row.note = why->message();
             return row;
         }
     }
     apply_option_at_base_batch(base, o, in);
-    auto fits_in = [&](EstimateInput& e, int64_t n) {
-        e.cluster.gpus = n;
-        e.cluster.nodes = n <= gpus_per_node ? 1 : n / gpus_per_node;
-        return fits_of(memory_estimate(e));
-    };
-    auto fits_at = [&](int64_t n) { return fits_in(in, n); };
-    FitRow row;
-    row.option = o;
-    int64_t found = 0;
     const int64_t step = gpu_count_step(base, o.stage);
     auto allowed = [&](int64_t n) { return gpu_count_allowed(base, o, step, n, gpus_per_node); };
-    for (int64_t n = step; n <= std::min(gpus_per_node, max_gpus) && !found; n += step)
-        if (allowed(n) && fits_at(n)) found = n;
     // Whole nodes: multiples of `node_step` GPUs (of the node, step and hpZ).
     int64_t node_step = std::lcm(gpus_per_node, step);
     if (o.stage == 3 && base.zero.zero_hpz_partition_size > 1)
         node_step = std::lcm(node_step, base.zero.zero_hpz_partition_size);
-    const int64_t kmax = max_gpus / node_step;
-    auto fits_k = [&](int64_t k) {
-        const int64_t n = k * node_step;
-        return n > gpus_per_node && allowed(n) && fits_at(n);
-    };
-    if (!found && kmax >= 1 && fits_k(kmax)) {
-        int64_t lo = 0, hi = kmax;  // lo does not fit (or is not a whole-node count), hi fits
-        while (hi - lo > 1) {
-            const int64_t mid = lo + (hi - lo) / 2;
-            (fits_k(mid) ? hi : lo) = mid;
-        }
-        found = hi * node_step;
-    } else if (!found) {
-        // The largest count is refused or does not fit: where DeepSpeed
-        // accepts only some counts (MiCS replicas with optimizer offload:
-        // exactly the shard group) fitting is not monotonic over k, so the
-        // first accepted whole-node counts are tried in order (64 at most).
-        // A count that does not fit even without a fragmentation allowance
-        // is ruled out without replaying it.
-        EstimateInput bare = in;
-        bare.residual.fragmentation_provider = nullptr;
-        bare.residual.fragmentation_fraction = 0.0;
-        int64_t tried = 0;
-        for (int64_t k = 1; k <= kmax && tried < 64 && !found; ++k) {
-            const int64_t n = k * node_step;
-            if (n <= gpus_per_node || !allowed(n)) continue;
-            ++tried;
-            if (fits_in(bare, n) && fits_at(n)) found = n;
-        }
-    }
+    const int64_t found = fewest_accepted(in, fits_of, step, node_step, gpus_per_node, max_gpus, allowed);
     row.value = uint64_t(found);
     if (found) {
-        fits_at(found);
-        row.per_gpu_total = memory_estimate(in).per_gpu.total;
+        in.cluster.gpus = found;
+        in.cluster.nodes = found <= gpus_per_node ? 1 : found / gpus_per_node;
+        const Estimate e = memory_estimate(in);
+        row.per_gpu_total = e.per_gpu.total;
+        row.tight = tight_of(e);
+        row.with_margin =
+            row.tight ? uint64_t(fewest_accepted(in, fits_with_margin, step, node_step, gpus_per_node, max_gpus, allowed))
+                      : row.value;
+        if (!row.with_margin)
+            row.note = "tight on every count up to " + std::to_string(max_gpus) + " GPUs: none fits with the margin";
         return row;
     }
+    const int64_t kmax = max_gpus / node_step;
     int64_t largest = 0;  // the largest accepted count up to max_gpus
     for (int64_t k = kmax; k >= 1 && !largest; --k)
         if (k * node_step > gpus_per_node && allowed(k * node_step)) largest = k * node_step;
@@ -243,6 +298,7 @@ std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node
         }
     }
     if (first && refused == out.size()) throw *first;
+    std::stable_sort(out.begin(), out.end(), fit_ranks_before);
     return out;
 }
 

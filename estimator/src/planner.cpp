@@ -7,6 +7,7 @@
 #include "zeromem/optimizer_wrapper.h"
 
 #include "zeromem/util.h"
+#include "zeromem/verdict_band.h"
 #include "zeromem/zeropp.h"
 
 #include <algorithm>
@@ -31,6 +32,8 @@ std::vector<int64_t> divisors(int64_t v) {
 
 bool fits_of(const Estimate& e) { return e.fits_gpu.value_or(false) && e.fits_host.value_or(true); }
 
+bool tight_of(const Estimate& e) { return fits_of(e) && e.gpu_verdict == "tight"; }
+
 void require_capacity(const EstimateInput& base, const char* what) {
     if (!base.cluster.gpu_memory)
         throw InputError(std::string("--gpu: ") + what + " needs the GPU memory; give --gpu NAME or --gpu-memory SIZE");
@@ -46,7 +49,7 @@ void evaluate(Candidate& c, EstimateInput& in, const SpeedHardware& hw, const Sp
     apply_candidate(c, in);
     c.memory = memory_estimate(in);
     c.fits = fits_of(c.memory);
-    c.tight = c.fits && c.memory.gpu_verdict && *c.memory.gpu_verdict == "tight";
+    c.tight = tight_of(c.memory);
     c.time = step_time(in, hw, k);
 }
 
@@ -352,7 +355,8 @@ static std::string fit_outcome(const Estimate& m) {
     const std::string gpu = gib(m.per_gpu.total) + " per GPU";
     const bool gpu_ok = m.fits_gpu.value_or(false);
     const bool host_ok = m.fits_host.value_or(true);
-    if (gpu_ok && host_ok) return "fits: " + gpu;
+    if (gpu_ok && host_ok)
+        return (tight_of(m) ? "fits, " + tight_words(m) + ": " : std::string("fits: ")) + gpu;
     std::string s;
     if (!gpu_ok) s = "GPU out of memory: " + gpu;
     if (!host_ok)
@@ -519,7 +523,8 @@ static void raise_micro_batch(const Candidate& fit, const std::vector<int64_t>& 
     r.first_fit = c;
     r.steps.push_back({11, recipe_step(11).action,
                        "micro batch " + std::to_string(mb) + " x accumulation " + std::to_string(c.grad_accum) +
-                           ": " + tok_s(c.time.tokens_per_s) + ", " + gib(c.memory.per_gpu.total) + " per GPU",
+                           ": " + tok_s(c.time.tokens_per_s) + ", " + gib(c.memory.per_gpu.total) + " per GPU" +
+                           (c.tight ? "; " + tight_words(c.memory) : std::string()),
                        c});
 }
 
@@ -534,10 +539,14 @@ static std::string describe(const Candidate& c) {
 // The first of `ranked` (ranks_before order) that fits with the replayed
 // allowance when one is wired (`replayed`: each re-evaluated with `in`) and,
 // with `replay_fits`, replays without running out of memory; at most
-// kMaxPlanReplays replays, each a line of r.replays.
+// kMaxPlanReplays replays, each a line of r.replays. A candidate that the
+// replayed allowance makes tight waits while the next kMaxTightLookahead ones
+// are looked at for one that fits with the margin (ranks_before: tight after
+// fitting), and is tried only when none does.
 static std::optional<Candidate> first_that_replays(std::vector<Candidate>& ranked, EstimateInput& in, bool replayed,
                                                    const ReplayFits& replay_fits, const SpeedHardware& hw,
                                                    const SpeedConstants& k, PlanResult& r) {
+    constexpr int kMaxTightLookahead = 64;
     int replays = 0;
     std::string pending;  // the last out-of-memory line, finished by the next candidate's name
     // Those that ran out of memory, with the bytes the failing allocation
@@ -554,22 +563,19 @@ static std::optional<Candidate> first_that_replays(std::vector<Candidate>& ranke
                    c.memory.per_gpu.total + f.second > f.first->memory.per_gpu.total;
         });
     };
-    for (Candidate& c : ranked) {
-        if (replayed) {
-            evaluate(c, in, hw, k);  // the replayed allowance decides
-            ++r.candidates;
-        }
-        if (!c.fits) continue;
-        if (!replay_fits) return c;
+    enum class Tried { winner, next, stop };
+    // Tries one fitting candidate: the replay decides, when there is one.
+    auto attempt = [&](Candidate& c) {
+        if (!replay_fits) return Tried::winner;
         if (saves_too_little(c)) {
             ++skipped;
-            continue;
+            return Tried::next;
         }
         if (replays == kMaxPlanReplays) {
             r.no_winner = pending + "; " + std::to_string(kMaxPlanReplays) +
                           " replays ran out of memory, no more are tried: nothing emitted";
             r.replays.push_back(r.no_winner);
-            return std::nullopt;
+            return Tried::stop;
         }
         if (!pending.empty())
             r.replays.push_back(pending + "; falling back to " + describe(c) +
@@ -586,17 +592,40 @@ static std::optional<Candidate> first_that_replays(std::vector<Candidate>& ranke
         if (!v) {
             r.replays.push_back("replayed: " + describe(c) +
                                 ": the simulator does not replay this case; the closed forms decide");
-            return c;
+            return Tried::winner;
         }
         if (v->fits) {
             r.replays.push_back("replayed: " + describe(c) + ": fits (peak reserved " + gib(v->peak_reserved) +
                                 " of " + gib(*in.cluster.gpu_memory) + ")");
             r.winner_replayed = true;
-            return c;
+            return Tried::winner;
         }
         failed.emplace_back(&c, v->requested);
         pending = "replayed: " + describe(c) + " runs out of memory at " + v->reason + " (the closed forms gave " +
                   gib(c.memory.per_gpu.total) + ")";
+        return Tried::next;
+    };
+    std::vector<Candidate*> tight;  // fit, but only inside the band: tried after those that fit with the margin
+    int looked = 0;
+    for (Candidate& c : ranked) {
+        if (replayed && !tight.empty() && ++looked > kMaxTightLookahead) break;  // each look is a replay
+        if (replayed) {
+            evaluate(c, in, hw, k);  // the replayed allowance decides
+            ++r.candidates;
+        }
+        if (!c.fits) continue;
+        if (c.tight) {
+            tight.push_back(&c);
+            continue;
+        }
+        const Tried t = attempt(c);
+        if (t == Tried::winner) return c;
+        if (t == Tried::stop) return std::nullopt;
+    }
+    for (Candidate* c : tight) {
+        const Tried t = attempt(*c);
+        if (t == Tried::winner) return *c;
+        if (t == Tried::stop) return std::nullopt;
     }
     if (!pending.empty()) {
         r.no_winner = pending + "; no candidate left to fall back to: nothing emitted";
@@ -655,7 +684,7 @@ static void tune_for_speed(const EstimateInput& base, EstimateInput& in, const E
         std::snprintf(buf, sizeof buf, " (%+.0f%% vs step 11)",
                       (best.time.tokens_per_s / r.first_fit->time.tokens_per_s - 1) * 100);
         outcome = describe(best) + ": " + tok_s(best.time.tokens_per_s) + buf +
-                  (best.tight ? "; tight: within the estimate's error band below the GPU capacity" : "");
+                  (best.tight ? "; " + tight_words(best.memory) : std::string());
     } else {
         outcome = "no configuration both fits by the closed forms and replays without running out of memory";
     }

@@ -13,6 +13,8 @@ namespace zeromem::planner_detail {
 std::vector<int64_t> divisors(int64_t v);
 /// Fits the GPU and, where a host capacity is given, the host.
 bool fits_of(const Estimate& e);
+/// Fits (fits_of), but the GPU only inside the estimate's error band (gpu_verdict "tight").
+bool tight_of(const Estimate& e);
 /// Refuses a search without a GPU capacity, naming the subcommand.
 void require_capacity(const EstimateInput& base, const char* what);
 /// The reduce bucket step 12 scales: hidden^2 with an architecture, else DeepSpeed's 5e8.

@@ -1,7 +1,7 @@
 #include "zeromem/verdict_band.h"
 #include "zeromem/report.h"
+#include "report_rows.h"
 #include "zeromem/setting_flags.h"
-#include "zeromem/speed.h"
 #include "zeromem/optimizer_state.h"
 
 #include "zeromem/advice.h"
@@ -16,70 +16,7 @@ namespace zeromem {
 
 namespace {
 
-using ojson = nlohmann::ordered_json;
-
-struct Row {
-    const char* key;    // JSON / CSV key
-    const char* label;  // human label
-    uint64_t bytes;
-    int indent;
-};
-
-// Labels of the two optimizer-state rows (optimizer_state.h).
-const char* first_state_label(Optimizer o) {
-    const OptimizerInfo& i = optimizer_info(o);
-    switch (o) {
-        case Optimizer::sgd: case Optimizer::sgd_plain: return "SGD momentum";
-        case Optimizer::adagrad: return "Adagrad sum of squares";
-        case Optimizer::rmsprop: return "RMSprop square_avg";
-        case Optimizer::adafactor: return "Adafactor m (only with beta1)";
-        case Optimizer::lion: case Optimizer::paged_lion_32bit: return "Lion momentum (exp_avg)";
-        case Optimizer::lion_8bit: case Optimizer::paged_lion_8bit: return "8-bit Lion momentum + absmax";
-        default: break;
-    }
-    if (i.bits == 8) return "8-bit Adam m + absmax";
-    return i.paged ? "paged Adam m (unified memory)" : "Adam first moment (m)";
-}
-const char* second_state_label(Optimizer o) {
-    const OptimizerInfo& i = optimizer_info(o);
-    if (o == Optimizer::adafactor) return "Adafactor v (factored r + c)";
-    if (i.bits == 8) return "8-bit Adam v + absmax";
-    return i.paged ? "paged Adam v (unified memory)" : "Adam second moment (v)";
-}
-
-std::vector<Row> gpu_rows(const PhaseMemory& p, Optimizer opt);
-std::vector<Row> gpu_rows(const GpuMemory& m, Optimizer opt) {
-    std::vector<Row> rows{
-        {"parameters", "parameters", m.parameters, 1},
-        {"gradients", "gradients", m.gradients, 1},
-        {"optimizer_states", "optimizer states", m.optimizer_states, 1},
-        {"master_weights", "fp32 master weights", m.master_weights, 2},
-        {"momentum", first_state_label(opt), m.momentum, 2},
-    };
-    if (optimizer_info(opt).states == 2 || optimizer_info(opt).factored)
-        rows.push_back({"variance", second_state_label(opt), m.variance, 2});
-    rows.push_back({"activations", "activations", m.activations, 1});
-    rows.push_back({"temporary_buffers", "temporary buffers", m.temporary_buffers, 1});
-    rows.push_back({"cublas_workspaces", "cuBLAS/cuBLASLt workspaces", m.cublas_workspaces, 1});
-    rows.push_back({"fragmentation", "fragmentation allowance", m.fragmentation, 1});
-    rows.push_back({"cuda_context", "CUDA context", m.cuda_context, 1});
-    rows.push_back({"nccl_buffers", "NCCL buffers", m.nccl_buffers, 1});
-    return rows;
-}
-
-std::vector<Row> gpu_rows(const PhaseMemory& p, Optimizer opt) { return gpu_rows(p.per_gpu, opt); }
-std::vector<Row> gpu_rows(const Estimate& e, Optimizer opt) { return gpu_rows(e.per_gpu, opt); }
-
-std::vector<Row> node_rows(const Estimate& e) {
-    const auto& n = e.per_node;
-    return {
-        {"host_memory", "host memory (peak)", n.host_memory, 1},
-        {"host_pinned", "pinned (page-locked), in training", n.host_pinned, 2},
-        {"host_load", "while loading the model", n.host_load, 2},
-        {"host_steady", "while training", n.host_steady, 2},
-        {"nvme", "NVMe", n.nvme, 1},
-    };
-}
+using namespace report_detail;
 
 std::string stage_text(const EstimateInput& in) {
     std::string s = "ZeRO-" + std::to_string(in.zero.stage);
@@ -120,15 +57,6 @@ std::string states_only_verdict(const Estimate& e, std::optional<uint64_t> cap) 
            format_gib(free) + " GiB free, " + (*e.gpu_verdict == "fits" ? "covering" : "less than") +
            " the activation allowance " + allowance + ")";
 }
-
-// The phase whose GPU total is the peak (full convention), or none.
-const PhaseMemory* peak_phase_of(const Estimate& e) {
-    for (const auto& p : e.phases)
-        if (p.name == e.peak_phase) return &p;
-    return nullptr;
-}
-
-// One per-GPU component row: its bytes in the peak phase (so the rows add
 // up to the total) and its own peak over all phases, with that phase.
 struct ComponentRow {
     Row at_peak;
@@ -152,17 +80,6 @@ std::vector<ComponentRow> component_rows(const Estimate& e, Optimizer opt) {
         out.push_back(c);
     }
     return out;
-}
-
-// Where one package's version came from ("built-in default",
-// "--torch-version", "from $VIRTUAL_ENV=/x: torch-2.3.1.dist-info"): the
-// parenthesised part of its provenance ("stack.torch").
-std::string stack_source(const Resolved& res, const char* key) {
-    const auto it = res.provenance.find(key);
-    if (it == res.provenance.end()) return "built-in default";
-    const std::size_t open = it->second.find(" (");
-    if (open == std::string::npos || it->second.back() != ')') return it->second;
-    return it->second.substr(open + 2, it->second.size() - open - 3);
 }
 
 // The software stack the full convention followed, each version with where
@@ -199,20 +116,23 @@ std::string readings_line(const Estimate& e) {
            ", outside the allocator); the verdict compares the nvidia-smi figure";
 }
 
-// The advice for `e`, ranked by the speed model when the GPU preset and one
-// node give it its hardware (the GPU's own intra-node interconnect), else in
-// the recipe's order.
-std::vector<Advice> advice_for(const Estimate& e, const Resolved& res) {
-    const EstimateInput& in = res.input;
-    std::optional<SpeedHardware> hw;
-    if (res.gpu && in.cluster.nodes == 1) {
-        try {
-            hw = speed_hardware(*res.gpu, in.train.dtype, "", "", data_dir());
-        } catch (const InputError&) {
-            hw.reset();  // no peak for this dtype or no interconnect preset: recipe order
-        }
-    }
-    return advise(in, e, hw ? &*hw : nullptr);
+// Rank 0's extras in a line of their own (estimate.h RankZeroOnly), so a multi-node job sees which rank
+// peaks: the host bytes only rank 0 holds, the other nodes' host peak, and the gather on every GPU.
+std::string rank0_line(const Estimate& e, const EstimateInput& in) {
+    const RankZeroOnly& r = *e.rank0_only;
+    std::string what;
+    for (const auto& w : r.what) what += (what.empty() ? "" : ", ") + w;
+    std::string s = "rank 0 only: " + format_gib(double(r.host_bytes)) + " GiB of host RAM in " + r.phase + ", the " +
+                    what + " (zero_optimization.stage3_gather_16bit_weights_on_model_save: DeepSpeed's engine.py "
+                    "_zero3_consolidated_16bit_state_dict copies each gathered module to the CPU on rank 0 alone); "
+                    "the per-node figure is rank 0's node, ";
+    s += in.cluster.nodes > 1 ? "a node without rank 0 peaks at " + format_gib(double(r.other_nodes_host_peak)) +
+                                    " GiB (" + r.other_nodes_host_peak_phase + ")"
+                              : std::string("the job's one node");
+    if (r.gathered_module_gpu > 0)
+        s += "; the gather itself (GatheredParameters, the largest module: " +
+             format_gib(double(r.gathered_module_gpu)) + " GiB per GPU) is on every rank's GPU";
+    return s;
 }
 
 // The answer in sentences: the GPU and host verdicts (need, capacity, first
@@ -230,6 +150,7 @@ std::vector<std::string> answer_lines(const Estimate& e, const Resolved& res) {
     out.push_back(verdict("Host", e.fits_host, e.per_node.host_memory, in.cluster.host_memory, "pass --host-memory",
                           e.host_verdict, band.host_under, band.host_runs) +
                   phase_suffix(e, e.first_host_oom_phase, e.host_peak_phase));
+    if (e.rank0_only) out.push_back(rank0_line(e, in));
     if (!in.model.arch) out.push_back("Activation allowance (no architecture): " + e.activation_allowance_how);
     if (const auto line = readings_line(e); !line.empty()) out.push_back(line);
     if (const auto it = res.provenance.find("cluster.gpu_memory"); it != res.provenance.end())
@@ -284,6 +205,9 @@ void csv_answer(std::ostringstream& o, const Estimate& e, const Resolved& res) {
     o << "verdict,first_oom_phase,,," << e.first_oom_phase << "\n";
     o << "verdict,host_peak_phase,,," << e.host_peak_phase << "\n";
     o << "verdict,first_host_oom_phase,,," << e.first_host_oom_phase << "\n";
+    if (e.rank0_only)
+        o << "rank0_only,host_memory," << e.rank0_only->host_bytes << "," << format_gib(double(e.rank0_only->host_bytes), 3)
+          << "," << csv_field(rank0_line(e, in)) << "\n";
     for (const auto& a : advice_for(e, res))
         o << "advice," << a.resource << "," << (a.found ? std::to_string(a.need_after) : "") << ","
           << (a.found ? format_gib(double(a.need_after), 3) : "") << ","
@@ -291,11 +215,6 @@ void csv_answer(std::ostringstream& o, const Estimate& e, const Resolved& res) {
           << "\n";
     for (const auto& n : e.notes) o << "note,,,," << csv_field(n) << "\n";
     for (const auto& w : res.warnings) o << "warning,,,," << csv_field(w) << "\n";
-}
-
-std::string prov_of(const Resolved& res, const std::string& key, const std::string& fallback) {
-    const auto it = res.provenance.find(key);
-    return it == res.provenance.end() ? fallback : it->second;
 }
 
 // What decides the numbers besides the header: the dtype and where it came
@@ -317,136 +236,6 @@ std::string settings_line(const Resolved& res) {
     s += std::string("; attention ") + (in.train.flash_attention ? "flash (no s^2 scores)" : "eager (s^2 scores kept)");
     if (in.generation) s += "; " + describe_generation(*in.generation, in.train.seq_len);
     return s;
-}
-
-// Writes the resolved input (model, cluster, zero_optimization, training) into j.
-static void put_inputs_json(ojson& j, const EstimateInput& in) {
-    j["model"] = {{"name", in.model.name},
-                  {"params", in.model.params},
-                  {"largest_layer_params", in.model.largest_layer_params}};
-    if (in.model.arch) {
-        j["model"]["active_params"] = count_params(*in.model.arch).active;
-        j["model"]["family"] = in.model.arch->family;
-    }
-    j["cluster"] = {{"gpus", in.cluster.gpus}, {"nodes", in.cluster.nodes},
-                    {"gpus_per_node", in.cluster.gpus_per_node()}, {"gpu", in.cluster.gpu_name},
-                    {"tp", in.cluster.tp}, {"pp", in.cluster.pp}, {"data_parallel", in.cluster.data_parallel()}};
-    j["cluster"]["gpu_memory"] = in.cluster.gpu_memory ? ojson(*in.cluster.gpu_memory) : ojson(nullptr);
-    j["cluster"]["host_memory"] = in.cluster.host_memory ? ojson(*in.cluster.host_memory) : ojson(nullptr);
-    j["cluster"]["host_os_reserve"] = in.cluster.host_memory ? ojson(in.cluster.host_reserve) : ojson(nullptr);
-    j["zero_optimization"] = {{"stage", in.zero.stage},
-                              {"offload_optimizer", to_string(in.zero.offload_optimizer)},
-                              {"offload_param", to_string(in.zero.offload_param)},
-                              {"zero_init", in.zero.zero_init},
-                              {"overlap_comm", in.zero.overlap_comm_effective()},
-                              {"reduce_bucket_size", in.zero.reduce_bucket_size}};
-    j["training"] = {{"dtype", to_string(in.train.dtype)},
-                     {"train_micro_batch_size_per_gpu", in.train.micro_batch},
-                     {"gradient_accumulation_steps", in.train.grad_accum},
-                     {"seq_len", in.train.seq_len},
-                     {"gradient_checkpointing", to_string(in.train.checkpointing)},
-                     {"optimizer", to_string(in.train.optimizer)}};
-}
-
-// The phases, each with its per-GPU components, per-node host/NVMe and fits.
-static ojson phases_json(const Estimate& e, Optimizer optimizer) {
-    ojson phases = ojson::array();
-    for (const auto& p : e.phases) {
-        ojson pg;
-        for (const auto& r : gpu_rows(p, optimizer)) pg[r.key] = r.bytes;
-        pg["allocated"] = p.per_gpu.allocated;
-        pg["reserved"] = p.per_gpu.reserved;
-        pg["total"] = p.per_gpu.total;
-        phases.push_back({{"name", p.name},
-                          {"per_gpu", pg},
-                          {"per_node", {{"host_memory", p.per_node.host_memory},
-                                        {"host_pinned", p.per_node.host_pinned},
-                                        {"nvme", p.per_node.nvme}}},
-                          {"fits_gpu", p.fits_gpu ? ojson(*p.fits_gpu) : ojson(nullptr)},
-                          {"fits_host", p.fits_host ? ojson(*p.fits_host) : ojson(nullptr)}});
-    }
-    return phases;
-}
-
-// Writes the --explain terms, the provenance and the architecture into j.
-static void put_explain_json(ojson& j, const Estimate& e, const Resolved& res) {
-    const auto& in = res.input;
-    ojson terms = ojson::array();
-    for (const auto& t : e.terms)
-        terms.push_back({{"component", t.component}, {"formula", t.formula},
-                         {"substituted", t.substituted}, {"bytes", t.bytes}, {"source", t.source}});
-    j["explain"] = terms;
-    ojson prov = ojson::object();
-    for (const auto& [k, v] : res.provenance) prov[k] = v;
-    j["provenance"] = prov;
-    if (in.model.arch) j["architecture"] = describe_arch(*in.model.arch);
-}
-
-ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
-    const auto& in = res.input;
-    ojson j;
-    j["zeromem_version"] = version();
-    j["convention"] = to_string(e.convention);
-    put_inputs_json(j, in);
-    ojson g;
-    for (const auto& r : gpu_rows(e, in.train.optimizer)) g[r.key] = r.bytes;
-    g["allocated"] = e.per_gpu.allocated;  // torch.cuda.max_memory_allocated at the peak phase
-    g["reserved"] = e.per_gpu.reserved;    // max_memory_reserved: allocated + fragmentation
-    g["total"] = e.per_gpu.total;          // nvidia-smi: reserved + context + NCCL (what the verdict compares)
-    j["per_gpu"] = g;  // each component at its own peak; total = the peak phase's
-    if (const PhaseMemory* peak = peak_phase_of(e)) {
-        ojson pk;
-        for (const auto& r : gpu_rows(*peak, in.train.optimizer)) pk[r.key] = r.bytes;
-        pk["allocated"] = peak->per_gpu.allocated;
-        pk["reserved"] = peak->per_gpu.reserved;
-        pk["total"] = peak->per_gpu.total;
-        j["per_gpu_in_peak_phase"] = pk;  // the components that add up to the total
-    }
-    j["settings"] = {{"dtype", to_string(in.train.dtype)},
-                     {"dtype_source", prov_of(res, "dtype", "default")},
-                     {"optimizer", to_string(in.train.optimizer)},
-                     {"optimizer_implementation", in.train.fused_optimizer ? "deepspeed" : "torch"},
-                     {"overlap_comm", in.zero.overlap_comm_effective()},
-                     {"overlap_comm_source", in.zero.overlap_comm ? "set" : "DeepSpeed default for the stage"},
-                     {"stage3_gather_16bit_weights_on_model_save", in.zero.stage3_gather_16bit_weights_on_model_save},
-                     {"attention", in.train.flash_attention ? "flash" : "eager"}};
-    ojson n;
-    for (const auto& r : node_rows(e)) n[r.key] = r.bytes;
-    j["per_node"] = n;
-    j["fits_gpu"] = e.fits_gpu ? ojson(*e.fits_gpu) : ojson(nullptr);
-    j["gpu_verdict"] = e.gpu_verdict ? ojson(*e.gpu_verdict) : ojson(nullptr);
-    j["host_verdict"] = e.host_verdict ? ojson(*e.host_verdict) : ojson(nullptr);
-    if (!in.model.arch)
-        j["activation_allowance"] = {{"bytes", e.activation_allowance}, {"how", e.activation_allowance_how}};
-    j["fits_host"] = e.fits_host ? ojson(*e.fits_host) : ojson(nullptr);
-    j["peak_phase"] = e.peak_phase;
-    j["host_peak_phase"] = e.host_peak_phase;
-    j["first_oom_phase"] = e.first_oom_phase.empty() ? ojson(nullptr) : ojson(e.first_oom_phase);
-    j["first_host_oom_phase"] = e.first_host_oom_phase.empty() ? ojson(nullptr) : ojson(e.first_host_oom_phase);
-    j["trainable_params"] = e.trainable_params;
-    j["frozen_params"] = e.frozen_params;
-    j["phases"] = phases_json(e, in.train.optimizer);
-    ojson adv = ojson::array();
-    for (const auto& a : advice_for(e, res)) {
-        ojson changes = ojson::array();
-        for (const auto& c : a.changes) changes.push_back({{"path", c.path}, {"value", c.value}});
-        adv.push_back({{"resource", a.resource}, {"phase", a.phase}, {"need", a.need}, {"capacity", a.capacity},
-                       {"found", a.found}, {"change", flag_spelling(a.changes)}, {"changes", changes}, {"why", a.why},
-                       {"need_after", a.need_after}, {"tight", a.tight}});
-    }
-    j["advice"] = adv;
-    j["notes"] = e.notes;
-    if (e.convention == Convention::full) {
-        const auto& st = in.stack;
-        j["software"] = {{"deepspeed", st.deepspeed}, {"torch", st.torch}, {"transformers", st.transformers},
-                         {"from", {{"deepspeed", stack_source(res, "stack.deepspeed")},
-                                   {"torch", stack_source(res, "stack.torch")},
-                                   {"transformers", stack_source(res, "stack.transformers")}}},
-                         {"optimizer_step", e.optimizer_step_kernel}};
-    }
-    j["warnings"] = res.warnings;
-    if (explain) put_explain_json(j, e, res);
-    return j;
 }
 
 void explain_text(std::ostringstream& o, const Estimate& e, const Resolved& res) {
@@ -497,13 +286,29 @@ std::string render_csv(const Estimate& e, const Resolved& res) {
         o << "per_node," << r.key << "," << r.bytes << "," << format_gib(double(r.bytes), 3) << ",\n";
     for (const auto& p : e.phases) {
         o << "phase:" << p.name << ",per_gpu_total," << p.per_gpu.total << "," << format_gib(double(p.per_gpu.total), 3)
-          << "," << (p.fits_gpu ? fits_word(p.fits_gpu) : "") << "\n";
+          << "," << (p.gpu_verdict ? verdict_words(*p.gpu_verdict) : "") << "\n";
         o << "phase:" << p.name << ",host_memory," << p.per_node.host_memory << ","
-          << format_gib(double(p.per_node.host_memory), 3) << "," << (p.fits_host ? fits_word(p.fits_host) : "") << "\n";
+          << format_gib(double(p.per_node.host_memory), 3) << "," << (p.host_verdict ? verdict_words(*p.host_verdict) : "") << "\n";
     }
     o << "settings,,,," << csv_field(settings_line(res)) << "\n";
     csv_answer(o, e, res);
     return o.str();
+}
+
+// One phase's verdicts in the words of the overall lines, by the same band rule (PhaseMemory::gpu_verdict,
+// host_verdict): "GPU tight, host fits"; a phase that does not fit says by how much.
+std::string phase_verdicts(const PhaseMemory& p, const EstimateInput& in) {
+    std::string v;
+    auto one = [&](const char* what, const std::optional<std::string>& verdict, uint64_t need,
+                   std::optional<uint64_t> cap) {
+        if (!verdict || !cap) return;
+        if (!v.empty()) v += ", ";
+        v += std::string(what) + " " + verdict_words(*verdict);
+        if (*verdict == "oom") v += " (short by " + format_gib(double(need) - double(*cap)) + " GiB)";
+    };
+    one("GPU", p.gpu_verdict, p.per_gpu.total, in.cluster.gpu_memory);
+    one("host", p.host_verdict, p.per_node.host_memory, in.cluster.host_memory);
+    return v;
 }
 
 std::string render_md(const Estimate& e, const Resolved& res, bool explain) {
@@ -529,10 +334,10 @@ std::string render_md(const Estimate& e, const Resolved& res, bool explain) {
     for (const auto& r : node_rows(e))
         o << "| " << (r.indent > 1 ? "&nbsp;&nbsp;" : "") << r.label << " | " << format_gib(double(r.bytes)) << " |\n";
     if (!e.phases.empty()) {
-        o << "\n| phase | GPU GiB | host GiB (node) |\n|---|---:|---:|\n";
+        o << "\n| phase | GPU GiB | host GiB (node) | verdict |\n|---|---:|---:|---|\n";
         for (const auto& p : e.phases)
             o << "| " << p.name << " | " << format_gib(double(p.per_gpu.total)) << " | "
-              << format_gib(double(p.per_node.host_memory)) << " |\n";
+              << format_gib(double(p.per_node.host_memory)) << " | " << phase_verdicts(p, in) << " |\n";
     }
     o << "\n";
     for (const auto& l : answer_lines(e, res)) o << "- " << l << "\n";
@@ -547,24 +352,15 @@ std::string render_md(const Estimate& e, const Resolved& res, bool explain) {
     return o.str();
 }
 
-// The phase table: each phase's GPU and host totals and what fits.
+// The phase table: each phase's GPU and host totals and its verdicts.
 void phase_table(std::ostringstream& o, const Estimate& e, const EstimateInput& in) {
-    char line[160];
+    char line[200];
     std::snprintf(line, sizeof line, "%-18s %14s %18s  %s\n", "Phase", "GPU GiB", "host GiB (node)", "verdict");
     o << line;
     for (const auto& p : e.phases) {
-        std::string v;
-        auto one = [&](const char* what, const std::optional<bool>& f, uint64_t need, std::optional<uint64_t> cap) {
-            if (!f) return;
-            if (!v.empty()) v += ", ";
-            const double d = double(*cap) - double(need);
-            v += std::string(what) + (*f ? " fits" : " OOM by " + format_gib(-d) + " GiB");
-        };
-        one("GPU", p.fits_gpu, p.per_gpu.total, in.cluster.gpu_memory);
-        one("host", p.fits_host, p.per_node.host_memory, in.cluster.host_memory);
         std::snprintf(line, sizeof line, "%-18s %14s %18s  %s\n", p.name.c_str(),
                       format_gib(double(p.per_gpu.total)).c_str(), format_gib(double(p.per_node.host_memory)).c_str(),
-                      v.c_str());
+                      phase_verdicts(p, in).c_str());
         o << line;
     }
 }

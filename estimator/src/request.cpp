@@ -421,6 +421,10 @@ void resolve_device_memory(const Request& req, const std::string& data_dir, Reso
         prov["cluster.gpu_memory"] = "--gpu-memory " + *req.gpu_memory;
     }
     if (req.host_memory) resolve_host_capacity(req, r);
+    else if (req.host_reserve)  // as --moe-capacity-factor without --ep-size: said, not silently dropped
+        r.warnings.push_back("--host-reserve " + *req.host_reserve + " changes nothing without --host-memory: it is "
+                             "taken from the installed RAM per node that --host-memory gives, and without it there is "
+                             "no host capacity to check");
 }
 
 // Loads --ds-config and applies it (its "auto" values filled from the flags);

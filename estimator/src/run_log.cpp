@@ -254,6 +254,8 @@ RunLog read_run_log(const std::string& text, const std::string& path) {
     return log;
 }
 
-RunLog read_run_log_file(const std::string& path) { return read_run_log(read_text_file(path), path); }
+RunLog read_run_log_file(const std::string& path) {
+    return read_run_log(read_text_file(path, "training log (--log)"), path);
+}
 
 }  // namespace zeromem

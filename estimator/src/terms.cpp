@@ -484,10 +484,12 @@ std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, ui
         v.push_back(host("torch.save's host copy of the largest GPU optimizer tensor", "4 · (Tn, or sub at stage 3)",
                          "torch.save of GPU storages (engine.py _save_zero_checkpoint)", largest_gpu_optimizer_tensor,
                          false, HostLife::save_transient));
-    if (gather_16bit_on_save)
+    if (gather_16bit_on_save) {
         v.push_back(host("consolidated 16-bit state dict on rank 0", "b_m · Ψ (one rank)",
                          "runtime/engine.py _zero3_consolidated_16bit_state_dict", gathered_state_bytes, false,
                          HostLife::save_transient, true));
+        v.back().rank0_only = true;  // state_dict = OrderedDict() if dist.get_rank() == 0 else None
+    }
     return v;
 }
 

@@ -1,4 +1,5 @@
-// The verdicts of an estimate (verdict_band.h set_verdicts): fits / tight / oom for the GPU and the host.
+// The verdicts of an estimate (verdict_band.h set_verdicts): fits / tight / oom for the GPU and the host,
+// overall and per phase, by one rule.
 #include "zeromem/verdict_band.h"
 
 #include "zeromem/util.h"
@@ -7,40 +8,54 @@ namespace zeromem {
 
 namespace {
 
-// The three-way GPU verdict. Without an architecture the estimate holds
-// model states only, so "fits" needs the margin to cover the activations a
-// dense decoder of that size would store (dense_decoder_allowance); a margin
-// that does not is "tight".
-void set_gpu_verdict(const EstimateInput& in, Estimate& out) {
+// The three-way GPU verdict of `total` bytes per GPU. Without an
+// architecture the estimate holds model states only, so "fits" needs the
+// margin to cover the activations a dense decoder of that size would store
+// (`allowance`, dense_decoder_allowance); a margin that does not is "tight".
+std::string gpu_verdict_of(const EstimateInput& in, uint64_t total, uint64_t allowance) {
+    const uint64_t cap = *in.cluster.gpu_memory;
+    if (total > cap) return "oom";
+    if (!in.model.arch) return total + allowance <= cap ? "fits" : "tight";
+    if (in.convention == Convention::full) return banded_verdict(total, cap, verdict_band().gpu_under);
+    return "fits";
+}
+
+// The host verdict of `need` bytes per node: "tight" inside the error band the ledger measures for host RAM.
+std::string host_verdict_of(const EstimateInput& in, uint64_t need) {
+    const double under = in.convention == Convention::full ? verdict_band().host_under : 0.0;
+    return banded_verdict(need, *in.cluster.host_memory, under);
+}
+
+}  // namespace
+
+void set_verdicts(const EstimateInput& in, Estimate& out) {
     if (!in.model.arch) {
         out.activation_allowance = dense_decoder_allowance(in, out.activation_allowance_how);
         out.notes.push_back("no architecture: the estimate counts model states only; --seq-len and --micro-batch "
                             "size only the activation allowance the GPU verdict leaves room for (" +
                             format_gib(double(out.activation_allowance)) + " GiB)");
     }
-    if (!out.fits_gpu) return;
-    if (!*out.fits_gpu) out.gpu_verdict = "oom";
-    else if (!in.model.arch)
-        out.gpu_verdict = out.per_gpu.total + out.activation_allowance <= *in.cluster.gpu_memory ? "fits" : "tight";
-    else if (in.convention == Convention::full)
-        out.gpu_verdict = banded_verdict(out.per_gpu.total, *in.cluster.gpu_memory, verdict_band().gpu_under);
-    else out.gpu_verdict = "fits";
+    if (in.cluster.gpu_memory) {
+        out.fits_gpu = out.per_gpu.total <= *in.cluster.gpu_memory;
+        out.gpu_verdict = gpu_verdict_of(in, out.per_gpu.total, out.activation_allowance);
+        for (PhaseMemory& p : out.phases) p.gpu_verdict = gpu_verdict_of(in, p.per_gpu.total, out.activation_allowance);
+    }
+    if (in.cluster.host_memory) {
+        out.fits_host = out.per_node.host_memory <= *in.cluster.host_memory;
+        out.host_verdict = host_verdict_of(in, out.per_node.host_memory);
+        for (PhaseMemory& p : out.phases) p.host_verdict = host_verdict_of(in, p.per_node.host_memory);
+    }
 }
 
-// The host verdict: "tight" inside the error band the ledger measures for host RAM.
-void set_host_verdict(const EstimateInput& in, Estimate& out) {
-    if (!out.fits_host) return;
-    const double under = in.convention == Convention::full ? verdict_band().host_under : 0.0;
-    out.host_verdict = banded_verdict(out.per_node.host_memory, *in.cluster.host_memory, under);
+std::string tight_words(const Estimate& e) {
+    if (!e.activation_allowance_how.empty())  // set by set_verdicts without an architecture
+        return "tight: the margin does not cover the activation allowance of " +
+               format_gib(double(e.activation_allowance)) + " GiB (no architecture: model states only)";
+    return "tight: within the estimate's error band below the GPU capacity";
 }
 
-}  // namespace
-
-void set_verdicts(const EstimateInput& in, Estimate& out) {
-    if (in.cluster.gpu_memory) out.fits_gpu = out.per_gpu.total <= *in.cluster.gpu_memory;
-    if (in.cluster.host_memory) out.fits_host = out.per_node.host_memory <= *in.cluster.host_memory;
-    set_gpu_verdict(in, out);
-    set_host_verdict(in, out);
+std::string verdict_words(const std::string& verdict) {
+    return verdict == "oom" ? "does not fit" : verdict;
 }
 
 }  // namespace zeromem

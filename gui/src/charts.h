@@ -25,6 +25,9 @@ struct OptionPoint {
     double memory_gib = 0;   ///< x: per-GPU peak memory, GiB (2^30 bytes)
     double tokens_per_s = 0; ///< y: throughput of the whole cluster, tokens/s
     bool fits = false;    ///< drawn filled when true, hollow when false
+    /// Fits only inside the estimate's error band (Candidate::tight): drawn as a filled square of its own
+    /// colour, apart from the options that fit with the margin.
+    bool tight = false;
 };
 
 /// Everything the speed-memory chart draws.

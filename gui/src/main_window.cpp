@@ -8,8 +8,10 @@
 
 #include "zeromem/simulator.h"
 #include "zeromem/util.h"
+#include "zeromem/verdict_band.h"
 
 #include <QAction>
+#include <QBrush>
 #include <QCloseEvent>
 #include <QFile>
 #include <QFileDialog>
@@ -40,11 +42,21 @@ namespace {
 
 constexpr int kValueRole = Qt::UserRole;      ///< numeric value of a table cell (sorting, CSV)
 constexpr int kRowRole = Qt::UserRole + 1;    ///< index into Evaluation::rows (column 0)
+const QColor kTightCell(255, 215, 170);       ///< background of a "tight" fits cell (the chart's orange, lighter)
 
 /// Bytes to GiB (2^30 bytes) for display.
 double gib(uint64_t bytes) { return double(bytes) / 1073741824.0; }
 
 QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+/// Whether the option fits, in the words `zeromem compare` uses: "yes", "tight" (fits only inside the
+/// estimate's error band, Candidate::tight) or "no".
+QString fits_cell(const Candidate& c) { return !c.fits ? "no" : c.tight ? "tight" : "yes"; }
+
+/// The same as a phrase for the tooltip.
+QString fits_text(const Candidate& c) {
+    return !c.fits ? QString("does not fit") : c.tight ? qs(zeromem::tight_words(c.memory)) : QString("fits");
+}
 
 QString tooltip(const Candidate& c) {
     return QString("<b>%1</b><br>micro batch %2 × %3 accumulation steps<br>"
@@ -60,7 +72,7 @@ QString tooltip(const Candidate& c) {
         .arg(c.time.tokens_per_s, 0, 'f', 0)
         .arg(c.time.tflops_per_gpu, 0, 'f', 1)
         .arg(c.time.mfu * 100, 0, 'f', 1)
-        .arg(c.fits ? "fits" : "does not fit");
+        .arg(fits_text(c));
 }
 
 /// A table cell showing `v` with `decimals` and sorting by the number.
@@ -153,8 +165,8 @@ void MainWindow::build_tabs() {
     tabs_->addTab(plan_page, tr("Plan"));
 
     model_ = new QStandardItemModel(this);
-    model_->setHorizontalHeaderLabels({tr("option"), tr("micro batch"), tr("grad accum steps"), tr("per-GPU peak (GiB)"),
-                                       tr("host RAM per node (GiB)"), tr("NVMe per node (GiB)"), tr("fits"),
+    model_->setHorizontalHeaderLabels({tr("option"), tr("fits"), tr("micro batch"), tr("grad accum steps"),
+                                       tr("per-GPU peak (GiB)"), tr("host RAM per node (GiB)"), tr("NVMe per node (GiB)"),
                                        tr("step time (s)"), tr("throughput (tokens/s)"), tr("TFLOP/s per GPU"),
                                        tr("MFU (%)")});
     proxy_ = new QSortFilterProxyModel(this);
@@ -249,7 +261,8 @@ void MainWindow::show_chart() {
                   .arg(in.train.seq_len)
                   .arg(zeromem::to_string(in.train.dtype));
     for (const Candidate& c : ev.rows)
-        d.points.append({qs(short_label(c.option)), tooltip(c), gib(c.memory.per_gpu.total), c.time.tokens_per_s, c.fits});
+        d.points.append({qs(short_label(c.option)), tooltip(c), gib(c.memory.per_gpu.total), c.time.tokens_per_s, c.fits,
+                         c.tight});
     d.capacity_gib = gib(ev.gpu_capacity);
     for (const auto& g : ev.ordering)
         if (g.row >= 0) d.ordering_path.append(g.row);
@@ -331,12 +344,13 @@ void MainWindow::show_table() {
         name->setData(qs(c.option.label()), kValueRole);
         name->setData(int(i), kRowRole);
         name->setEditable(false);
-        auto* fits = new QStandardItem(c.fits ? tr("yes") : tr("no"));
-        fits->setData(c.fits ? QString("yes") : QString("no"), kValueRole);
+        auto* fits = new QStandardItem(fits_cell(c));
+        fits->setData(fits_cell(c), kValueRole);
         fits->setEditable(false);
-        model_->appendRow({name, num(double(c.micro_batch), 0), num(double(c.grad_accum), 0),
+        if (c.tight) fits->setData(QBrush(kTightCell), Qt::BackgroundRole);  // the chart's tight colour, lighter
+        model_->appendRow({name, fits, num(double(c.micro_batch), 0), num(double(c.grad_accum), 0),
                            num(gib(c.memory.per_gpu.total), 2), num(gib(c.memory.per_node.host_memory), 2),
-                           num(gib(c.memory.per_node.nvme), 2), fits, num(c.time.total, 3),
+                           num(gib(c.memory.per_node.nvme), 2), num(c.time.total, 3),
                            num(c.time.tokens_per_s, 0), num(c.time.tflops_per_gpu, 1), num(c.time.mfu * 100, 1)});
     }
     table_->resizeColumnsToContents();
@@ -382,7 +396,10 @@ void MainWindow::show_plan() {
                               .arg(w.time.total, 0, 'f', 3)
                               .arg(w.time.tokens_per_s, 0, 'f', 0)
                               .arg(w.time.tflops_per_gpu, 0, 'f', 1)
-                              .arg(w.time.mfu * 100, 0, 'f', 1));
+                              .arg(w.time.mfu * 100, 0, 'f', 1) +
+                          (w.tight ? tr("<br><b>Tight:</b> %1; plan found no option that fits with the margin.")
+                                         .arg(qs(zeromem::tight_words(w.memory)).toHtmlEscaped())
+                                   : QString()));
 }
 
 void MainWindow::select(int row) {
@@ -444,6 +461,8 @@ QString MainWindow::export_ds_config(const QString& path) {
     if (ck != zeromem::Checkpointing::none)
         export_note_ = tr("; enable gradient checkpointing (%1) in the model, it is not a DeepSpeed config key")
                            .arg(zeromem::to_string(ck));
+    if (ev_->rows[size_t(selected_)].tight)
+        export_note_ += tr("; this option is %1").arg(qs(zeromem::tight_words(ev_->rows[size_t(selected_)].memory)));
     return {};
 }
 

@@ -51,6 +51,7 @@ public:
     QTabWidget* tabs() const { return tabs_; }
     QTableView* table() const { return table_; }
     QTableWidget* plan_table() const { return plan_table_; }
+    QLabel* plan_winner() const { return plan_winner_; }
     TimelineChart* timeline() const { return timeline_.get(); }
 
 public slots:

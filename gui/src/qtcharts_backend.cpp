@@ -30,8 +30,9 @@ namespace zeromem_gui {
 
 namespace {
 
-/// Speed-memory chart on a QChartView: two scatter series (filled: fits,
-/// hollow: does not), a selection ring, the capacity line and the ordering path.
+/// Speed-memory chart on a QChartView: three scatter series (filled circles:
+/// fits with the margin, filled squares: tight, hollow: does not fit), a
+/// selection ring, the capacity line and the ordering path.
 class QtSpeedMemoryChart final : public SpeedMemoryChart {
 public:
     explicit QtSpeedMemoryChart(QWidget* parent) {
@@ -52,10 +53,11 @@ public:
         path_ = add_series<QLineSeries>("ordering");
         capacity_ = add_series<QLineSeries>("capacity");
         fits_ = add_series<QScatterSeries>("fits");
+        tight_ = add_series<QScatterSeries>("tight");
         hollow_ = add_series<QScatterSeries>("hollow");
         ring_ = add_series<QScatterSeries>("selected");
         style_series();
-        for (QScatterSeries* s : {fits_, hollow_, ring_}) {
+        for (QScatterSeries* s : {fits_, tight_, hollow_, ring_}) {
             connect(s, &QScatterSeries::clicked, this, [this](const QPointF& p) { on_click(p); });
             connect(s, &QScatterSeries::hovered, this, [this](const QPointF& p, bool on) { on_hover(p, on); });
         }
@@ -67,10 +69,10 @@ public:
     void setData(const SpeedMemoryData& data) override {
         data_ = data;
         chart_->setTitle(data.title);
-        QList<QPointF> in, out, path;
+        QList<QPointF> in, tight, out, path;
         double xmax = data.capacity_gib, ymax = 0;
         for (const OptionPoint& p : data.points) {
-            (p.fits ? in : out).append(QPointF(p.memory_gib, p.tokens_per_s));
+            (!p.fits ? out : p.tight ? tight : in).append(QPointF(p.memory_gib, p.tokens_per_s));
             xmax = std::max(xmax, p.memory_gib);
             ymax = std::max(ymax, p.tokens_per_s);
         }
@@ -81,6 +83,7 @@ public:
         x_->applyNiceNumbers();
         y_->applyNiceNumbers();
         fits_->replace(in);
+        tight_->replace(tight);
         hollow_->replace(out);
         path_->replace(path);
         path_->setName(data.ordering_name);
@@ -121,10 +124,16 @@ private:
     // After addSeries, so the theme does not paint over these.
     void style_series() {
         const QColor blue(31, 119, 180);
-        fits_->setName("fits on the GPU (filled)");
+        fits_->setName("fits (filled)");
         fits_->setMarkerSize(11);
         fits_->setColor(blue);
         fits_->setBorderColor(blue);
+        const QColor orange(255, 127, 14);
+        tight_->setName("tight (filled square)");
+        tight_->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+        tight_->setMarkerSize(11);
+        tight_->setColor(orange);
+        tight_->setBorderColor(orange);
         hollow_->setName("does not fit (hollow)");
         hollow_->setMarkerSize(11);
         hollow_->setBrush(QBrush(Qt::transparent));
@@ -202,7 +211,7 @@ private:
     QChart* chart_ = nullptr;
     QChartView* view_ = nullptr;
     QValueAxis *x_ = nullptr, *y_ = nullptr;
-    QScatterSeries *fits_ = nullptr, *hollow_ = nullptr, *ring_ = nullptr;
+    QScatterSeries *fits_ = nullptr, *tight_ = nullptr, *hollow_ = nullptr, *ring_ = nullptr;
     QLineSeries *capacity_ = nullptr, *path_ = nullptr;
     QVector<QGraphicsSimpleTextItem*> labels_;
     SpeedMemoryData data_;

@@ -85,11 +85,13 @@ T* series(MainWindow& w, const char* name) {
     return nullptr;
 }
 
-/// (x GiB, y tokens/s) of the library rows with the given fits flag, sorted.
-QList<QPointF> expected_points(const std::vector<Candidate>& rows, bool fits) {
+/// (x GiB, y tokens/s) of the library rows with the given fits flag, sorted; with `fits`, those whose
+/// Candidate::tight is `tight` (the "fits" series holds the rows that fit with the margin, "tight" the rest).
+QList<QPointF> expected_points(const std::vector<Candidate>& rows, bool fits, bool tight = false) {
     QList<QPointF> out;
     for (const auto& c : rows)
-        if (c.fits == fits) out.append(QPointF(double(c.memory.per_gpu.total) / kGiB, c.time.tokens_per_s));
+        if (c.fits == fits && (!fits || c.tight == tight))
+            out.append(QPointF(double(c.memory.per_gpu.total) / kGiB, c.time.tokens_per_s));
     std::sort(out.begin(), out.end(), [](const QPointF& a, const QPointF& b) { return a.x() < b.x() || (a.x() == b.x() && a.y() < b.y()); });
     return out;
 }
@@ -171,9 +173,10 @@ private slots:
         const int options = int(stage_offload_options().size());
         QCOMPARE(int(rows.size()), 2 * options);  // every stage/offload option x {no, full} checkpointing
         auto* fits = series<QScatterSeries>(w, "fits");
+        auto* tight = series<QScatterSeries>(w, "tight");
         auto* hollow = series<QScatterSeries>(w, "hollow");
-        QVERIFY(fits && hollow);
-        QCOMPARE(fits->count() + hollow->count(), 2 * options);
+        QVERIFY(fits && tight && hollow);
+        QCOMPARE(fits->count() + tight->count() + hollow->count(), 2 * options);
         QVERIFY(same_points(sorted(fits->points()), expected_points(rows, true)));
         QVERIFY(same_points(sorted(hollow->points()), expected_points(rows, false)));
         const QList<QPointF> before = sorted(fits->points());
@@ -181,14 +184,14 @@ private slots:
         w.inputs()->gpus->setValue(16);  // one input change: recomputed at once
         r.gpus = 16;
         rows = library_rows(r);
-        QCOMPARE(fits->count() + hollow->count(), int(rows.size()));
+        QCOMPARE(fits->count() + tight->count() + hollow->count(), int(rows.size()));
         QVERIFY(same_points(sorted(fits->points()), expected_points(rows, true)));
         QVERIFY(same_points(sorted(hollow->points()), expected_points(rows, false)));
         QVERIFY(!same_points(sorted(fits->points()), before));
 
         w.inputs()->checkpointing->setCurrentIndex(w.inputs()->checkpointing->findData(QString("full")));
-        QCOMPARE(fits->count() + hollow->count(), options);  // only the full-checkpointing rows
-        for (const QPointF& p : fits->points() + hollow->points()) {
+        QCOMPARE(fits->count() + tight->count() + hollow->count(), options);  // only the full-checkpointing rows
+        for (const QPointF& p : fits->points() + tight->points() + hollow->points()) {
             bool found = false;
             for (const auto& c : rows)
                 found = found || (c.option.checkpointing == Checkpointing::full &&
@@ -331,9 +334,9 @@ private slots:
                 return QString::fromStdString(row.option.label()) == cells[0];
             });
             QVERIFY(it != rows.end());
-            QVERIFY(std::abs(cells[3].toDouble() - double(it->memory.per_gpu.total) / kGiB) < 1e-9 * cells[3].toDouble());
+            QVERIFY(std::abs(cells[4].toDouble() - double(it->memory.per_gpu.total) / kGiB) < 1e-9 * cells[4].toDouble());
             QVERIFY(std::abs(cells[8].toDouble() - it->time.tokens_per_s) < 1e-9 * it->time.tokens_per_s);
-            QCOMPARE(cells[6], QString(it->fits ? "yes" : "no"));
+            QCOMPARE(cells[1], QString(!it->fits ? "no" : it->tight ? "tight" : "yes"));
         }
         for (const auto& r : rows) expected_labels << QString::fromStdString(r.option.label());
         labels.sort();
@@ -650,8 +653,67 @@ private slots:
         w.inputs()->gpus->setValue(16);
         QVERIFY(w.last_error().isEmpty());
         QCOMPARE(w.evaluation()->resolved.input.cluster.gpus, int64_t(16));
-        QVERIFY(series<QScatterSeries>(w, "fits")->count() + series<QScatterSeries>(w, "hollow")->count() > 0);
+        QVERIFY(series<QScatterSeries>(w, "fits")->count() + series<QScatterSeries>(w, "tight")->count() +
+                    series<QScatterSeries>(w, "hollow")->count() > 0);
         QVERIFY(msg->text().endsWith(expected));
+    }
+
+    // A tight option (Candidate::tight: fits only inside the estimate's error band) is shown apart from
+    // the ones that fit with the margin: its own series (filled squares of another colour), "tight" in the
+    // table's fits column, ranked after every option that fits with the margin
+    // (compare's order, planner.h ranks_before); a plan step and the plan's chosen configuration say
+    // "tight" exactly when their candidate is. Inputs: the two screenshots of docs/ (llama-3-70b on 16 x
+    // H100-80GB, mixtral-8x7b on 8 x H100-80GB at 8192 tokens), each with a tight option in compare.
+    void tight_options_are_shown_apart_and_ranked_after_fitting_ones() {
+        Request llama = default_request();
+        llama.model = "llama-3-70b";
+        llama.gpu = "H100-80GB";
+        llama.gpus = 16;
+        llama.nodes = 2;
+        llama.host_memory = "2TiB";
+        Request mixtral = default_request();
+        mixtral.model = "mixtral-8x7b";
+        mixtral.gpu = "H100-80GB";
+        mixtral.host_memory = "2TiB";
+        mixtral.seq_len = 8192;
+        mixtral.grad_accum = 16;
+        for (const auto& [r, network] : {std::pair{llama, std::string("ib-ndr400")}, std::pair{mixtral, std::string()}}) {
+            MainWindow w(r, SpeedChoice{"", network}, kData, false);
+            QVERIFY2(w.last_error().isEmpty(), qPrintable(w.last_error()));
+            const auto& rows = w.evaluation()->rows;
+            const int n_tight = int(std::count_if(rows.begin(), rows.end(), [](const Candidate& c) { return c.tight; }));
+            QVERIFY2(n_tight > 0, r.model->c_str());
+            auto* fits = series<QScatterSeries>(w, "fits");
+            auto* tight = series<QScatterSeries>(w, "tight");
+            QVERIFY(same_points(sorted(tight->points()), expected_points(rows, true, true)));
+            QVERIFY(same_points(sorted(fits->points()), expected_points(rows, true, false)));
+            QCOMPARE(tight->markerShape(), QScatterSeries::MarkerShapeRectangle);
+            QVERIFY(tight->color() != fits->color());
+            QCOMPARE(tight->brush().color().alpha(), 255);  // filled, unlike the hollow "does not fit"
+            // The table in compare's order: fitting with the margin, then tight, then not fitting.
+            QAbstractItemModel* m = w.table()->model();
+            QCOMPARE(m->rowCount(), int(rows.size()));
+            int last_rank = 0, shown_tight = 0;
+            for (int i = 0; i < m->rowCount(); ++i) {
+                const QString cell = m->data(m->index(i, 1)).toString();
+                const Candidate& c = rows[size_t(m->data(m->index(i, 0), Qt::UserRole + 1).toInt())];
+                QCOMPARE(cell, QString(!c.fits ? "no" : c.tight ? "tight" : "yes"));
+                const int rank = cell == "yes" ? 0 : cell == "tight" ? 1 : 2;
+                QVERIFY2(rank >= last_rank, qPrintable(QString("row %1 (%2) after a worse one").arg(i).arg(cell)));
+                last_rank = rank;
+                shown_tight += cell == "tight";
+                QCOMPARE(m->data(m->index(i, 1), Qt::BackgroundRole).isValid(), cell == "tight");  // tinted
+                if (c.tight) QVERIFY(m->data(m->index(i, 0)).toString() == QString::fromStdString(c.option.label()));
+            }
+            QCOMPARE(shown_tight, n_tight);
+            const PlanResult& pr = w.evaluation()->plan;
+            for (int i = 0; i < int(pr.steps.size()); ++i) {  // a recipe step that lands on a tight fit says so
+                const auto& c = pr.steps[size_t(i)].candidate;
+                if (c && c->fits) QCOMPARE(w.plan_table()->item(i, 2)->text().contains("tight"), c->tight);
+            }
+            QVERIFY(pr.winner.has_value());
+            QCOMPARE(w.plan_winner()->text().contains("<b>Tight:</b>"), pr.winner->tight);
+        }
     }
 };
 

@@ -29,7 +29,73 @@ uint64_t peak(const nlohmann::json& phase, const char* where, const char* cat) {
     return phase.at("peak_bytes").at(where).at(cat).get<uint64_t>();
 }
 
+// One field of a measure result, at JSON pointer `at` of the file `where`.
+struct Field {
+    const nlohmann::json& j;
+    std::string at;
+    const std::string& where;
+
+    [[noreturn]] void bad(const std::string& what) const {
+        throw InputError(where + ": " + (at.empty() ? "/" : at) + ": " + what +
+                         " (the JSON written by zeromem measure --output)");
+    }
+    Field key(const char* k) const {
+        if (!j.is_object()) bad("expected an object, got " + j.dump());
+        if (!j.contains(k)) Field{j, at + "/" + k, where}.bad("missing");
+        return Field{j.at(k), at + "/" + k, where};
+    }
+    Field index(std::size_t i) const { return Field{j.at(i), at + "/" + std::to_string(i), where}; }
+    const Field& object() const {
+        if (!j.is_object()) bad("expected an object, got " + j.dump());
+        return *this;
+    }
+    const Field& array() const {
+        if (!j.is_array()) bad("expected an array, got " + j.dump());
+        return *this;
+    }
+    void string() const {
+        if (!j.is_string()) bad("expected a string, got " + j.dump());
+    }
+    void integer() const {
+        if (!j.is_number_integer()) bad("expected an integer, got " + j.dump());
+    }
+    void count() const {
+        if (!j.is_number_unsigned() && !(j.is_number_integer() && j.get<int64_t>() >= 0))
+            bad("expected a non-negative integer (bytes or ranks), got " + j.dump());
+    }
+};
+
+// One phase record of a rank: name, step and the peak byte counts compare_with_estimate reads.
+void check_phase(const Field& p) {
+    p.object();
+    p.key("name").string();
+    p.key("step").integer();
+    const Field peak = p.key("peak_bytes");
+    const Field device = peak.key("device");
+    for (const char* cat : {"parameters", "gradients", "optimizer_states", "activations", "buffers"})
+        device.key(cat).count();
+    peak.key("host").key("total").count();
+    peak.key("pinned").key("total").count();
+}
+
 }  // namespace
+
+void check_measurement(const nlohmann::json& m, const std::string& where) {
+    const Field top{m, "", where};
+    top.object();
+    top.key("model").object();
+    top.key("settings").object();
+    top.key("world_size").count();
+    if (m.contains("oom") && !m["oom"].is_boolean()) top.key("oom").bad("expected true or false, got " + m["oom"].dump());
+    const Field ranks = top.key("ranks");
+    ranks.array();
+    for (std::size_t r = 0; r < m["ranks"].size(); ++r) {
+        const Field rank = ranks.index(r);
+        const Field phases = rank.key("phases");
+        phases.array();
+        for (std::size_t i = 0; i < phases.j.size(); ++i) check_phase(phases.index(i));
+    }
+}
 
 ModelArch runtime_arch(const EstimateInput& in, int64_t layers) {
     if (!in.model.arch)

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
 
 namespace zeromem::sim {
 
@@ -43,6 +45,23 @@ uint64_t parse_uint(const std::string& v, const std::string& key) {
     if (v.size() > 13 || std::stoull(v) > (uint64_t(1) << 40))
         throw InputError("--alloc-conf: " + key + " " + v + " is too large (at most 2^40)");
     return std::stoull(v);
+}
+
+// A fraction PyTorch bounds: garbage_collection_threshold in (0, 1)
+// (c10/cuda/CUDAAllocatorConfig.cpp parseGarbageCollectionThreshold, in newer
+// torch c10/core/AllocatorConfig.cpp: "set it in (0.0, 1.0)"),
+// per_process_memory_fraction in [0, 1] (CUDAAllocatorConfig.cpp
+// parsePerProcessMemoryFraction). PyTorch refuses others at start-up.
+double parse_fraction(const std::string& v, const std::string& key, bool closed) {
+    char* end = nullptr;
+    const double f = v.empty() ? 0.0 : std::strtod(v.c_str(), &end);
+    if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(f))
+        throw InputError("--alloc-conf: " + key + " needs a number, got '" + v + "'");
+    const bool ok = closed ? f >= 0.0 && f <= 1.0 : f > 0.0 && f < 1.0;
+    if (!ok)
+        throw InputError("--alloc-conf: " + key + " " + v + " is out of range: PyTorch takes it in " +
+                         (closed ? "[0.0, 1.0]" : "(0.0, 1.0)") + " and refuses the job otherwise");
+    return f;
 }
 
 uint64_t parse_divisions(const std::string& v, const std::string& key) {
@@ -129,10 +148,11 @@ AllocatorConfig parse_alloc_conf(const std::string& text) {
         } else if (key == "backend" && lower(val) != "native") {
             throw InputError("--alloc-conf: backend:" + val +
                              " replaces the caching allocator the simulator models (use backend:native or leave it out)");
-        } else if (key == "backend" || key == "garbage_collection_threshold" || key == "release_lock_on_cudamalloc" ||
+        } else if (key == "garbage_collection_threshold" || key == "per_process_memory_fraction") {
+            (void)parse_fraction(val, key, key == "per_process_memory_fraction");  // checked; no effect on the model
+        } else if (key == "backend" || key == "release_lock_on_cudamalloc" ||
                    key == "pinned_use_cuda_host_register" || key == "pinned_num_register_threads" ||
-                   key == "pinned_use_background_threads" || key == "per_process_memory_fraction" ||
-                   key == "graph_capture_record_stream_reuse") {
+                   key == "pinned_use_background_threads" || key == "graph_capture_record_stream_reuse") {
             // Accepted; no effect on the model (GC runs only with a memory fraction set).
         } else {
             throw InputError("--alloc-conf: unknown key '" + key +

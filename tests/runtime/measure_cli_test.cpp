@@ -98,4 +98,34 @@ TEST(ValidateMeasurement, MustMatchTheInputs) {
     EXPECT_NE(r.err.find("model \"llama-2-7b\" in the file, \"llama-2-13b\" in the inputs"), std::string::npos) << r.err;
 }
 
+// A measurement whose fields are missing or of the wrong type: the one error line names the file and
+// the field by its JSON pointer (RFC 6901), whatever the field is.
+TEST(ValidateMeasurement, BadFieldsAreNamedByTheirJsonPath) {
+    const std::string file = scratch("fields.json");
+    const std::string head = R"({"model": {"name": "llama-2-7b", "layers": 2},
+        "settings": {"zero_optimization.stage": 2, "train_micro_batch_size_per_gpu": 1,
+                     "gradient_accumulation_steps": 1, "seq_len": 64, "dtype": "bf16"},
+        "world_size": 2, "oom": false, "ranks": [{"phases": [)";
+    const std::string ok_phase = R"({"name": "init", "step": 0, "peak_bytes": {"device": {"parameters": 1,
+        "gradients": 0, "optimizer_states": 0, "activations": 0, "buffers": 0}, "host": {"total": 0},
+        "pinned": {"total": 0}}})";
+    struct Case {
+        std::string json, pointer;
+    };
+    const Case cases[] = {
+        {head + ok_phase + R"(, {"name": "forward", "step": 1, "peak_bytes": {"device": {"parameters": 1,
+            "gradients": "x", "optimizer_states": 0, "activations": 0, "buffers": 0}, "host": {"total": 0},
+            "pinned": {"total": 0}}}]}]})", "/ranks/0/phases/1/peak_bytes/device/gradients"},
+        {head + R"({"name": "init", "peak_bytes": {}}]}]})", "/ranks/0/phases/0/step"},
+        {head + ok_phase + R"(]}, {"phases": 3}]})", "/ranks/1/phases"},
+        {R"({"model": {}, "settings": {}, "ranks": []})", "/world_size"},
+        {R"({"model": {}, "settings": {}, "world_size": 2, "oom": "no", "ranks": []})", "/oom"},
+    };
+    for (const Case& c : cases) {
+        std::ofstream(file) << c.json;
+        const Result r = run("validate " + kModel + "--layers 2 --stage 2 --gpus 2 --measurement " + file);
+        expect_refused(r, "--measurement: " + file + ": " + c.pointer + ": ");
+    }
+}
+
 }  // namespace

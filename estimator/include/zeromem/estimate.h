@@ -181,6 +181,10 @@ struct PhaseMemory {
     NodeMemory per_node;  ///< host_memory, host_pinned and nvme of this phase
     std::optional<bool> fits_gpu;
     std::optional<bool> fits_host;
+    /// "fits", "tight" or "oom" for this phase by the rule of Estimate::gpu_verdict / host_verdict
+    /// (verdict_band.h set_verdicts); unset when the capacity is unknown.
+    std::optional<std::string> gpu_verdict;
+    std::optional<std::string> host_verdict;
 };
 
 /// One line of --explain: a component, its formula, the formula with
@@ -191,6 +195,21 @@ struct ExplainTerm {
     std::string substituted;
     uint64_t bytes = 0;
     std::string source;
+};
+
+/// What only global rank 0 holds, so that a multi-node job sees which rank peaks. With
+/// zero_optimization.stage3_gather_16bit_weights_on_model_save at ZeRO-3, DeepSpeed's
+/// engine.py _zero3_consolidated_16bit_state_dict gathers one module's parameters at a time on every
+/// rank (GatheredParameters) and copies them to the CPU on rank 0 only (`if dist.get_rank() == 0`):
+/// the host 16-bit state dict is rank 0's, the gathered module's GPU transient every rank's.
+struct RankZeroOnly {
+    std::string phase;                 ///< the phase it lives in ("checkpoint_save")
+    uint64_t host_bytes = 0;           ///< host RAM on rank 0's node, inside that phase's per-node figure
+    std::vector<std::string> what;     ///< the host terms (terms.h HostTerm::rank0_only)
+    uint64_t gathered_module_gpu = 0;  ///< the largest gathered module, on every rank's GPU (not rank 0's alone)
+    /// The host peak per node of a node without rank 0 (its phases with host_bytes taken out of `phase`).
+    uint64_t other_nodes_host_peak = 0;
+    std::string other_nodes_host_peak_phase;
 };
 
 /// The result.
@@ -219,6 +238,8 @@ struct Estimate {
     std::optional<std::string> gpu_verdict;
     /// "fits", "tight" (inside the host error band of verdict_band.h) or "oom"; unset without a host capacity.
     std::optional<std::string> host_verdict;
+    /// Rank 0's extras (full convention; unset when rank 0 holds nothing the others do not).
+    std::optional<RankZeroOnly> rank0_only;
     std::vector<ExplainTerm> terms;   ///< filled only when asked for
     std::vector<std::string> notes;   ///< assumptions and warnings
     /// full convention: which optimizer implementation runs the step and

@@ -196,20 +196,41 @@ struct ConventionRow {
 /// not covered by that convention and are left out.
 std::vector<ConventionRow> deepspeed_all_options(const EstimateInput& base);
 
-/// Largest model (parameters, no architecture: model states and buffers)
-/// that fits per option on `base`'s cluster at its convention; 0 when not
-/// even 1e6 parameters fit. Binary search on estimate().
+/// One row of `zeromem fit`: an option and its answer. `value` fits the
+/// capacity; when the estimate there is "tight" (gpu_verdict: inside the
+/// error band, or without an architecture a margin short of the activation
+/// allowance) `tight` is set and `with_margin` is the answer that fits with
+/// the margin ("fits"): more GPUs, or a smaller model.
 struct FitRow {
     ZeroOption option;
     uint64_t value = 0;   ///< parameters (largest model) or GPUs (fewest GPUs); 0 = none found
     uint64_t per_gpu_total = 0;
+    bool tight = false;   ///< the estimate at `value` fits only inside the error band
+    /// The largest model / fewest GPUs whose verdict is "fits" (= value when not tight); 0 = none
+    /// within the search (every answer is tight).
+    uint64_t with_margin = 0;
     std::string note;     ///< why value is 0 or what else bounds it (e.g. host RAM unknown)
     bool unbounded = false;  ///< largest model: not bounded by GPU memory (value 0)
 };
+
+/// Whether row `a` ranks before `b` in fit's table: options whose answer fits with the margin (or is
+/// unbounded) first, then those whose answer is tight, then those that do not fit; the option order
+/// within each.
+bool fit_ranks_before(const FitRow& a, const FitRow& b);
+
+/// Largest model (parameters, no architecture: model states and buffers)
+/// that fits per option on `base`'s cluster at its convention; 0 when not
+/// even 1e6 parameters fit. Binary search on estimate(). Rows ranked by fit_ranks_before.
 std::vector<FitRow> largest_model(const EstimateInput& base);
 
 /// Fewest GPUs (up to `max_gpus`, whole nodes of `gpus_per_node` beyond one
 /// node) on which `base`'s model fits, per option. value 0 = not within max_gpus.
+/// Rows ranked by fit_ranks_before.
 std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node, int64_t max_gpus = 65536);
+
+/// What "tight" means for the estimates of `in` (its architecture and convention; `largest_model`: the
+/// largest-model search, which has none), in the words the faces print under fit's table: the ledger's
+/// error band, or the activation allowance without an architecture.
+std::string tight_meaning(const EstimateInput& in, bool largest_model);
 
 }  // namespace zeromem

@@ -378,6 +378,9 @@ struct HostTerm {
     bool pinned = false;
     HostLife life = HostLife::init;
     bool once_per_node = false;  ///< one rank of the node holds it (checkpoint writer)
+    /// Only global rank 0 holds it (a multi-node job's other nodes do not): the consolidated 16-bit
+    /// state dict (engine.py _zero3_consolidated_16bit_state_dict, `if dist.get_rank() == 0`).
+    bool rank0_only = false;
     /// Made when zero.Init starts, so it also sits under the model load
     /// (the parameter swapper's pool under offload_param nvme).
     bool during_zero_init = false;

@@ -62,8 +62,9 @@ std::string unknown_preset_message(const std::string& what, const std::string& n
 std::string data_dir();
 
 /// Reads a whole file; throws InputError "<path>: cannot open file" if it
-/// does not exist or cannot be read.
-std::string read_text_file(const std::string& path);
+/// does not exist or cannot be read, and names `what` it is (e.g. "config file", "training log")
+/// when it is a directory, a device or larger than 64 MiB.
+std::string read_text_file(const std::string& path, const std::string& what = "JSON config file");
 
 /// zeromem's version string ("0.1.0").
 const char* version();

@@ -27,9 +27,18 @@ const VerdictBand& verdict_band();
 std::string banded_verdict(uint64_t need, uint64_t capacity, double under);
 
 /// Sets out.fits_gpu / fits_host (the need against the capacity) and the three-way gpu_verdict /
-/// host_verdict: with an architecture, tight inside the band (full convention); without one, tight when
-/// the margin does not cover the dense-decoder activation allowance (estimate.h dense_decoder_allowance).
+/// host_verdict, of the estimate and of each of its phases by the same rule: with an architecture,
+/// tight inside the band (full convention); without one, tight when the margin does not cover the
+/// dense-decoder activation allowance (estimate.h dense_decoder_allowance).
 void set_verdicts(const EstimateInput& in, Estimate& out);
+
+/// Why an estimate whose GPU verdict is "tight" is tight, in a few words for one line: "tight: within the
+/// estimate's error band below the GPU capacity", or without an architecture "tight: the margin does not
+/// cover the activation allowance of X GiB (no architecture: model states only)".
+std::string tight_words(const Estimate& e);
+
+/// The words users read for a three-way verdict: "fits", "tight" or "does not fit" (for "oom").
+std::string verdict_words(const std::string& verdict);
 
 /// The words the output says a tight verdict in: the band and the runs it rests on.
 std::string band_words(double under, int runs);

@@ -42,7 +42,8 @@ struct AllocatorConfig {
 /// (backend, garbage_collection_threshold, release_lock_on_cudamalloc, pinned_*)
 /// are accepted. Throws zeromem::InputError naming --alloc-conf and the key
 /// for an unknown key or a bad value (max_split_size_mb < 20, divisions not a
-/// power of two).
+/// power of two, garbage_collection_threshold outside (0, 1),
+/// per_process_memory_fraction outside [0, 1]: PyTorch refuses those too).
 AllocatorConfig parse_alloc_conf(const std::string& text);
 
 /// round_size: request -> block size (A.2).

@@ -9,12 +9,21 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <string>
 
 namespace zeromem::runtime {
 
 /// The architecture the runtime builds: `in`'s ModelArch with `layers`
 /// blocks (0 keeps its own). Throws InputError when `in` has no architecture.
 ModelArch runtime_arch(const EstimateInput& in, int64_t layers);
+
+/// Checks that `m` has what compare_with_estimate and `validate` read from a measure result
+/// (measure() JSON): objects "model" and "settings", a non-negative integer "world_size", a boolean
+/// "oom" where present, and "ranks", each rank's "phases" with a string "name", an integer "step" and
+/// "peak_bytes" holding byte counts at device/{parameters, gradients, optimizer_states, activations,
+/// buffers}, host/total and pinned/total. Throws InputError "<where>: <JSON pointer>: <what is wrong>"
+/// naming the first field that is missing or of the wrong type (e.g. "/ranks/0/phases/2/step").
+void check_measurement(const nlohmann::json& m, const std::string& where);
 
 /// Holds a full-convention estimate against a measurement (the JSON of
 /// measure()): per estimator phase and component, the largest per-rank peak.
