@@ -85,7 +85,7 @@ struct TensorGroup {
 /// the MLP matrices (gate, up, down or fc, proj) and biases, the norms'
 /// weights (and biases); then the embeddings, their norm, the final norm,
 /// an untied LM head and OPT's input/output projections. Mirrors the
-/// modules count_params() sums (model.cpp), as tensors instead of a total.
+/// modules count_params() sums (param_count.cpp), as tensors instead of a total.
 /// At most 20 groups, held without a heap allocation (the planner calls
 /// this for every candidate).
 struct TensorGroups {

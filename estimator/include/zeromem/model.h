@@ -29,7 +29,7 @@ struct ModelArch {
     bool tied_embeddings = false;      ///< LM head shares the input embedding
     bool learned_positions = false;    ///< GPT-2/OPT learned absolute position embedding
     // The remaining fields let count_params() reproduce each family exactly;
-    // their meaning is documented in model.cpp next to the counting code.
+    // their meaning is documented in param_count.cpp next to the counting code.
     bool qkv_bias = false;
     bool attn_out_bias = false;
     bool mlp_bias = false;
