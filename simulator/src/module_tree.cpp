@@ -34,7 +34,7 @@ std::vector<uint64_t> linear(uint64_t in, uint64_t out, bool bias) {
 // (+ bias), q_a_layernorm r_q, q_b_proj r_q x a(nope+rope); then
 // kv_a_proj_with_mqa h x (r_kv + rope) (+ bias), kv_a_layernorm r_kv,
 // kv_b_proj r_kv x a(nope + v), o_proj a·v x h (+ bias); attention_bias
-// applies to q_a, kv_a and o (model.cpp count_attention).
+// applies to q_a, kv_a and o (estimator param_count.cpp count_attention).
 void add_mla_attention(std::vector<SimModule>& out, const ModelArch& a, int i) {
     const uint64_t h = u(a.hidden_size), heads = u(a.num_heads);
     const uint64_t qk = u(a.qk_nope_head_dim + a.qk_rope_head_dim), rkv = u(a.kv_lora_rank);
