@@ -244,8 +244,9 @@ struct CalibrationNote {
 /// the defaults in two ways:
 ///  - stage3_overlap = 0: in 2021 the parameter prefetch did not hide the
 ///    fetches of Hugging Face models - DeepSpeed#1069 (May 2021: "stage 3
-///    parameter pre-fetching seems to not be working", prefetches skipped because a sub-module hook ran before the
-///    module hook and shifted the step ids; z3 19.5-23.5 vs z2 44.7
+///    parameter pre-fetching seems to not be working", prefetches skipped
+///    because a sub-module hook ran before the module hook and shifted the
+///    step ids; z3 19.5-23.5 vs z2 44.7
 ///    TFLOPs/GPU, not bandwidth-bound: 4x the network gave the same gap) and
 ///    DeepSpeed#1170 (July 2021: only the next module prefetched, partial
 ///    overlap). Every gather is on the critical path.
