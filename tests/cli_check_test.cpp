@@ -1,6 +1,7 @@
 // End-to-end tests of `zeromem check` and of the malformed-input corpus
 // (tests/data/malformed/cases.txt). Expected findings follow the HF
-// Trainer's "auto" list (../shared/reference/deepspeed_memory.md section 8)
+// Trainer's "auto" list (transformers integrations/deepspeed.py
+// HfTrainerDeepSpeedConfig trainer_config_process / trainer_config_finalize)
 // and user cases C26-C29 (tests/data/reference/user_cases.json).
 #include "cli_runner.h"
 
@@ -43,7 +44,7 @@ TEST(CliCheck, DataConfigsPassUnderTheHfTrainer) {
         // No "optimizer" block under offload: accelerate swaps in DeepSpeedCPUAdam (a note).
         EXPECT_EQ(paths(j, "note").count("/zero_optimization/offload_optimizer"), 1u) << f;
     }
-    // With a model the HF values appear: h=4096 -> 16777216 (section 8).
+    // With a model the HF values appear: h=4096 -> 16777216 (h*h, trainer_config_finalize).
     const cli::Outcome r = zeromem("check " + data("ds_configs/ds_zero3_config.json") +
                                    " --launcher hf-trainer --model llama-2-7b --gpus 8");
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -82,7 +83,8 @@ TEST(CliCheck, TableLinesNamePathSeverityAndFix) {
 
 TEST(CliCheck, MemoryFindingsWithModelAndCluster) {
     // ZeRO-3 NVMe optimizer offload pins 4 x sub_group_size x 4 B = 16 GB per
-    // rank (section 9.8): 8 ranks exceed a 64 GB node.
+    // rank (swap_tensor/optimizer_utils.py OptimizerSwapper, buffer_count 4):
+    // 8 ranks exceed a 64 GB node.
     const auto j = check_json(cli::testdata("check_nvme_zero3.json") +
                                   " --model llama-2-7b --gpus 8 --host-memory 64GB --nvme-capacity 50GB",
                               1);
@@ -136,7 +138,7 @@ TEST(CliMalformed, EveryCorpusEntryNamesItsFieldAndFails) {
     EXPECT_GE(cases, 40);
 }
 
-// ZeRO++ / MiCS flags (issue 13): they reach the estimate, --explain names each
+// ZeRO++ / MiCS flags: they reach the estimate, --explain names each
 // term and its DeepSpeed source, and a bad value names the key.
 TEST(CliZeroPP, FlagsReachTheEstimateAndExplain) {
     const cli::Outcome r = zeromem("estimate --model llama-2-7b --gpus 16 --nodes 2 --stage 3 "

@@ -1,4 +1,4 @@
-// The command line faces of issue 13's optimizers and load paths: names are
+// The command line faces of the optimizers and load paths: names are
 // accepted in estimate and plan, bad names exit 2 naming the flag, check
 // reports an optimizer type zeromem does not count at its key, --explain
 // names the new terms.

@@ -255,7 +255,7 @@ TEST(CliSpeed, SharedPcieLinkSlowsOffload) {
 
 // `zeromem hosts` lists the presets with the derived rates: dgx-h100's PCIe
 // gen5 x16 at 88% of 63 GB/s = 55.4 GB/s, the measured H2D rate of an H200
-// node (hardware.json, nvbandwidth 55.43 GB/s).
+// node (nvbandwidth 55.43 GB/s, stas00/ml-engineering network/README.md).
 TEST(CliSpeed, HostsListing) {
     const Outcome r = zeromem("hosts");
     ASSERT_EQ(r.exit_code, 0) << r.err;

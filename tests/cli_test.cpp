@@ -30,7 +30,7 @@ TEST(Cli, VersionAndHelp) {
 
 // The README's main example. Stage 3, bf16, Ψ = 7e9, N_d = 8: 16-bit
 // parameter partition 2Ψ/8 = 1.75e9 B, gradient partition 2Ψ/8 = 1.75e9 B,
-// fp32 master + Adam m + v = 12Ψ/8 = 10.5e9 B (deepspeed_memory.md 4.2).
+// fp32 master + Adam m + v = 12Ψ/8 = 10.5e9 B (stage3.py _create_fp32_partitions).
 TEST(Cli, MainExampleTableAndJson) {
     Outcome r = zeromem("estimate --params 7e9 --gpus 8 --stage 3");
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -65,7 +65,8 @@ TEST(Cli, JsonContract) {
 // --convention deepspeed reproduces DeepSpeed's printed figures: 7e9 params,
 // L = 131072000 (LLaMA-7B embedding), 1 node x 8 GPUs, ZeRO-3 without
 // offload, zero_init=1: per GPU 16274288000 B, per CPU 6291456000 B
-// (deepspeed_memory.md section 3 spot check).
+// (stage3.py estimate_zero3_model_states_mem_needs; the same row of
+// tests/data/reference/deepspeed_estimator_golden.json).
 TEST(Cli, DeepSpeedConventionSpotCheck) {
     const auto j = json_of("estimate --params 7e9 --largest-layer-params 131072000 --gpus 8 --stage 3 "
                            "--convention deepspeed");
@@ -125,7 +126,7 @@ TEST(Cli, SeedDeepSpeedConfigs) {
     EXPECT_EQ(j.at("zero_optimization").at("stage").get<int>(), 3);
     EXPECT_EQ(j.at("zero_optimization").at("offload_param").get<std::string>(), "cpu");
     EXPECT_EQ(j.at("training").at("dtype").get<std::string>(), "fp16");
-    // HF rule: reduce_bucket_size = h*h = 4096^2 (deepspeed_memory.md section 8).
+    // HF rule: reduce_bucket_size = h*h = 4096^2 (integrations/deepspeed.py trainer_config_finalize).
     EXPECT_EQ(j.at("zero_optimization").at("reduce_bucket_size").get<int64_t>(), 16777216);
     // Flags override the file.
     j = json_of("estimate --model llama-2-7b --gpus 8 --ds-config " + data("ds_configs/ds_zero2_config.json") +
@@ -182,7 +183,7 @@ TEST(Cli, BadDeepSpeedConfigs) {
                  "line");
 }
 
-// Issue 3: the JSON "phases" list (name, per_gpu, per_node per phase) and
+// The JSON "phases" list (name, per_gpu, per_node per phase) and
 // the top-level "peak_phase". User case C03
 // (https://github.com/OpenRLHF/OpenRLHF/issues/698): Llama-3-8B, ZeRO-2, one
 // A100-80GB: the first overflow is the optimizer step, and the advice is the
@@ -218,13 +219,13 @@ TEST(Cli, PhasesInJson) {
     EXPECT_TRUE(offloads) << j.at("advice")[0].dump();
     EXPECT_NE(j.at("advice")[0].at("change").get<std::string>().find("--offload-optimizer cpu"), std::string::npos);
     // Adam m and v: absent before the first step (DeepSpeed allocates them
-    // lazily, deepspeed_memory.md 4.1), 4 B x P each from the step on.
+    // lazily, at the optimizer's first step()), 4 B x P each from the step on.
     const uint64_t P = 8030261248u;  // published Llama-3-8B count
     EXPECT_EQ(j.at("phases")[2].at("per_gpu").at("momentum").get<uint64_t>(), 0u);
     EXPECT_EQ(j.at("phases")[3].at("per_gpu").at("momentum").get<uint64_t>(), 4 * P);
 }
 
-// Issue 3: impossible layouts and flag combinations give one line and a
+// Impossible layouts and flag combinations give one line and a
 // nonzero exit. DeepSpeed's pipeline engine takes ZeRO stage 0 or 1 only.
 TEST(Cli, BadParallelAndLoraFlags) {
     expect_error("estimate --params 7e9 --gpus 8 --tp 3", "--tp");
@@ -277,7 +278,7 @@ TEST(Cli, FitNamesWhatBoundsOffloadOptions) {
     EXPECT_TRUE(saw_host_note);
 }
 
-// Issue 15: an unknown model_type is refused with exit 2 in one line naming
+// An unknown model_type is refused with exit 2 in one line naming
 // it, the known families and the fallback; a MoE header gives total and
 // active parameters (Mixtral 8x7B: 46.7B / 12.9B, published), --explain the
 // derived layout per block.
@@ -303,7 +304,7 @@ TEST(CliArchitectures, UnknownModelTypeRefusedAndMoeHeader) {
     EXPECT_NE(moe.out.find("decoder block (MoE): 32 x "), std::string::npos);
 }
 
-// Issue 7, section 2: the software stack is a resolved choice, shown in the
+// The software stack is a resolved choice, shown in the
 // header with where each version came from, and it changes the optimizer
 // that runs the step (torch 2.7: the HF Trainer's foreach adamw_torch).
 TEST(Cli, SoftwareStackInHeaderAndJson) {
@@ -330,7 +331,7 @@ TEST(Cli, SoftwareStackInHeaderAndJson) {
     EXPECT_NE(client.out.find("_prepare_deepspeed"), std::string::npos) << client.out;
 }
 
-// Issue 7, section 5: every flag `estimate` takes reaches fit, compare and
+// Every flag `estimate` takes reaches fit, compare and
 // plan. Each flag below changes the memory (or the host figures, or the
 // optimizer's temporary) of at least one option, so the JSON of each
 // subcommand must change when it is given. Flags a subcommand searches over
@@ -380,7 +381,7 @@ TEST(Cli, EveryEstimateFlagReachesFitComparePlan) {
     }
 }
 
-// Issue 7, section 4: transformers >= 5 loads a 16-bit checkpoint in its own
+// The load: transformers >= 5 loads a 16-bit checkpoint in its own
 // dtype (dtype="auto", huggingface/transformers#42805); before, the model is
 // built in fp32. Without zero.Init every rank holds one copy:
 // 8 x 2 B x 6,738,415,616 + 8 x 1 GiB with the default stack (transformers
@@ -395,7 +396,7 @@ TEST(Cli, LoadDtypeFollowsTransformersVersion) {
     EXPECT_EQ(j.at("per_node").at("host_memory").get<uint64_t>(), 8 * 4 * P + ovh);
 }
 
-// Issue 7, section 6: a verdict compares against the memory the card
+// A verdict compares against the memory the card
 // exposes when the preset has it (usable_bytes, with its source), and the
 // output says which figure was used. A10G: 22.49 GiB, the total capacity in
 // a CUDA out-of-memory message on an A10G
@@ -421,8 +422,8 @@ TEST(Cli, GpuCapacityIsTheReportedFigureAndSaysSo) {
     EXPECT_NE(r.out.find("GPU capacity used: --gpu-memory 79GiB"), std::string::npos) << r.out;
 }
 
-// offload pin_memory defaulted to false before DeepSpeed 0.19.5 (#8207,
-// host_memory.md M4): with --deepspeed-version 0.19.4 and no pin_memory in a
+// offload pin_memory defaulted to false before DeepSpeed 0.19.5
+// (deepspeedai/DeepSpeed#8207): with --deepspeed-version 0.19.4 and no pin_memory in a
 // config nothing is pinned; a config that says pin_memory: true still pins.
 TEST(Cli, PinMemoryDefaultFollowsDeepSpeedVersion) {
     auto j = json_of("estimate --params 7e9 --gpus 8 --stage 2 --offload-optimizer cpu");
@@ -434,7 +435,7 @@ TEST(Cli, PinMemoryDefaultFollowsDeepSpeedVersion) {
     EXPECT_GT(j.at("per_node").at("host_pinned").get<uint64_t>(), 0u);
 }
 
-// Issue 13, mixture-of-experts: --ep-size reaches estimate (with its
+// Mixture-of-experts: --ep-size reaches estimate (with its
 // --explain terms and sources), compare (the all-to-all time) and fit; bad
 // sizes are refused naming the flag. Values are checked in moe_test.cpp.
 TEST(CliMoe, EpSizeEstimateCompareFit) {

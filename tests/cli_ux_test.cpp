@@ -1,4 +1,4 @@
-// Issue 10, "what a new user trips on": the answer in every format, one
+// What a new user trips on: the answer in every format, one
 // exit-code rule, visible assumptions, inputs as users have them. Expected
 // values are independent arithmetic or published figures written here.
 #include "cli_runner.h"
@@ -27,7 +27,7 @@ using cli::zeromem;
 
 bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
-// User case C03 (OpenRLHF issue 698): Llama-3-8B, ZeRO-2, one A100-80GB:
+// User case C03 (https://github.com/OpenRLHF/OpenRLHF/issues/698): Llama-3-8B, ZeRO-2, one A100-80GB:
 // the optimizer step overflows first, and optimizer offload (recipe step 4,
 // or 7 with ZeRO-3) is the fix. The A100-80GB exposes 79.14 GiB, the total capacity of a CUDA
 // out-of-memory message on one (lianqi1008/Control-GIC#6; torch prints 2
@@ -360,7 +360,8 @@ TEST(CliUx, Bf16OnV100IsHandledAlikeEverywhere) {
 // compare --convention deepspeed: DeepSpeed's all-options table. Oracle: the
 // cold columns of DeepSpeed's docs/code-docs/source/memory.rst for t5-3b
 // (P = 2851e6, L = 32e6, 1 node x 8 GPUs), in GiB; the ZeRO-2 "none" row
-// there is the legacy formula (deepspeed_memory.md section 2).
+// there is the legacy formula 4P + 16P/N (before DeepSpeed v0.14.3,
+// deepspeedai/DeepSpeed#5099).
 TEST(CliUx, CompareDeepSpeedConvention) {
     const Outcome r = zeromem("compare --params 2851e6 --largest-layer-params 32e6 --gpus 8 --convention deepspeed "
                               "--legacy-zero2");

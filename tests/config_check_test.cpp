@@ -1,10 +1,11 @@
 // Tests of the DeepSpeed schema data file (data/deepspeed_schema.json), the
 // rule that no setting is silently ignored, and `check` findings.
 //
-// Oracles: ../shared/reference/deepspeed_memory.md section 7 (code defaults
-// of DeepSpeed v0.19.6), section 8 (HF "auto" rules: h=4096 gives
-// reduce_bucket_size 16,777,216 and stage3_prefetch_bucket_size 15,099,494),
-// sections 5 and 9 (version-dependent defaults); user cases C26-C29
+// Oracles: DeepSpeed v0.19.6 runtime/zero/config.py, offload_config.py,
+// precision_config.py (code defaults), transformers integrations/deepspeed.py
+// trainer_config_finalize (HF "auto" rules: h=4096 gives reduce_bucket_size
+// 16,777,216 and stage3_prefetch_bucket_size 15,099,494), the DeepSpeed PRs
+// that changed a default (#8035, #8068, #8207, #7515); user cases C26-C29
 // (tests/data/reference/user_cases.json).
 #include "zeromem/config_check.h"
 #include "zeromem/ds_schema.h"
@@ -148,7 +149,7 @@ TEST(DsSchema, EveryKeyHasTypeAndMemoryMeaning) {
 }
 
 TEST(DsSchema, DefaultsMatchDeepSpeedCode) {
-    // deepspeed_memory.md section 7 (DeepSpeed v0.19.6 code defaults).
+    // DeepSpeed v0.19.6 code defaults (runtime/zero/config.py, offload_config.py).
     EXPECT_EQ(key("/zero_optimization/stage").at("default"), 0);
     EXPECT_EQ(key("/zero_optimization/reduce_bucket_size").at("default"), 500000000);
     EXPECT_EQ(key("/zero_optimization/allgather_bucket_size").at("default"), 500000000);
@@ -171,7 +172,8 @@ TEST(DsSchema, DefaultsMatchDeepSpeedCode) {
     EXPECT_EQ(key("/fp16/initial_scale_power").at("default"), 16);
     EXPECT_EQ(key("/fp16/loss_scale_window").at("default"), 1000);
     EXPECT_EQ(key("/fp16/hysteresis").at("default"), 2);
-    // Version-dependent defaults (sections 5, 7, 9.10).
+    // Version-dependent defaults (pin_memory: deepspeedai/DeepSpeed#8207;
+    // gradient_clipping: #8068).
     EXPECT_EQ(key("/zero_optimization/offload_param/pin_memory").at("default"), true);
     EXPECT_EQ(key("/zero_optimization/offload_param/pin_memory").at("version_defaults")[0].at("before"), "0.19.5");
     EXPECT_EQ(key("/gradient_clipping").at("default"), 1.0);
@@ -185,7 +187,7 @@ TEST(DsSchema, DefaultsMatchDeepSpeedCode) {
 }
 
 TEST(DsSchema, HfAutoKeysAreTheTrainersList) {
-    // deepspeed_memory.md section 8: the keys trainer_config_process /
+    // transformers integrations/deepspeed.py: the keys trainer_config_process /
     // trainer_config_finalize fill.
     const std::set<std::string> expected = {
         "/train_batch_size", "/train_micro_batch_size_per_gpu", "/gradient_accumulation_steps",
@@ -254,7 +256,7 @@ TEST(DsSchema, NoSettingSilentlyIgnored) {
 }
 
 TEST(DsSchema, ZeroPlusPlusAndMicsAreModelledNotRefused) {
-    // Once refused by name (issue 13): now read and modelled. llama-2-7b,
+    // Once refused by name: now read and modelled. llama-2-7b,
     // 16 GPUs on 2 nodes.
     const json two_nodes = {{"gpus", 16}, {"nodes", 2}};
     const Outcome plain = run_config(json::parse(R"({"train_micro_batch_size_per_gpu": 1,
@@ -361,7 +363,7 @@ TEST(Check, AutoResolvesWithHiddenSizeAndFlagsTheFloatTrapC26) {
     const json cfg = json::parse(R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3,
         "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto"}})");
     const auto fs = check(cfg, hf(4096));
-    // h=4096: h^2 = 16,777,216; int(0.9 h^2) = 15,099,494 (section 8).
+    // h=4096: h^2 = 16,777,216; int(0.9 h^2) = 15,099,494 (trainer_config_finalize).
     EXPECT_HAS(find(fs, "/zero_optimization/reduce_bucket_size", Severity::note)->message, "16777216");
     EXPECT_HAS(find(fs, "/zero_optimization/stage3_prefetch_bucket_size", Severity::note)->message, "15099494");
     const Finding* trap = find(fs, "/zero_optimization/stage3_prefetch_bucket_size", Severity::warning);
@@ -400,7 +402,7 @@ TEST(Check, ZeroPlusPlusKeysUnknownBefore010C29) {
         "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8}})"), o);
     EXPECT_HAS(find(fs, "/zero_optimization/zero_hpz_partition_size", Severity::error)->message,
                "unknown to DeepSpeed 0.9.5");
-    // zeromem models hpZ now (issue 13): no "cannot estimate" warning.
+    // zeromem models hpZ now: no "cannot estimate" warning.
     EXPECT_EQ(find(fs, "/zero_optimization/zero_hpz_partition_size", Severity::warning), nullptr);
 }
 
@@ -481,7 +483,8 @@ Request llama7b(int64_t gpus) {
 
 TEST(CheckMemory, PinnedPoolsBeyondHostRam) {
     // ZeRO-3 NVMe optimizer offload at sub_group_size 1e9: the optimizer
-    // swapper pins 4 x sub_group x 4 B = 16 GB per rank (section 9.8);
+    // swapper pins 4 x sub_group x 4 B = 16 GB per rank (swap_tensor/
+    // optimizer_utils.py OptimizerSwapper, SwapBufferManager);
     // 8 ranks need > 128 GB pinned, beyond a 64 GB node.
     const json cfg = json::parse(R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3,
         "offload_optimizer": {"device": "nvme", "nvme_path": "/nvme"}}})");
@@ -509,7 +512,8 @@ TEST(CheckMemory, NvmePoolsBeyondTheDrive) {
 
 TEST(CheckMemory, BucketsThatDoNotFitBesideTheModel) {
     // ZeRO-2 with overlap_comm: two reduce buckets of reduce_bucket_size
-    // elements in bf16 (section 4.1): 2 x 2e9 x 2 B = 8 GB beside the model.
+    // elements in bf16 (stage_1_and_2.py setup_buckets): 2 x 2e9 x 2 B = 8 GB
+    // beside the model.
     const json cfg = json::parse(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
         "zero_optimization": {"stage": 2, "overlap_comm": true, "reduce_bucket_size": 2000000000}})");
     Request r;

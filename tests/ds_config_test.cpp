@@ -1,6 +1,7 @@
 // Tests of DeepSpeed config loading, schema checks and "auto" resolution.
-// Expected values: ../shared/reference/deepspeed_memory.md sections 7 (code
-// defaults) and 8 (HF "auto" rules; h=4096 gives reduce_bucket_size
+// Expected values: DeepSpeed v0.19.6 runtime/zero/config.py and
+// offload_config.py (code defaults) and transformers integrations/deepspeed.py
+// trainer_config_finalize (HF "auto" rules; h=4096 gives reduce_bucket_size
 // 16,777,216, stage3_prefetch_bucket_size 15,099,494,
 // stage3_param_persistence_threshold 40,960); user cases C26-C29.
 #include "zeromem/ds_config.h"
@@ -81,7 +82,7 @@ TEST(DsConfigSeed, Zero3LoadsAndResolvesWithHidden4096) {
     EXPECT_EQ(a.zero.stage3_max_reuse_distance, 1000000000);
     EXPECT_TRUE(a.zero.stage3_gather_16bit_weights_on_model_save);
     EXPECT_TRUE(a.zero.overlap_comm_effective());
-    // deepspeed_memory.md section 8, example h=4096.
+    // trainer_config_finalize with h=4096: h*h, 0.9*h*h, 10*h.
     EXPECT_EQ(a.zero.reduce_bucket_size, 16777216);
     EXPECT_EQ(a.zero.stage3_prefetch_bucket_size, 15099494);
     EXPECT_EQ(a.zero.stage3_param_persistence_threshold, 40960);
@@ -391,7 +392,7 @@ TEST(DsConfigBatch, RejectsIndivisibleAndMissing) {
                "train_micro_batch_size_per_gpu");
 }
 
-// Issue 7, section 2: the keys that decide which optimizer runs and whether
+// The keys that decide which optimizer runs and whether
 // DeepSpeed accepts it (engine.py _configure_optimizer,
 // _configure_basic_optimizer; DeepSpeed config keys as DeepSpeed spells them).
 TEST(DsConfigOptimizer, BuilderTorchAdamAndOffloadKeys) {

@@ -10,9 +10,10 @@
 //    Table 3 (model shapes), Sec. 4.3 (embedding/output terms), Figure 7
 //    (records in published_golden.json).
 //  - ZeRO paper (Rajbhandari et al. 2020, arXiv:1910.02054v3) Sec. 3.2.
-//  - deepspeed_memory.md sections 4-5 and 9 of the project's shared reference
-//    (DeepSpeed v0.19.6: stage_1_and_2.py, stage3.py, fp16/fused_optimizer.py,
-//    swap_tensor/*.py).
+//  - DeepSpeed v0.19.6 (deepspeedai/DeepSpeed edaa722): runtime/zero/
+//    stage_1_and_2.py DeepSpeedZeroOptimizer, stage3.py
+//    DeepSpeedZeroOptimizer_Stage3, fp16/fused_optimizer.py, swap_tensor/*.py,
+//    engine.py get_data_types; the function is named at each test.
 //  - user_cases.json: public reports, cited by id and URL.
 #include "zeromem/estimate.h"
 #include "zeromem/model.h"
@@ -71,7 +72,8 @@ uint64_t model_states(const GpuMemory& m) { return m.parameters + m.gradients + 
 //   full recompute     2sbh
 // Shapes from Table 3 (s = 2048, t = 8): 22B h=6144 a=64 micro-batch 4;
 // 175B h=12288 a=96 b=1; 530B h=20480 a=128 b=1; 1T h=25600 a=160 b=1
-// (papers_and_peers.md section 3.2: 22B uses micro-batch 4, the others 1).
+// (micro-batch 4 for 22B and 1 for the others, as Calculon's validation
+// configs run them: calculon-ai/calculon validation/seqsel).
 struct KorthikantiShape {
     const char* name;
     double published_params;  // as in published_golden.json
@@ -244,13 +246,13 @@ TEST(KorthikantiActivations, ArchitectureFormulaReducesToTable2) {
 
 // ===========================================================================
 // 2. Model-state components against DeepSpeed's real allocations
-//    (deepspeed_memory.md sections 4-5, DeepSpeed v0.19.6)
+//    (DeepSpeed v0.19.6 stage_1_and_2.py, stage3.py, engine.py)
 // ===========================================================================
 
-// Section 4.1, ZeRO-2 without offload, bf16, P = 7e9, N = 8 (ceil(P/N) =
+// stage_1_and_2.py, ZeRO-2 without offload, bf16, P = 7e9, N = 8 (ceil(P/N) =
 // 875e6): bit16_groups_flat 2P; grads_in_partition 2·P/N; fp32 master
 // (single_partition_of_fp32_groups) 4·P/N; Adam m and v 4·P/N each.
-// Backward (deepspeed_audit.md, GPU temporaries): the IPG bucket,
+// Backward (GPU temporaries): the IPG bucket,
 // reduce_bucket_size elements in the model dtype (stage_1_and_2.py
 // setup_buckets), a second one with overlap_comm, and the `allreduce_bucket`
 // flatten of a bucket spanning several ranks' slices, another
@@ -305,16 +307,17 @@ TEST(FullConventionStates, PartitionsRoundUp) {
     EXPECT_EQ(e.per_gpu.gradients, 2ull * 875000001ull);
 }
 
-// Section 4.1 / section 9 item 6: ZeRO-1 keeps the full 16-bit gradients
+// stage_1_and_2.py: ZeRO-1 keeps the full 16-bit gradients
 // (2P) through backward and partitions only the optimizer states (12P/N).
 // At the boundary reduce_gradients reduces the first bucket, whose
 // parameters lie in rank 0's partition, so copy_grads_in_partition
 // allocates grads_in_partition (2·P/N) there while the later gradients
-// still wait: 2P + 2P/N on rank 0 (runtime measurement, issue 9).
+// still wait: 2P + 2P/N on rank 0 (the order zeromem-measure replays,
+// tests/runtime).
 // After the boundary reduction `_clear_param_grad_only` sets every
 // param.grad to None and only grads_in_partition (2·P/N) reaches the step,
-// where free_grad_in_param_list frees it (stage_1_and_2.py,
-// deepspeed_audit.md "grads | 1 | optimizer_step, checkpoint_save").
+// where free_grad_in_param_list frees it (stage_1_and_2.py
+// independent_gradient_partition_epilogue, step).
 TEST(FullConventionStates, Stage1KeepsFullGradients) {
     const uint64_t part = 875000000;
     const Estimate e = estimate(params_input(7000000000, 8, 1, Dtype::bf16));
@@ -326,7 +329,7 @@ TEST(FullConventionStates, Stage1KeepsFullGradients) {
     EXPECT_EQ(phase(e, "checkpoint_save").per_gpu.gradients, 0ull);
 }
 
-// Section 4.2, ZeRO-3: 16-bit partition 2·P/N, grad_partitions_flat_buffer
+// stage3.py, ZeRO-3: 16-bit partition 2·P/N, grad_partitions_flat_buffer
 // b_a·P/N, fp32 master and Adam 12·P/N. The IPG bucket is reduce_bucket_size
 // elements in the *communication* dtype, allocated once (no double buffer);
 // gathered largest module + its gradient 2·L·b_m; prefetch
@@ -347,7 +350,8 @@ TEST(FullConventionStates, Stage3PartitionsAndCommDtypeBucket) {
     // (3 · L · b_m) + the prefetch.
     EXPECT_EQ(phase(e, "backward").per_gpu.temporary_buffers,
               2ull * 500000000ull * 4ull + 3ull * L * 2ull + std::min<uint64_t>(50000000ull, 1000000000ull) * 2ull);
-    // The IPG bucket is allocated once at init and kept (section 4.2), so it
+    // The IPG bucket is allocated once at init and kept (stage3.py
+    // _setup_for_real_optimizer), so it
     // is live at the step next to one sub-group's fp32 gradient.
     EXPECT_EQ(phase(e, "optimizer_step").per_gpu.temporary_buffers,
               500000000ull * 4ull + std::min<uint64_t>(1000000000ull, part) * (4ull + 2ull));
@@ -360,23 +364,23 @@ TEST(FullConventionStates, Stage3PartitionsAndCommDtypeBucket) {
     EXPECT_EQ(phase(estimate(torch_in), "optimizer_step").per_gpu.temporary_buffers,
               500000000ull * 4ull + 8ull * part);
 
-    // overlap_comm does not double the ZeRO-3 bucket (section 4.2).
+    // overlap_comm does not double the ZeRO-3 bucket (one ipg buffer in stage3.py).
     in.zero.overlap_comm = true;
     EXPECT_EQ(phase(estimate(in), "backward").per_gpu.temporary_buffers, phase(e, "backward").per_gpu.temporary_buffers);
 
-    // grad_accum_dtype fp32 makes the gradient partition 4·P/N (section 5).
+    // grad_accum_dtype fp32 makes the gradient partition 4·P/N (engine.py get_data_types).
     in.train.grad_accum_dtype = Dtype::fp32;
     EXPECT_EQ(estimate(in).per_gpu.gradients, 4ull * part);
 }
 
-// Section 5: without ZeRO, fp16 runs through FP16_Optimizer
-// (fp16/fused_optimizer.py): 2P params + 2P grads + 4P fp32 master + 8P Adam
-// persistent. At the step (fp16/fused_optimizer.py step) it builds a list of
+// Without ZeRO (engine.py _do_optimizer_sanity_check), fp16 runs through
+// FP16_Optimizer (fp16/fused_optimizer.py): 2P params + 2P grads + 4P fp32
+// master + 8P Adam persistent. At the step (fp16/fused_optimizer.py step) it builds a list of
 // per-parameter fp32 copies of the gradients (4P) and flattens them (another
 // 4P) while the 16-bit gradients are alive, then sets p.grad = None before
 // the optimizer runs on the flat fp32 gradient (4P, fused: no temporary).
-// The larger moment is the flatten: 8P of temporaries + 2P gradients
-// (deepspeed_audit.md, "FP16_Optimizer step"). Backward ends with the
+// The larger moment is the flatten: 8P of temporaries + 2P gradients.
+// Backward ends with the
 // engine's all-reduce flattening up to MEMORY_OPT_ALLREDUCE_SIZE = 5e8
 // elements (engine.py allreduce_bucket).
 TEST(FullConventionStates, Stage0Fp16OptimizerStepCopy) {
@@ -407,9 +411,9 @@ TEST(FullConventionStates, ModelStatesNeverIncreaseWithStage) {
     }
 }
 
-// Section 4.1 / 4.2, offload_optimizer=cpu: the fp32 master, m and v move
-// to the host, so the GPU keeps none of them and host RAM per node grows by
-// at least g · (4 + 8) · P/N (plus pinned gradient buffers).
+// stage_1_and_2.py / stage3.py, offload_optimizer=cpu: the fp32 master, m
+// and v move to the host, so the GPU keeps none of them and host RAM per
+// node grows by at least g · (4 + 8) · P/N (plus pinned gradient buffers).
 TEST(FullConventionStates, CpuOffloadMovesMasterAndAdamToHost) {
     for (int stage : {1, 2, 3}) {
         EstimateInput in = params_input(7000000000, 8, stage, Dtype::bf16);
@@ -461,7 +465,7 @@ TEST(UserCases, C01_Baichuan2_13B_Stage2On4xA800) {
 // inside torch Adam's sqrt(exp_avg_sq) asking for 3.14 GiB with 28.28 GiB
 // allocated; stage 3 works. Asserted: model states 2P + 2P/N + 12P/N =
 // 23.5 GiB (case "derived").
-// DeepSpeed v0.19.6's step (stage_1_and_2.py step, deepspeed_audit.md):
+// DeepSpeed v0.19.6's step (stage_1_and_2.py step):
 //  - flatten moment: grads_in_partition 2P/N + its flat copy 2P/N + the
 //    `.to(fp32)` 4P/N: states + 8P/N = 28.25 GiB allocated (the observed
 //    28.28 within 0.1);
@@ -572,7 +576,7 @@ TEST(UserCases, C07_GptJ6B_Stage2WeightsReplicated) {
 // 5e8 x 2 B = 0.93 GiB among the buffers; stages look alike at this size.
 // Not asserted: stage 2 above stage 1. The report predates DeepSpeed's merge
 // of stages 1 and 2 into one optimizer; in v0.19.6 both allocate the same
-// IPG bucket (deepspeed_memory.md 4.1), so the model has stage 2 lower.
+// IPG bucket (stage_1_and_2.py setup_buckets), so the model has stage 2 lower.
 // Besides the bucket, backward holds the `allreduce_bucket` flatten of a
 // bucket spanning several ranks (stage_1_and_2.py allreduce_bucket
 // self.flatten(bucket)): at most the trainable gradients there are,
@@ -612,7 +616,7 @@ TEST(UserCases, C11_BertLarge_Stage1VsStage2Buckets) {
 // report's "GB" from max RSS is not said to be 10^9 or 2^30).
 // Full convention: host_steady is DeepSpeed's allocated host state,
 // 12P (fp32 master, m, v) + 4P (pinned fp32 grads) + 2P (16-bit staging)
-// + L·2 (deepspeed_memory.md 4.1), 18P with L = 0 here. It is 28% (t5-3b)
+// + L·2 (stage_1_and_2.py __init__), 18P with L = 0 here. It is 28% (t5-3b)
 // and 13% (t5-11b) below the measured RSS, which also holds the Python/CUDA
 // process, the fp32 model that from_pretrained built on the host, and
 // allocator slack; so it is asserted as a lower bound of the RSS only.
@@ -644,7 +648,7 @@ TEST(UserCases, C13_T5_Stage2CpuOffloadHostRam) {
         EXPECT_LT(as_double(e.per_node.host_memory), r.measured * 1e9) << r.params;  // below in either unit
         // DeepSpeed v0.19.6 with torch 2.8 pins the master, the fp32
         // gradients and the 16-bit staging, each rounded up to a power of two
-        // (host_memory.md M1, M5): P2(4P) + P2(4P) + P2(2P) + 8P + 1 GiB.
+        // (CachingHostAllocator.h PowerOf2Ceil): P2(4P) + P2(4P) + P2(2P) + 8P + 1 GiB.
         in.stack = SoftwareStack{};
         auto p2 = [](uint64_t b) { uint64_t p = 1; while (p < b) p <<= 1; return p; };
         EXPECT_EQ(estimate(in).per_node.host_steady,
@@ -712,7 +716,7 @@ TEST(UserCases, C15_LoadWithoutZeroInitHostRam) {
 // The DeepNVMe swap pools are pinned at their exact size, but the flat
 // gradient buffer and the max_in_cpu parameter buffer go through PyTorch's
 // CachingHostAllocator, which rounds them up to a power of two
-// (host_memory.md M1): P2(2 x 6.7e9) = 2^34, P2(2 x 1e9) = 2^31. The case's
+// (PowerOf2Ceil): P2(2 x 6.7e9) = 2^34, P2(2 x 1e9) = 2^31. The case's
 // remedy (buffer_size and sub_group_size ~1e8) must fit.
 TEST(UserCases, C20_NvmeSwapBuffersOnSmallHost) {
     const uint64_t P = 6700000000;

@@ -70,8 +70,8 @@ TEST(DeepSpeedConvention, ReproducesAll288EstimatorRows) {
 
 // DeepSpeed docs/code-docs/source/memory.rst, t5-3b on 1 node x 8 GPUs,
 // cold call (total_params=2851e6, largest_layer_params=32e6): ZeRO-2 with
-// offload 127.45 / 5.31 (printed GB = GiB). Spot check in exact bytes from
-// deepspeed_memory.md section 3, 7e9 on 1 node x 8 GPUs:
+// offload 127.45 / 5.31 (printed GB = GiB). Spot check in exact bytes (the
+// row of deepspeed_estimator_golden.json), 7e9 on 1 node x 8 GPUs:
 // Z3 (offload_param=cpu, offload_optimizer=cpu, zero_init=1) 189000000000 / 524288000.
 TEST(DeepSpeedConvention, DocsSpotChecks) {
     EstimateInput in;

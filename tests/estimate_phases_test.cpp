@@ -1,9 +1,9 @@
-// Issue 3 acceptance tests: phases, residual and host states, trainable vs
+// Acceptance tests of the phases: residual and host states, trainable vs
 // frozen parameters, parallel layout, verdicts and advice.
 //
 // Every expected value is a published number (the comment names the user
-// case and its URL, the paper section or the DeepSpeed file as the shared
-// reference deepspeed_memory.md describes it) or arithmetic written out here
+// case and its URL, the paper section or the DeepSpeed file and function)
+// or arithmetic written out here
 // from such a source. None is a pasted zeromem output. GiB = 2^30 B.
 // tests/cases/README.md lists which user cases are asserted and which are
 // not, and why.
@@ -67,7 +67,7 @@ struct VerdictCase {
 // case states the outcome (OOM with its moment, or a run that completed).
 const VerdictCase kVerdicts[] = {
     // C02 (LLaMA-7B, 8x V100-32GB, ZeRO-2 fp16, OOM in torch Adam's step)
-    // left this table with issue 7: DeepSpeed v0.19.6 frees the 16-bit
+    // left this table: DeepSpeed v0.19.6 frees the 16-bit
     // gradient partition before optimizer.step (stage_1_and_2.py step,
     // free_grad_in_param_list), so the parameter-only estimate fits; see
     // UserCases.C02_Llama7B_Stage2On8xV100 and tests/cases/README.md.
@@ -148,7 +148,7 @@ const VerdictCase kVerdicts[] = {
     // C20: 6.7e9 on one RTX 3090, ZeRO-3 NVMe offload of both with the
     // case's pools, ~31 GB host: OOM-killed in host RAM. The phase is where
     // DeepSpeed allocates the pinned pools: at construction
-    // (deepspeed_memory.md 4.2, swap_tensor/optimizer_utils.py and
+    // (swap_tensor/optimizer_utils.py OptimizerSwapper.__init__ and
     // partitioned_param_swapper.py), i.e. the load phase.
     {"C20", "https://github.com/deepspeedai/DeepSpeed/issues/4571",
      [] {
@@ -228,7 +228,7 @@ TEST(UserCases, C02_OomRequestIsTheTorchAdamTemporary) {
 // (GPU OOM on 4x A800, 79.35 GiB) holds, and the failing allocation, the fp32
 // master partition 4 B x 13.9e9 / 4 = 12.94 GiB, is part of the model states
 // from the load on. The user hit it at init with 77.65 GiB already allocated
-// (3 x 2P). Since issue 7 the load phase's peak is the flatten on the GPU
+// (3 x 2P). The load phase's peak is the flatten on the GPU
 // (stage_1_and_2.py __init__, DeepSpeed >= 0.18.7 when the flat copy fits):
 // the module and its flat copy, 2 x 2P = 51.8 GiB, two of the three copies
 // the user saw (tests/cases/README.md).
@@ -261,7 +261,7 @@ TEST(UserCases, C03_PhaseByPhase) {
     const uint64_t P = e.trainable_params;
     // Load: one 16-bit copy (DeepSpeed flattens on the CPU when a second
     // copy does not fit the GPU: stage_1_and_2.py flatten_on_accelerator,
-    // deepspeed_memory.md 4.1 "Init") and the fp32 master: 44.9 GiB, the
+    // DeepSpeedZeroOptimizer.__init__) and the fp32 master: 44.9 GiB, the
     // observed ~46 GB after init.
     EXPECT_EQ(ld.parameters, 2 * P);
     EXPECT_EQ(ld.momentum + ld.variance, 0u);
@@ -401,9 +401,9 @@ TEST(Advice, C20_SmallerSwapBuffers) {
 // the boundary backward, before the step): 2P + 2P/N + 12P/N = 48.75e9 B =
 // 45.40 GiB, the observed figure. After the step, stage_1_and_2.py step has
 // freed that partition (free_grad_in_param_list), so between steps
-// (checkpoint_save) it is 2P + 12P/N = 45.5e9 B = 42.38 GiB (issue 7). Stage
-// 3: 16P/N + the IPG bucket 5e8 x 2 B kept from init (deepspeed_memory.md
-// 4.2) = 27e9 B = 25.15 GiB at every point; the unnamed model's persistent
+// (checkpoint_save) it is 2P + 12P/N = 45.5e9 B = 42.38 GiB. Stage
+// 3: 16P/N + the IPG bucket 5e8 x 2 B kept from init (stage3.py
+// _setup_for_real_optimizer) = 27e9 B = 25.15 GiB at every point; the unnamed model's persistent
 // small parameters are not known (tolerance 0.25 GiB).
 TEST(UserCases, C08_SteadyAllocatedStage2And3) {
     for (int stage : {2, 3}) {
@@ -459,7 +459,7 @@ TEST(UserCases, C06_EstimatorQuoteAndFullEstimateBracket) {
 // pythia-2.8B (2.78e9), fp16, 4x A10G. The stage-2 gradient bucket,
 // reduce_bucket_size x 2 B (x2 with overlap_comm), is live at the backward
 // phase (where activations peak) and not at the forward (buckets are created
-// at the first gradient hook, deepspeed_memory.md 4.1). Case "derived": lean
+// at the first gradient hook, stage_1_and_2.py setup_buckets). Case "derived": lean
 // ZeRO-1 states on 4 GPUs 2P + 2P + 12P/4 = 18.1 GiB, plus rank 0's
 // grads_in_partition 2P/4 at the boundary (reduce_gradients ->
 // copy_grads_in_partition at the first bucket) = 19.42 GiB. The verdict (stage 1
@@ -636,7 +636,7 @@ TEST(UserCases, C24_PipelineRejectionAndGasWarning) {
 // ===========================================================================
 
 // Adam's m and v are allocated by the optimizer at its first step()
-// (deepspeed_memory.md 4.1 "allocated lazily ... at the first step()"):
+// (torch.optim AdamW _init_group, DeepSpeedCPUAdam step: lazily):
 // absent in load, forward and backward of the first step, present from the
 // optimizer step on (4 B x partition each).
 TEST(Phases, AdamMomentsAppearAtTheFirstStep) {
@@ -658,8 +658,9 @@ TEST(Phases, AdamMomentsAppearAtTheFirstStep) {
 
 // Gradient storage: stages 0-2 have none before the first backward
 // (autograd creates param.grad in backward; ZeRO-2's grads_in_partition is
-// allocated at the first reduction, deepspeed_memory.md 4.1); ZeRO-3's
-// grad_partitions_flat_buffer exists from init (4.2). The ZeRO-3 load peak
+// allocated at the first reduction, stage_1_and_2.py copy_grads_in_partition);
+// ZeRO-3's grad_partitions_flat_buffer exists from init (stage3.py
+// _setup_for_real_optimizer). The ZeRO-3 load peak
 // is the larger of two moments (stage3.py initialize_optimizer_states): the
 // fp32 gradient_buffer of the largest sub-group, 4 x min(1e9, P/N) =
 // 3.5e9 B, freed before the IPG bucket (1e9 B) and the flat gradient buffer
@@ -702,8 +703,7 @@ TEST(Phases, NamesInTimeOrderAndFirstOom) {
     EXPECT_TRUE(phase(v, "backward").fits_gpu.value_or(false));
 }
 
-// Checkpoint save, host side (deepspeed_audit.md "checkpoint save"; issue 7
-// section 3): torch.save copies each GPU optimizer storage to the host, the
+// Checkpoint save, host side: torch.save copies each GPU optimizer storage to the host, the
 // largest being one fp32 partition (4 x sub at stage 3, 4 x ceil(P/N) at
 // stages 1-2) per rank; stages 0-2 also clone the 16-bit module state to the
 // CPU on the writer rank (engine.py _save_checkpoint,
@@ -752,13 +752,14 @@ TEST(Phases, LoadWithoutZeroInit) {
     // zero.Init: one module at a time per rank (8 x L x 2 B), but then
     // stage3.py _create_fp16_partitions_with_defragmentation stages every
     // 16-bit partition in a pageable CPU buffer (zero/utils.py defragment):
-    // 2 B x P/8 per rank, the larger (issue 7 section 3).
+    // 2 B x P/8 per rank, the larger.
     in.zero.zero_init = true;
     EXPECT_EQ(phase(estimate(in), "load").per_node.host_memory, 8 * (2 * (P / 8) + (3ull << 30)));
     EXPECT_GT(2 * (P / 8), 131072000ull * 2);
 }
 
-// activation_checkpointing (deepspeed_memory.md section 6): the keys act
+// activation_checkpointing (DeepSpeed runtime/activation_checkpointing/
+// config.py, checkpointing.py): the keys act
 // only with deepspeed.checkpointing (--ds-checkpointing). cpu_checkpointing
 // moves the checkpointed layer inputs (L x 2sbh, Korthikanti "full
 // recompute") to host RAM: g times that per node, and off the GPU.
@@ -796,8 +797,8 @@ TEST(Phases, DeepSpeedActivationCheckpointing) {
     EXPECT_NEAR(d(whole) - d(split), ckpts / 2.0, 2.0);
 }
 
-// ZeRO-2 CPU offload host memory per rank (deepspeed_memory.md 4.1,
-// host_memory.md M1/M5, DeepSpeed v0.19.6, torch 2.8): pinned, each buffer
+// ZeRO-2 CPU offload host memory per rank (DeepSpeed v0.19.6, torch 2.8):
+// pinned, each buffer
 // rounded up to a power of two by PyTorch's CachingHostAllocator
 // (PowerOf2Ceil): the fp32 master P2(4·P/N) (stage_1_and_2.py __init__,
 // weights_partition), the fp32 gradient partition P2(4·P/N)
@@ -834,7 +835,8 @@ TEST(Phases, OffloadPinnedVsPageable) {
     EXPECT_EQ(e.per_node.host_pinned, 0u);
     EXPECT_EQ(phase(e, "optimizer_step").per_node.host_memory, 8 * ((4 + 4 + 2) * Pn + 2 * L + 2 * Pn + pageable + ovh));
 
-    // ZeRO-3 with zero.Init (deepspeed_memory.md 4.2, host_memory.md M3/M4):
+    // ZeRO-3 with zero.Init (stage3.py _setup_for_real_optimizer,
+    // initialize_optimizer_states):
     // pinned fp32 gradients per sub-group (one here, sub = P/N) P2(4·P/N) +
     // grad_partitions_flat_buffer P2(b_a·P/N); pageable master 4·P/N (at
     // init) and Adam 8·P/N (at the first step). The load phase adds its

@@ -1,9 +1,8 @@
 // Tests of the named terms of the full convention (estimator/include/zeromem/
-// terms.h) and of the phases built from them (issue 7, "Fidelity, second
-// pass", section 1). Every expected value is arithmetic written out here from
-// the DeepSpeed v0.19.6 code path named in the comment (as read in the
-// project's shared reference deepspeed_audit.md, which cites file, function
-// and line at commit edaa722); none is pasted from a zeromem run.
+// terms.h) and of the phases built from them. Every expected value is
+// arithmetic written out here from the DeepSpeed v0.19.6 code path named in
+// the comment (deepspeedai/DeepSpeed at commit edaa722, file and function);
+// none is pasted from a zeromem run.
 #include "zeromem/estimate.h"
 #include "zeromem/model.h"
 #include "zeromem/planner.h"
@@ -37,9 +36,9 @@ bool has_term(const Estimate& e, const std::string& component_part, const std::s
 
 }  // namespace
 
-// Issue 7's acceptance example: `zeromem estimate --model llama-2-70b
-// --gpus 16 --nodes 2 --gpu A100-80GB --stage 3 --gradient-checkpointing full
-// --seq-len 4096` (bf16, micro batch 1, no DeepSpeed "optimizer" block).
+// The full convention's acceptance example: `zeromem estimate --model
+// llama-2-70b --gpus 16 --nodes 2 --gpu A100-80GB --stage 3
+// --gradient-checkpointing full --seq-len 4096` (bf16, micro batch 1, no DeepSpeed "optimizer" block).
 //
 // Llama-2-70B (h 8192, 80 layers, 64 heads, 8 KV heads, f 28672, V 32000):
 //   per layer = 2·8192² (q, o) + 2·8192·1024 (k, v) + 3·8192·28672 (MLP)
@@ -51,7 +50,8 @@ bool has_term(const Estimate& e, const std::string& component_part, const std::s
 // Activations (Korthikanti, GQA, gated MLP, flash attention): 80 · 2sbh
 //   stored + the larger of one layer's recompute sbh·(8 + 4.5 + 28) and io
 //   (4sbh + sV·10), sbh = 4096·8192: autograd frees the loss's saved tensors
-//   before the last layer is recomputed (runtime measurement, issue 9).
+//   before the last layer is recomputed (torch/csrc/autograd/engine.cpp
+//   evaluate_function -> Node::release_variables).
 //   Llama has no dropout (modeling_llama.py: attention dropout only, 0.0 in
 //   the config): no embedding or residual dropout masks.
 // Optimizer step (stage3.py step, one sub-group at a time, sub = 1e9):
@@ -72,7 +72,7 @@ bool has_term(const Estimate& e, const std::string& component_part, const std::s
 //    NCCL's ring buffers of WORLD and the data-parallel clone, both across the
 //    2 nodes: 2 x 24 channels x 2 x (LL128 4,915,200 + SIMPLE 4,194,304) =
 //    874,512,384 B (init.cc computeBuffSizes, net.cc send/recvProxyConnect).
-TEST(Issue7Acceptance, Llama2_70B_On16A100_Stage3IsBorderlineAtSteadyBackward) {
+TEST(FullConvention, Llama2_70B_On16A100_Stage3IsBorderlineAtSteadyBackward) {
     EstimateInput in = testinputs::preset_input("llama-2-70b", 16, 3, Dtype::bf16);
     in.cluster.nodes = 2;
     in.cluster.gpu_memory = 80ull * 1073741824ull;  // A100-80GB preset
@@ -118,7 +118,7 @@ TEST(Issue7Acceptance, Llama2_70B_On16A100_Stage3IsBorderlineAtSteadyBackward) {
     EXPECT_EQ(older.peak_phase, "steady_backward");
 }
 
-// ZeRO-1/2 on one GPU are not above ZeRO-0 (issue 7, section 1). P = 7e9,
+// ZeRO-1/2 on one GPU are not above ZeRO-0. P = 7e9,
 // bf16, fused optimizer (no temporary), no residuals:
 //  - ZeRO-0 (FP16_Optimizer in bf16 mode, fp16/fused_optimizer.py step):
 //    2P params + 2P grads + 4P master + 8P Adam = 16P, and at the step the
@@ -127,7 +127,7 @@ TEST(Issue7Acceptance, Llama2_70B_On16A100_Stage3IsBorderlineAtSteadyBackward) {
 //  - ZeRO-1/2 (stage_1_and_2.py step): 2P params + 12P states + the larger of
 //    the flatten moment (grads_in_partition 2P + flat 2P + fp32 4P) and the
 //    optimizer moment (fp32 4P): 22P.
-TEST(Issue7Section1, Zero12OnOneGpuNotAboveZero0) {
+TEST(GpuTerms, Zero12OnOneGpuNotAboveZero0) {
     const uint64_t P = 7000000000;
     uint64_t peak[3] = {0, 0, 0};
     for (int stage : {0, 1, 2}) {
@@ -149,7 +149,7 @@ TEST(Issue7Section1, Zero12OnOneGpuNotAboveZero0) {
 // the communication dtype, 2P (engine.py allreduce_bucket); the step has no
 // fp32 copy, only the optimizer's temporary over the partition (torch
 // foreach: 4·P/N).
-TEST(Issue7Section1, Bf16OptimizerBuffers) {
+TEST(GpuTerms, Bf16OptimizerBuffers) {
     const uint64_t P = 7000000000, Pn = P / 8;
     EstimateInput in = testinputs::params_input(P, 8, 1, Dtype::bf16);
     in.train.grad_accum_dtype = Dtype::fp32;
@@ -187,7 +187,7 @@ TEST(Issue7Section1, Bf16OptimizerBuffers) {
 //   = 77,491,779,584 B,
 // above the activation peak without the cast for this model (micro batch 1
 // x 4096 tokens, no checkpointing).
-TEST(Issue7Section1, Bf16OptimizerCastAfterTheActivations) {
+TEST(GpuTerms, Bf16OptimizerCastAfterTheActivations) {
     Request r;
     r.model = "llama-2-7b";
     r.gpus = 8;
@@ -219,7 +219,7 @@ TEST(Issue7Section1, Bf16OptimizerCastAfterTheActivations) {
 // param.grad 2Ψ_t + bf16 buffer 2Ψ_t = 28e9; fp32 partition 4Tn + m, v 8Tn =
 // 10.5e9; temporaries: grad_partition.to(fp32) 4Tn + optimizer temporary
 // 4Tn = 7e9. No all-reduce cast (communication dtype = buffer dtype = bf16).
-TEST(Issue7Section1, Bf16OptimizerWithoutZeroUnderPipeline) {
+TEST(GpuTerms, Bf16OptimizerWithoutZeroUnderPipeline) {
     const uint64_t Tr = 7000000000, Tn = Tr / 8;
     EstimateInput in = testinputs::params_input(2 * Tr, 16, 0, Dtype::bf16);
     in.cluster.nodes = 2;
@@ -243,7 +243,7 @@ TEST(Issue7Section1, Bf16OptimizerWithoutZeroUnderPipeline) {
 // every phase; the boundary backward adds the larger of the `.double()`
 // norm of the largest slice (8·L, set_norm_for_param_grad_in_gpu) and the
 // bucket flatten (5e8·2).
-TEST(Issue7Section1, OffloadStagingBufferInEveryPhase) {
+TEST(GpuTerms, OffloadStagingBufferInEveryPhase) {
     EstimateInput in = testinputs::params_input(13000000000, 8, 2, Dtype::bf16);
     const uint64_t L = 32000ull * 5120ull;
     in.model.largest_layer_params = L;
@@ -269,7 +269,7 @@ TEST(Issue7Section1, OffloadStagingBufferInEveryPhase) {
 // parameter (partitioned_param_coordinator.py _fetch_sub_module_impl):
 // 5e8·2 + (1e9 + L)·2 + L·2. Backward adds the module gradient L·2 and the
 // reduce-scatter concatenation 5e8·2.
-TEST(Issue7Section1, Zero3ForwardGatherCopy) {
+TEST(GpuTerms, Zero3ForwardGatherCopy) {
     EstimateInput in = testinputs::preset_input("llama-2-7b", 8, 3, Dtype::bf16);
     const uint64_t L = 32000ull * 4096ull;
     ASSERT_EQ(in.model.largest_layer_params, L);
@@ -292,7 +292,7 @@ TEST(Issue7Section1, Zero3ForwardGatherCopy) {
 // has at most its 1e7 parameters gathered, 1e7 x 2 B, not (0 + 5e7) x 2 B.
 // Forward temporaries: IPG bucket 5e8 x 2 + 2e7 (the all-gather cat copy of
 // L = 0 is 0).
-TEST(Issue7Section1, Zero3PrefetchCappedAtTheModel) {
+TEST(GpuTerms, Zero3PrefetchCappedAtTheModel) {
     EstimateInput in = testinputs::params_input(10000000, 8, 3, Dtype::bf16);
     const Estimate e = estimate(in);
     EXPECT_EQ(phase(e, "forward").per_gpu.temporary_buffers, 1000000000ull + 10000000ull * 2);
@@ -300,7 +300,7 @@ TEST(Issue7Section1, Zero3PrefetchCappedAtTheModel) {
 
 // `--optimizer sgd`: no Adam temporary at the step (ZeRO-3 optimizer moment
 // 4·sub only, so the flatten moment (2 + 4)·sub is the peak).
-TEST(Issue7Section2, SgdHasNoAdamTemporary) {
+TEST(OptimizerStep, SgdHasNoAdamTemporary) {
     EstimateInput in = testinputs::params_input(7000000000, 8, 3, Dtype::bf16);
     in.train.optimizer = Optimizer::sgd;
     const Estimate e = estimate(in);
@@ -313,7 +313,7 @@ TEST(Issue7Section2, SgdHasNoAdamTemporary) {
 // collects its 8 slices of 65,667,072 until they exceed 5e8 elements (7 make
 // 459,669,504, the 8th 525,336,576) and flattens them: 525,336,576 x 2 B =
 // 1,050,673,152 B instead of the bucket's 1e9 B.
-TEST(Issue8Reconcile, Zero2ExtraLargeLmHeadFlattensItsSlices) {
+TEST(GpuTerms, Zero2ExtraLargeLmHeadFlattensItsSlices) {
     EstimateInput in = testinputs::preset_input("llama-3-8b", 8, 2, Dtype::bf16);
     ASSERT_EQ(in.model.largest_layer_params, 525336576u);
     const Estimate e = estimate(in, true);
@@ -333,7 +333,7 @@ TEST(Issue8Reconcile, Zero2ExtraLargeLmHeadFlattensItsSlices) {
 }
 
 // --explain lists every new term with the DeepSpeed function that allocates it.
-TEST(Issue7Explain, NewTermsNameTheirSource) {
+TEST(TermsExplain, TemporariesNameTheirSource) {
     EstimateInput z2 = testinputs::params_input(7000000000, 8, 2, Dtype::bf16);
     const Estimate e2 = estimate(z2, true);
     EXPECT_TRUE(has_term(e2, "allreduce_bucket flatten", "allreduce_bucket"));
@@ -350,7 +350,7 @@ TEST(Issue7Explain, NewTermsNameTheirSource) {
     EXPECT_TRUE(has_term(e3, "fp32 gradient_buffer", "initialize_optimizer_states"));
 }
 
-// Issue 7, section 2: the optimizer the user really gets. ZeRO-3 step on
+// The optimizer the user really gets. ZeRO-3 step on
 // 7e9 / 8 (sub = Tn = 875e6): IPG 5e8·2 + max((2 + 4)·sub, (4 + T)·sub).
 //  - HF Trainer, torch 2.8 + transformers >= 4.54: adamw_torch_fused
 //    (huggingface/transformers#37358), T = 0 -> the flatten moment 6·sub;
@@ -358,7 +358,7 @@ TEST(Issue7Explain, NewTermsNameTheirSource) {
 //  - torch 2.0: foreach keeps exp_avg_sq_sqrt and denom, T = 8 -> 12·sub;
 //  - DeepSpeed block with torch_adam: torch Adam(W) foreach, T = 4;
 //  - DeepSpeed block (FusedAdam): T = 0.
-TEST(Issue7Section2, StepKernelFollowsTheStack) {
+TEST(OptimizerStep, StepKernelFollowsTheStack) {
     const uint64_t sub = 875000000, ipg = 1000000000;
     auto step_tmp = [](const EstimateInput& in) { return phase(estimate(in), "optimizer_step").per_gpu.temporary_buffers; };
     EstimateInput in = testinputs::params_input(7000000000, 8, 3, Dtype::bf16);
@@ -390,7 +390,7 @@ TEST(Issue7Section2, StepKernelFollowsTheStack) {
 // (accelerator.py _prepare_deepspeed): the step is DeepSpeedCPUAdam and a
 // note says why. With zero_force_ds_cpu_optimizer false the client's torch
 // AdamW runs on the CPU.
-TEST(Issue7Section2, OffloadWithClientOptimizerRunsDeepSpeedCpuAdam) {
+TEST(OptimizerStep, OffloadWithClientOptimizerRunsDeepSpeedCpuAdam) {
     EstimateInput in = testinputs::params_input(7000000000, 8, 2, Dtype::bf16);
     in.zero.offload_optimizer = OffloadDevice::cpu;
     EXPECT_EQ(estimate(in).optimizer_step_kernel.rfind("DeepSpeedCPUAdam", 0), 0u);
@@ -407,13 +407,12 @@ TEST(Issue7Section2, OffloadWithClientOptimizerRunsDeepSpeedCpuAdam) {
 }
 
 // ===========================================================================
-// Issue 7, section 3: host memory as PyTorch pins it
-// (../shared/reference/host_memory.md; deepspeed_audit.md "Host RAM")
+// Host memory as PyTorch pins it (aten/src/ATen/core/CachingHostAllocator.h)
 // ===========================================================================
 
 // aten/src/ATen/core/CachingHostAllocator.h allocate():
 // roundSize = c10::llvm::PowerOf2Ceil(size).
-TEST(Issue7Section3, PowerOfTwoCeil) {
+TEST(HostTerms, PowerOfTwoCeil) {
     EXPECT_EQ(terms::power_of_two_ceil(0), 0u);
     EXPECT_EQ(terms::power_of_two_ceil(1), 1u);
     EXPECT_EQ(terms::power_of_two_ceil(3), 4u);
@@ -422,15 +421,15 @@ TEST(Issue7Section3, PowerOfTwoCeil) {
     EXPECT_EQ(terms::power_of_two_ceil(4000000000ull), 1ull << 32);  // sub_group_size 1e9 in fp32
 }
 
-// deepspeed_audit.md run C4: llama-2-13b, ZeRO-2 + offload_optimizer cpu on
+// llama-2-13b, ZeRO-2 + offload_optimizer cpu on
 // 8 GPUs. Tn = ceil(13,015,864,320 / 8) = 1,626,983,040; L = 32000 x 5120.
 // Pinned per rank (stage_1_and_2.py __init__ / initialize_optimizer_states,
 // each through PyTorch's CachingHostAllocator): master P2(4·Tn = 6.51e9) =
 // 2^33, fp32 gradients 2^33, 16-bit staging P2(2·Tn = 3.25e9) = 2^32,
 // temp_grad_buffer_for_cpu_offload P2(2·L = 327.7e6) = 2^29: per
-// rank = 8 + 8 + 4 + 0.5 GiB = 20.50 GiB (the audit's figure), where the plain
+// rank = 8 + 8 + 4 + 0.5 GiB = 20.50 GiB, where the plain
 // byte count gives 15.46.
-TEST(Issue7Section3, Zero2OffloadPinnedRoundedLlama13B) {
+TEST(HostTerms, Zero2OffloadPinnedRoundedLlama13B) {
     EstimateInput in = testinputs::preset_input("llama-2-13b", 8, 2, Dtype::bf16);
     in.zero.offload_optimizer = OffloadDevice::cpu;
     const Estimate e = estimate(in);
@@ -442,8 +441,8 @@ TEST(Issue7Section3, Zero2OffloadPinnedRoundedLlama13B) {
     EXPECT_NEAR(plain / GiB, 15.46, 0.005);
 }
 
-// ZeRO-3 full CPU offload of llama-2-70b on 16 GPUs (2 nodes x 8), the
-// audit's run C6. Per rank, Tn = 4,311,040,512, sub_group_size 1e9:
+// ZeRO-3 full CPU offload of llama-2-70b on 16 GPUs (2 nodes x 8). Per
+// rank, Tn = 4,311,040,512, sub_group_size 1e9:
 //  - fp32 master 4·Tn, pageable (stage3.py _create_fp32_partitions);
 //  - fp32 gradients per sub-group (initialize_optimizer_states): 4 groups
 //    of 1e9 -> 4 x P2(4e9) = 4 x 2^32, and the rest 311,040,512 -> P2 = 2^31;
@@ -457,8 +456,8 @@ TEST(Issue7Section3, Zero2OffloadPinnedRoundedLlama13B) {
 //    x 80 layers, + embedding and lm_head P2(2·32000·8192/16) = 2^25 each,
 //    + final norm 2^10;
 //  - CPU Adam m, v 8·Tn, pageable, from the first step.
-// Steady: 865.2 GiB per node, the upper end of the audit's 790-865.
-TEST(Issue7Section3, Zero3FullOffloadLlama70BSubGroupsAndStrandedBlocks) {
+// Steady: 865.2 GiB per node.
+TEST(HostTerms, Zero3FullOffloadLlama70BSubGroupsAndStrandedBlocks) {
     EstimateInput in = testinputs::preset_input("llama-2-70b", 16, 3, Dtype::bf16);
     in.cluster.nodes = 2;
     in.zero.offload_optimizer = OffloadDevice::cpu;
@@ -478,8 +477,8 @@ TEST(Issue7Section3, Zero3FullOffloadLlama70BSubGroupsAndStrandedBlocks) {
 // ZeRO-3 without parameter offload, zero.Init: the 16-bit partitions are
 // staged through a pageable CPU buffer at load (zero/utils.py defragment,
 // stage3.py _create_fp16_partitions_with_defragmentation): + g·2·Tn per node
-// (llama-2-70b on 8: 128.5 GiB, the audit's C5).
-TEST(Issue7Section3, Zero3LoadDefragmentStaging) {
+// (llama-2-70b on 8: 128.5 GiB).
+TEST(HostTerms, Zero3LoadDefragmentStaging) {
     EstimateInput in = testinputs::preset_input("llama-2-70b", 8, 3, Dtype::bf16);
     const Estimate e = estimate(in);
     const uint64_t Tn = 68976648192ull / 8;
@@ -487,13 +486,13 @@ TEST(Issue7Section3, Zero3LoadDefragmentStaging) {
     EXPECT_NEAR(d(8 * 2 * Tn) / GiB, 128.5, 0.05);
 }
 
-// Section 5, first bullet: CPU Adam's m and v (ops/adam/cpu_adam.py, lazy)
+// CPU Adam's m and v (ops/adam/cpu_adam.py, lazy)
 // do not exist in the first forward and backward, so a host that holds the
 // load and the first step's forward overflows first at the optimizer step.
 // ZeRO-3 + offload_optimizer cpu, 7e9 on 8 (numbers as in
 // Phases.OffloadPinnedVsPageable): load 130.1e9 B, first forward 88.1e9 B,
 // optimizer step 144.1e9 B per node.
-TEST(Issue7Section5, FirstHostOomAtTheStepWhenAdamIsLazy) {
+TEST(HostTerms, FirstHostOomAtTheStepWhenAdamIsLazy) {
     EstimateInput in = testinputs::params_input(7000000000, 8, 3, Dtype::bf16);
     in.zero.offload_optimizer = OffloadDevice::cpu;
     in.cluster.host_memory = 140000000000ull;
@@ -507,7 +506,7 @@ TEST(Issue7Section5, FirstHostOomAtTheStepWhenAdamIsLazy) {
     EXPECT_EQ(estimate(in).first_host_oom_phase, "load");
 }
 
-// Issue 7, section 5: fit keeps --gradient-checkpointing (it used to reset it
+// fit keeps --gradient-checkpointing (it used to reset it
 // to none, so at seq 4096 every option "never fit"). With full checkpointing
 // each option's row is the estimate of that option with the user's
 // checkpointing, at the GPU count found.
@@ -542,15 +541,15 @@ TEST(Fit, FewestGpusKeepsGradientCheckpointing) {
 }
 
 // ===========================================================================
-// Issue 7, section 4: the load phase
+// The load phase
 // ===========================================================================
 
 // ZeRO-3 without zero.Init: engine.py _configure_distributed_model moves the
 // whole 16-bit module to every GPU (module.to(device)) before DeepSpeed
 // partitions it, so the load holds 2 B x Ψ per GPU even with parameter
 // offload: llama-2-70b, 2 x 68,976,648,192 B = 128.5 GiB, a load OOM on
-// 80 GiB parts (deepspeed_audit.md "load without zero.Init").
-TEST(Issue7Section4, Zero3WithoutZeroInitLoadsTheWholeModule) {
+// 80 GiB parts.
+TEST(LoadPhase, Zero3WithoutZeroInitLoadsTheWholeModule) {
     EstimateInput in = testinputs::preset_input("llama-2-70b", 16, 3, Dtype::bf16);
     in.cluster.nodes = 2;
     in.cluster.gpu_memory = 80ull << 30;
@@ -569,10 +568,10 @@ TEST(Issue7Section4, Zero3WithoutZeroInitLoadsTheWholeModule) {
 // (PR #7828) on the GPU when the free memory holds the flat copy, two 16-bit
 // copies there briefly; before 0.18.7, or when it does not fit, on the CPU:
 // the 16-bit copies plus the flat buffer, 2 x b_m x Ψ per rank on the host
-// (host_memory.md L4). 7e9 bf16, ZeRO-2, 8 x 80 GiB, with a 16-bit load
+// 7e9 bf16, ZeRO-2, 8 x 80 GiB, with a 16-bit load
 // (--load-dtype bf16) so that the CPU flatten, not the model load, is the
 // host load peak: g x 2 x 2 x 7e9 + overhead.
-TEST(Issue7Section4, Zero12FlattenOnGpuOrCpuByVersion) {
+TEST(LoadPhase, Zero12FlattenOnGpuOrCpuByVersion) {
     const uint64_t P = 7000000000, ovh = 1ull << 30;
     EstimateInput in = testinputs::params_input(P, 8, 2, Dtype::bf16);
     in.cluster.gpu_memory = 80ull << 30;
@@ -595,7 +594,7 @@ TEST(Issue7Section4, Zero12FlattenOnGpuOrCpuByVersion) {
 // afterwards (transformers from_pretrained, then requires_grad_(False)):
 // 7e9 of which 1e9 trainable, fp32 load, ZeRO-2 on 8: 8 x (4 B x 7e9 + 1 GiB)
 // on the host at load, not 4 B x 1e9 + 2 B x 6e9 per rank.
-TEST(Issue7Section4, FrozenParametersLoadInTheLoadDtype) {
+TEST(LoadPhase, FrozenParametersLoadInTheLoadDtype) {
     EstimateInput in = testinputs::params_input(7000000000, 8, 2, Dtype::bf16);
     in.train.trainable_params = 1000000000;
     EXPECT_EQ(estimate(in).per_node.host_load, 8 * (4 * 7000000000ull + (1ull << 30)));

@@ -1,4 +1,4 @@
-// Issue 15: every architecture family read by its own rules. The oracles
+// Every architecture family read by its own rules. The oracles
 // are tests/data/hf_configs/published/counts.json (published counts and
 // exact counts with their citations) and arithmetic written out here from
 // the transformers module layout of each family.

@@ -82,7 +82,7 @@ TEST(HostTermsCode, ZeroInitModelLoadIncludesTheParamSwapPool) {
 }
 
 // Before torch 1.11 pinned blocks are exact but still cached (the caching
-// predates the rounding, host_memory.md M2): zero.Init's per-parameter
+// predates the rounding of pytorch/pytorch#69299): zero.Init's per-parameter
 // partitions stay pinned at 2·Pn beside the flat buffer's exact 2·Pn.
 TEST(HostTermsCode, StrandedPartitionsExactBeforeTorch111) {
     EstimateInput in = params_input(P, 8, 3, Dtype::bf16);

@@ -1,6 +1,5 @@
-// Load paths of the HF loader (issue 13 "Loading"). Expected values are hand
-// arithmetic from ../shared/reference/host_memory.md L1-L2 and transformers
-// modeling_utils.py from_pretrained: host-copy (also low_cpu_mem_usage) holds
+// Load paths of the HF loader. Expected values are hand arithmetic from
+// transformers modeling_utils.py from_pretrained: host-copy (also low_cpu_mem_usage) holds
 // one copy per rank, single-file the model and the 16-bit state dict,
 // device-map one module at a time; under ZeRO-3 with the HF integration
 // zero.Init decides.
@@ -40,7 +39,7 @@ TEST(LoadPath, HostBytesPerPathOnEightRanks) {
 }
 
 TEST(LoadPath, SingleFileAddsNoStateDictFromTransformers450) {
-    // host_memory.md L1: from ~4.50 (#36033) the meta-device loader fills the
+    // From ~4.50 (huggingface/transformers#36033) the meta-device loader fills the
     // model one parameter at a time, single file or not: one copy per rank.
     EXPECT_EQ(host_model_load(2, LoadPath::single_file, "5.0"), host_model_load(2, LoadPath::host_copy, "5.0"));
     EXPECT_EQ(host_model_load(2, LoadPath::single_file, "4.50"), host_model_load(2, LoadPath::host_copy, "4.50"));

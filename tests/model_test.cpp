@@ -127,12 +127,13 @@ TEST(Presets, Gpt3WithinRoundedPublishedCount) {
     EXPECT_EQ(c.total, 174604259328ull);
     EXPECT_LT(std::fabs(static_cast<double>(c.total) - 175e9), 0.005 * 175e9);
     // 50257 x 12288 embedding: the L used for 175e9 in
-    // shared/reference/deepspeed_memory.md section 3.
+    // tests/data/reference/deepspeed_estimator_golden.json.
     EXPECT_EQ(c.largest_module, 617558016u);
 }
 
 // DeepSpeed's largest_layer_params for the examples in
-// shared/reference/deepspeed_memory.md section 3: the embedding matrix.
+// tests/data/reference/deepspeed_estimator_golden.json: the embedding matrix
+// (stage3.py model_to_params: the largest module's own parameters).
 TEST(Presets, LargestModuleMatchesDeepSpeedReference) {
     EXPECT_EQ(count_params(load_model_preset("llama-2-7b", kData)).largest_module, 131072000u);   // 32000x4096
     EXPECT_EQ(count_params(load_model_preset("llama-2-13b", kData)).largest_module, 163840000u);  // 32000x5120
@@ -190,7 +191,7 @@ TEST(HfConfig, FamilyFields) {
     EXPECT_EQ(g.ffn_size, 4 * 768);  // n_inner absent
     EXPECT_TRUE(g.learned_positions);
     EXPECT_EQ(g.name, "gpt2");  // file stem when there is no _name_or_path
-    EXPECT_EQ(count_params(g).largest_module, 38597376u);  // 50257x768, reference section 3
+    EXPECT_EQ(count_params(g).largest_module, 38597376u);  // 50257x768, deepspeed_estimator_golden.json's L
 
     const ModelArch o = load_hf_config(kHf + "opt-125m.json");
     EXPECT_EQ(o.name, "facebook/opt-125m");
@@ -235,7 +236,7 @@ TEST(HfConfig, HeadDimAndLlamaBiases) {
     EXPECT_EQ(count_params(a).total, 24u + 696u + 8u);
 }
 
-// Issue 15: an unknown model_type is refused in one line naming it, the
+// An unknown model_type is refused in one line naming it, the
 // known families and the --params/--largest-layer-params fallback, even when
 // its keys look like Llama's (a silent guess was wrong by up to 94%).
 TEST(HfConfig, UnknownModelTypeIsRefusedNotGuessed) {

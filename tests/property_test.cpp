@@ -2,8 +2,7 @@
 // reproduce): estimates stay finite and consistent up to 1e15 parameters;
 // ZeRO-3 per-GPU model states never grow with more GPUs nor when a
 // component moves to offload; the deepspeed convention equals DeepSpeed's
-// estimator arithmetic, written out below from
-// ../shared/reference/deepspeed_memory.md section 1 (stage_1_and_2.py
+// estimator arithmetic, written out below from DeepSpeed v0.19.6 (stage_1_and_2.py
 // estimate_zero2_model_states_mem_needs, stage3.py
 // estimate_zero3_model_states_mem_needs), in Python's operation order.
 #include "zeromem/estimate.h"
@@ -141,7 +140,7 @@ TEST(Property, ModelStatesNeverGrowWhenAComponentMovesToOffload) {
 
 namespace {
 
-/// DeepSpeed's estimators (deepspeed_memory.md 1.1 and 1.2) in Python's
+/// DeepSpeed's estimators (estimate_zero2/3_model_states_mem_needs) in Python's
 /// order: ints stay exact until a float multiplies them; int() truncates.
 struct Golden {
     uint64_t cpu = 0, gpu = 0;

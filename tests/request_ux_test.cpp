@@ -1,4 +1,4 @@
-// Library side of issue 10: size units refused alike, preset folders that
+// Library side of the new-user checks: size units refused alike, preset folders that
 // are missing or empty, the data folder lookup, plausibility warnings and
 // the HF Trainer's precision rules in resolve_request.
 #include "zeromem/request.h"

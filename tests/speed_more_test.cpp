@@ -1,6 +1,5 @@
 // Tests of the step-time model (speed.h) against the nine measured sets of
-// tests/data/reference/speed_cases_more.json (a copy of the shared
-// reference's speed_cases_more.json; each set cites its source). Every
+// tests/data/reference/speed_cases_more.json (each set cites its source). Every
 // set's stated ordering is a test; a magnitude is asserted only where the
 // set's setup is fully known, within the tolerance stated next to it.
 // Measured values are read from the JSON; the rest is the set's setup as
@@ -176,7 +175,7 @@ TEST(SpeedMore, S02_DebertaZero2UnlocksBatch) {
 // 32000, untied), seq 2048, bf16, 4 GPUs on PCIe gen4 (pcie-gen4; NVLink
 // bridges not stated); torch DDP overlaps its all-reduce (torch_ddp()). The RTX A6000 has no preset: 154.8 TFLOP/s dense
 // 16-bit tensor peak, 768 GB/s GDDR6 (NVIDIA RTX A6000 datasheet),
-// eta_max 0.5 (the literature default of speed_model.md 2.2, as for the
+// eta_max 0.5 (the literature default, cli99/llm-analysis flops_efficiency, as for the
 // other presets without a measured MFU). The DDP run keeps everything in
 // bf16 (model loaded in bf16): its Adam moves 14 B/param (2-byte p, g, m,
 // v read; p, m, v written) instead of the mixed-precision 28, arithmetic
@@ -233,8 +232,8 @@ TEST(SpeedMore, S05_TinyLlamaDdpVsZero2OnPcie) {
 // Gemma-2B-sized stand-in (arch of google/gemma-2b, 18 layers, h 2048,
 // ffn 16384, vocab 257152) on 8 A100, mbs 14, seq 800 (assumed). The gap
 // is asserted within 10% only (the model's is ~9%: its ZeRO-2 bookkeeping
-// c2 = 10% of forward+backward comes from the 2021 autotuner gaps of
-// section 4; listed in README).
+// c2 = 10% of forward+backward comes from the 2021 autotuner gaps G1-G3 of
+// speed_test.cpp; listed in README).
 TEST(SpeedMore, S10_PerParameterGapNotReachable) {
     const double z1_ms = 1000.0 * 8 * 14 / measured("S10", "ZeRO-1 (control)");
     const double ddp_ms = 1000.0 * 8 * 11 / measured("S10", "DDP (lm_head still present)");
@@ -296,8 +295,8 @@ TEST(SpeedMore, S11_FrozenBackboneZero2VsZero3) {
 // layers x h 4096 (10B, the DeepSpeed ZeRO tutorial's 10B shape) and 40 x
 // 5120 (13B, Llama-2-13B-like widths), GPT-2 vocabulary, seq 1024, fp16,
 // DeepSpeedCPUAdam, host dgx-2. Each option at its own largest micro
-// batch with the same global batch (compare_options: the ranking rule of
-// speed_model.md 7; global batch 512 assumed). Ordering: ZeRO-3 +
+// batch with the same global batch (compare_options' ranking rule; global
+// batch 512 assumed). Ordering: ZeRO-3 +
 // optimizer and parameter offload ahead of ZeRO-2 + optimizer offload at
 // 10B and 13B (measured 1.30x, 1.19x). 20B-70B not tested: ZeRO-2-Offload
 // needs model parallelism there (the set's assumption), which zeromem does

@@ -1,10 +1,16 @@
-// Tests of speed.h: the step-time model against the measured cases of
-// ../shared/reference/speed_model.md section 8 (G1-G14), as orderings
-// (always) and magnitudes (within the tolerance each case states, 25% by
-// default), plus independent arithmetic of the cost formulas.
+// Tests of speed.h: the step-time model against the measured public runs
+// G1-G14 below, as orderings (always) and magnitudes (within the tolerance
+// each case states, 25% by default), plus independent arithmetic of the cost
+// formulas.
 //
-// Expected values are the published measurements copied from section 8 (and
-// section 4 for the side-by-side tables), or arithmetic written out here.
+// Expected values are the published measurements, or arithmetic written out
+// here. Sources: G1-G3, G3b, G14 the 2021 DeepSpeed autotuner runs on 16x
+// V100 (microsoft/DeepSpeedExamples autotuning/hf/*/README.md); G4
+// LianjiaTech/BELLE#402; G5/G6 mosaicml/llm-foundry
+// scripts/train/benchmarking/README.md; G7-G9 DeepSpeed blogs/deepcompile;
+// G10 VIA-Research/vTrain's measured iteration times (data/*.csv); G11
+// DeepSpeed blogs/deepspeed-zenflow; G12 DeepSpeed blogs/zenflow-corebinding;
+// G13 DeepSpeed blogs/zeropp (ZeRO++, Wang et al. 2023).
 // Assumptions where a source is silent are stated next to each case.
 #include "speed_test_helpers.h"
 #include "zeromem/estimate.h"
@@ -79,7 +85,7 @@ EstimateInput input(const ModelInfo& m, int64_t gpus, int64_t nodes, int stage, 
 
 // ---- independent arithmetic of the formulas ------------------------------
 
-// Section 2.1: 6Ψ + 12·L·h·s per token. GPT-2 XL (tied embeddings, learned
+// Model FLOPs: 6Ψ + 12·L·h·s per token. GPT-2 XL (tied embeddings, learned
 // positions of 1024 x 1600): Ψ_mm = Ψ - 1024·1600.
 TEST(SpeedFormulas, ModelFlopsPerToken) {
     const ModelInfo m = preset("gpt2-xl");
@@ -106,7 +112,8 @@ TEST(SpeedFormulas, SingleGpuArithmetic) {
     EXPECT_NEAR(t.mfu, 6e9 * 1024 / (compute + adam) / 312e12, 1e-12);
 }
 
-// Section 1.3: t_AR = alpha + 2(n-1)/n (S + S_half)/B per launch. ZeRO-0,
+// Ring all-reduce (factor 2(n-1)/n, nccl-tests doc/PERFORMANCE.md):
+// t_AR = alpha + 2(n-1)/n (S + S_half)/B per launch. ZeRO-0,
 // 8 A100 on NVLink3 (229.35 GB/s, 72 us, 16 MiB), Ψ = 1e9 bf16 (S = 2 GB),
 // reduce_bucket_size 5e8 -> 2 launches.
 TEST(SpeedFormulas, RingAllReduceCost) {
@@ -119,9 +126,10 @@ TEST(SpeedFormulas, RingAllReduceCost) {
     EXPECT_NEAR(t.exposed_comm, ar, 1e-12);
 }
 
-// Multi-node bus bandwidth (section 1.3): 4 nodes x 8 GPUs on 8 x 50 GB/s
+// Multi-node bus bandwidth: 4 nodes x 8 GPUs on 8 x 50 GB/s
 // NICs at 73% -> 0.73·50·31/3 = 377 GB/s, which the measured 4x8 B200 EFA
-// all-reduce (377-382 GB/s) confirms; capped by the intra-node figure.
+// all-reduce (377-382 GB/s, stas00/ml-engineering network/README.md)
+// confirms; capped by the intra-node figure.
 TEST(SpeedFormulas, MultiNodeBusBandwidth) {
     ModelInfo m;
     m.params = 8000000000;
@@ -165,9 +173,9 @@ TEST(SpeedFormulas, CpuAdamSharedPerNode) {
     EXPECT_NEAR(t.optimizer, 8e9 / 1.5e9, 1e-9);  // (Ψ/n)·g / R_cpu = Ψ/R_cpu on one node
 }
 
-// ---- measured cases (speed_model.md section 8) -----------------------------
+// ---- measured cases (sources in the header) --------------------------------
 
-// The autotuner runs of section 4 (G1-G3) are 2021 DeepSpeed: no effective
+// The autotuner runs G1-G3 are 2021 DeepSpeed: no effective
 // ZeRO-3 prefetch and ~1.1 ms per synchronous fetch launch
 // (speed_constants_era2021, documented in speed.h).
 SpeedConstants era2021() { return speed_constants_era2021(); }
@@ -239,7 +247,7 @@ TEST(SpeedGolden, G3_BertBaseExactOrder) {
 
 // G5 / G6: MPT-7B FSDP full shard (ZeRO-3 equivalent), 8 GPUs, seq 2048,
 // mbs 6: H100 10643 tok/s/GPU (MFU 46.4%), A100-80 4641 tok/s/GPU (64.2%).
-// No activation checkpointing assumed (as in section 7's prototype check).
+// No activation checkpointing assumed.
 TEST(SpeedGolden, G5_G6_Mpt7bFullShard) {
     const ModelInfo m = mpt7b();
     const StepTime h100 = step_time(input(m, 8, 1, 3, 6, 2048), hw("H100-80GB", Dtype::bf16));
@@ -261,7 +269,7 @@ TEST(SpeedGolden, G7_Llama70bZero3MultiNode) {
 // G8: Llama-3-70B ZeRO-3 + optimizer offload (cpu), 16x H100 (2 nodes),
 // mbs 1, seq 512/1024/2048: ~13 / 24 / 49 TFLOPs/GPU, CPU-Adam dominated,
 // step ~flat. The CPU-Adam rate of that H100 host is 2.2e9 params/s per
-// node (hardware.json cpu.derivations, from this run's ~17-18 s step), the
+// node (~35e9 parameters per node in ~16 s of this run's ~17-18 s step), the
 // top of the measured range; the default 1.5e9 suits older hosts. G8 is
 // also the case the host model's cpu_adam_memory_efficiency is fitted on
 // (speed.h), so it is not evidence for that constant.
@@ -288,8 +296,8 @@ TEST(SpeedGolden, G8_Llama70bOptimizerOffload) {
 
 // G9: Llama-3-8B ZeRO-1, 8 GPUs (H100 assumed), mbs 1 and 4, seq
 // 512/1024/2048: ~36/85/148 and ~171/220/273 TFLOPs/GPU. These runs carry a
-// ~0.48 s fixed cost per step (section 2.2's least-squares fit on these
-// points, T = 0.48 s + F/417 TF); the model already spends ~0.13 s of it on
+// ~0.48 s fixed cost per step (a least-squares fit on these points:
+// T = 0.48 s + F/417 TF); the model already spends ~0.13 s of it on
 // the all-reduce, all-gather and Adam, so the check sets T_fix = 0.35 s and
 // tests the curve. Ordering (TFLOPs rise with tokens) always; magnitude 25%,
 // except mbs 4 / seq 512 (30%): the chart-read data put it 15% above mbs 1 /
@@ -328,7 +336,7 @@ TEST(SpeedGolden, G10_Gpt36bPureDataParallel) {
 }
 
 // G11: Llama-2-7B, 4x A100, ZeRO-2 + optimizer offload: ">7 s" per step,
-// "CPU path >4 s vs backward ~2 s; >60% GPU idle" (section 3.1; seq 4096,
+// "CPU path >4 s vs backward ~2 s; >60% GPU idle" (ZenFlow blog; seq 4096,
 // mbs 1 assumed). The "0.5 s" without offload cannot be the same step
 // (backward alone is ~2 s), so the 14x ratio is not checked. Checked: the
 // offloaded step within 25% of 7 s, CPU optimizer > 4 s, and optimizer +
@@ -363,7 +371,7 @@ TEST(SpeedGolden, G12_Qwen3bOffloadAbsolute) {
 
 // ---- G3b, G4, G13, G14 ------------------------------------------------------
 
-// G3b (section 4, 2021 autotuner, 16x V100, mbs per stage in brackets):
+// G3b (2021 autotuner, 16x V100, mbs per stage in brackets):
 // GPT2-medium fp16 z0 167.7 (5), z1 175.5 (6), z2 161.6 (6); BERT-large
 // fp32 z0 835.2 (93), z1 842.2 (93), z2 764.5 (94); DeBERTa-v2-xxlarge
 // 1.5B fp16 z0 OOM, z1 177.8 (11), z2 154.0 (14): z1 >= z0 > z2.
@@ -464,11 +472,11 @@ TEST(SpeedGolden, G4_Bloom2xTitanRtx) {
 
 // G13: ZeRO-3, 18B, 384 V100 = 24 DGX-2 nodes x 16 (ZeRO++ paper,
 // Wang et al. 2023), 2K tokens per GPU (mbs 1, seq 2048 assumed), fp16,
-// IB 4 x 100 Gb/s per node vs 1 x 100 Gb/s: 40 vs 26 TFLOPs/GPU (section 4,
-// S1 zeropp; ZeRO++ itself is not modelled). 18B as a GPT of 40 layers,
+// IB 4 x 100 Gb/s per node vs 1 x 100 Gb/s: 40 vs 26 TFLOPs/GPU (DeepSpeed
+// blogs/zeropp; ZeRO++ itself is not modelled). 18B as a GPT of 40 layers,
 // h 6144 (12 L h^2 = 18.1e9, assumed; GPT-2 vocabulary). 2023 DeepSpeed:
 // default constants. The NICs are InfiniBand, not EFA: NIC efficiency 0.9
-// (Calculon's IB network efficiency, speed_model.md section 5) instead of
+// (Calculon's IB network efficiency, calculon-ai/calculon a100_80g) instead of
 // the ib-hdr100 preset's 0.73 (measured on EFA); 16 GPUs share 4 or 1 NICs.
 // At 1 x 100 Gb/s the model sits near the edge (-25%). Direction always (more bandwidth is faster); the two
 // magnitudes and their ratio 40/26 = 1.54 within 25%.
@@ -490,7 +498,7 @@ TEST(SpeedGolden, G13_Zero3BandwidthSensitivity) {
                 tf[0] / tf[1]);
 }
 
-// G14: GPT2-large on 16x V100 (section 4, S10): HF DDP 27.9, DeepSpeed
+// G14: GPT2-large on 16x V100 (DeepSpeedExamples autotuning/hf): HF DDP 27.9, DeepSpeed
 // ZeRO-1 hand-tuned 56.8, autotuned 69.1 samples/s end to end; the
 // autotuner's ZeRO-1 pick is mbs 3 (87.3 samples/s by its own timers, G2)
 // against 2 for a memory-capped baseline. Checked: tuning headroom exists -
@@ -514,7 +522,7 @@ TEST(SpeedGolden, G14_Gpt2LargeTuningHeadroom) {
 // partition crosses PCIe twice (forward and backward gathers) and each fetched
 // tensor pays a synchronous fetch, so at the same micro batch ZeRO-3 +
 // offload_param is slower than ZeRO-3, and NVMe is slower than CPU
-// (speed_model.md 3.1-3.2: PCIe and NVMe bandwidth below HBM).
+// (PCIe and NVMe bandwidth are below HBM's).
 TEST(SpeedModel, ParameterOffloadCostsTime) {
     const ModelInfo m = preset("llama-2-7b");
     const SpeedHardware h = hw("A100-80GB", Dtype::bf16);

@@ -243,7 +243,7 @@ void pin_memory_findings(const json& config, const std::string& version, Finding
 }
 
 /// Defaults that depend on the version or the stage and change memory or
-/// speed (deepspeed_memory.md sections 5, 7 and 9).
+/// speed (runtime/zero/config.py, precision_config.py, engine.py).
 void version_findings(const json& config, const std::string& version, Findings& out) {
     const int stage = stage_of(config);
     if (!at(config, "/zero_optimization/overlap_comm"))

@@ -308,8 +308,13 @@ uint64_t linear_weight_params(const ModelArch& a) {
 }
 
 // The version-dependent behaviours of the software stack, resolved once per
-// estimate (issue 7, sections 2-4; host_memory.md for the DeepSpeed and
-// PyTorch versions). Throws InputError naming the flag for a malformed version.
+// estimate: which AdamW implementation runs (torch 2.1 foreach; the HF
+// Trainer's adamw_torch_fused from torch 2.8, huggingface/transformers#37358),
+// whether pinned requests are rounded (torch 1.11, pytorch/pytorch#69299) and
+// which DeepSpeed host buffers exist and are pinned (deepspeedai/DeepSpeed
+// #4131 0.10.1, #5104 0.13.2, #5301 0.14.1, #5409 0.14.3, #7309 0.17.0,
+// #7689 0.18.3, #7828 0.18.7). Throws InputError naming the flag for a
+// malformed version.
 struct StackFacts {
     bool torch_before_2_1 = false;  // foreach AdamW keeps two temporaries
     bool hf_fused_default = true;   // HF Trainer default adamw_torch_fused (torch >= 2.8, transformers >= 4.54)
@@ -362,8 +367,8 @@ constexpr const char* kSrcZ12 = "DeepSpeed v0.19.6 runtime/zero/stage_1_and_2.py
 constexpr const char* kSrcZ3 = "DeepSpeed v0.19.6 runtime/zero/stage3.py, partition_parameters.py";
 constexpr const char* kSrcZ0 = "DeepSpeed v0.19.6 runtime/fp16/fused_optimizer.py (FP16_Optimizer)";
 
-// The optimizer implementation that runs the step, and why (issue 7,
-// section 2). DeepSpeed does not alter a client optimizer's foreach/fused
+// The optimizer implementation that runs the step, and why.
+// DeepSpeed does not alter a client optimizer's foreach/fused
 // choice (engine.py _configure_optimizer: basic_optimizer =
 // client_optimizer); the HF Trainer's default is adamw_torch_fused from
 // torch 2.8 with transformers >= 4.54 (huggingface/transformers#37358, merged
@@ -495,7 +500,8 @@ uint64_t persistent_numel(const ModelArch& a, uint64_t tp, int64_t threshold, in
 
 // The host fields of the sizes: offload devices, pinning and the software
 // versions that decide which buffers exist and how they are pinned
-// (../shared/reference/host_memory.md M1-M7).
+// (PyTorch CachingHostAllocator.h allocate: PowerOf2Ceil from torch 1.11;
+// DeepSpeed stage_1_and_2.py / stage3.py pin_memory calls per version).
 void set_host_sizes(FullContext& c) {
     const auto& in = c.in;
     const auto& z = in.zero;
@@ -1263,8 +1269,8 @@ LoadPath effective_load_path(const EstimateInput& in) { return in.residual.load_
 // Whether single-file loading adds the 16-bit state dict: only before
 // transformers ~4.50, whose from_pretrained loads a non-sharded file's whole
 // state dict before building the model; from #36033 (~4.50) the model is built
-// on the meta device and filled one parameter at a time
-// (../shared/reference/host_memory.md L1-L2).
+// on the meta device and filled one parameter at a time (transformers
+// modeling_utils.py _load_pretrained_model).
 bool single_file_state_dict(const EstimateInput& in) {
     return effective_load_path(in) == LoadPath::single_file &&
            compare_versions(in.stack.transformers, "4.50", "--transformers-version") < 0;
@@ -1449,7 +1455,7 @@ uint64_t nvme_bytes(const FullContext& c) {
 
 
 // Host bytes per rank of the model at load without zero.Init, by load path
-// (../shared/reference/host_memory.md L1-L2): the model in the load dtype
+// (transformers modeling_utils.py from_pretrained): the model in the load dtype
 // (plus frozen storage), with single_file also the 16-bit state dict (2 B
 // per parameter of a single non-sharded checkpoint), with
 // device_map only one module's parameters at a time (L · load bytes, an upper

@@ -19,8 +19,8 @@ using namespace planner_detail;
 
 // Sets `in` to option `o` at the user's own micro batch and accumulation.
 // fit keeps everything the user gave but the stage and offload choice:
-// micro batch, accumulation and gradient checkpointing included (issue 7,
-// section 5: every estimate flag reaches fit).
+// micro batch, accumulation and gradient checkpointing included (every
+// estimate flag reaches fit).
 static void apply_option_at_base_batch(const EstimateInput& base, const ZeroOption& o, EstimateInput& in) {
     ZeroOption with_checkpointing = o;
     with_checkpointing.checkpointing = base.train.checkpointing;

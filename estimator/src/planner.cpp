@@ -335,7 +335,8 @@ std::vector<std::string> ordering_statement(const std::vector<Candidate>& rows) 
 // The settings emit_ds_config writes besides the candidate's own: an
 // "optimizer" block (so DeepSpeed builds FusedAdam / DeepSpeedCPUAdam, no
 // optimizer temporaries), the HF rules for the stage-3 buckets when the
-// hidden size is known (0.9·h², 10·h; deepspeed_memory.md section 8) and the
+// hidden size is known (0.9·h², 10·h; transformers integrations/deepspeed.py
+// trainer_config_finalize) and the
 // 16-bit gather at save. plan() evaluates with them, so that `estimate
 // --ds-config` on the emitted file gives the same figures.
 static void apply_emitted_settings(EstimateInput& in) {

@@ -645,7 +645,7 @@ void apply_optimizer_impl(const Request& req, TrainingSettings& train, Provenanc
 // versions (offload pin_memory, the checkpoint load dtype).
 void apply_version_defaults(const Request& req, EstimateInput& in, Provenance& prov) {
     // offload_optimizer/offload_param pin_memory defaulted to false before
-    // DeepSpeed 0.19.5 (#8207 made it true; host_memory.md M4).
+    // DeepSpeed 0.19.5 (deepspeedai/DeepSpeed#8207 made it true).
     if (compare_versions(in.stack.deepspeed, "0.19.5", "--deepspeed-version") < 0) {
         for (const char* dev : {"offload_optimizer", "offload_param"}) {
             const std::string key = std::string("zero_optimization.") + dev + ".pin_memory";
@@ -658,7 +658,7 @@ void apply_version_defaults(const Request& req, EstimateInput& in, Provenance& p
     // transformers >= 5 loads with dtype="auto" by default
     // (huggingface/transformers#42805): a 16-bit checkpoint stays 16-bit on
     // the host; before, from_pretrained built the model in fp32
-    // (host_memory.md L1).
+    // (modeling_utils.py: "set fp32 as the default dtype for BC").
     if (!req.load_dtype) {
         if (compare_versions(in.stack.transformers, "5", "--transformers-version") >= 0) {
             in.residual.load_dtype = in.train.dtype == Dtype::fp16 ? Dtype::fp16 : Dtype::bf16;

@@ -1,6 +1,7 @@
-// Step-time model: ../shared/reference/speed_model.md section 7, with the
-// collectives DeepSpeed issues per stage (section 1.2) costed by the ring
-// alpha-beta model of section 1.3.
+// Step-time model (speed.h): the collectives DeepSpeed issues per stage
+// (engine.py allreduce_gradients, stage_1_and_2.py average_tensor, stage3.py)
+// costed by the ring alpha-beta model with nccl-tests' bus-bandwidth factors
+// (NVIDIA/nccl-tests doc/PERFORMANCE.md).
 #include "zeromem/speed.h"
 
 #include "zeromem/model.h"
@@ -41,10 +42,11 @@ struct Link {
 enum class Coll { all_reduce, all_gather, reduce_scatter };
 
 /// Bus bandwidth, latency and S_half of one collective kind over n ranks on
-/// g GPUs per node and k nodes (speed_model.md 1.3): one node uses the intra
+/// g GPUs per node and k nodes: one node uses the intra
 /// figures; several nodes are bounded by the NICs, whose per-GPU rate x
 /// (n-1)/(k-1) is the bus bandwidth they sustain (only (k-1)/(n-1) of the
-/// bytes leave a node).
+/// bytes leave a node; NCCL drives every NIC of a node at once: 4 x 8 B200
+/// measured ~2x below one node, stas00/ml-engineering network/README.md).
 Link link_for(Coll c, const SpeedHardware& hw, int64_t n, int64_t g, int64_t k) {
     Link l;
     l.busbw = c == Coll::all_reduce   ? hw.intra.allreduce_busbw
@@ -66,7 +68,8 @@ Link link_for(Coll c, const SpeedHardware& hw, int64_t n, int64_t g, int64_t k) 
 /// Time of `launches` collectives that together move `bytes` (the full
 /// tensor size S summed over launches): each launch costs
 /// alpha + factor (S_i + S_half) / B_max, i.e. busbw(S) = B_max S/(S + S_half)
-/// (speed_model.md 1.3); factor 2(n-1)/n for all-reduce, (n-1)/n otherwise.
+/// (a fit to measured nccl-tests sweeps); factor 2(n-1)/n for all-reduce,
+/// (n-1)/n otherwise (NVIDIA/nccl-tests doc/PERFORMANCE.md).
 double coll_time(Coll c, double bytes, double launches, const Link& l, int64_t n) {
     if (n <= 1 || bytes <= 0) return 0;
     const double nn = double(n);
@@ -203,7 +206,7 @@ double model_flops_per_token(const ModelInfo& model, int64_t seq_len) {
     const ModelArch& a = *model.arch;
     const ParamCount pc = count_params(a);
     // Lookups do no matmul: an untied input embedding (and learned positions)
-    // are excluded; a tied one is the LM head and stays (speed_model.md 2.1).
+    // are excluded; a tied one is the LM head and stays.
     double mm = double(pc.active);  // MoE: the experts a token is routed to (== total for dense models)
     if (!a.tied_embeddings) mm -= double(pc.embedding);
     else if (a.learned_positions)
@@ -252,8 +255,8 @@ HostSpec load_host_preset(const std::string& name, const std::string& data_dir, 
 
 double host_pcie_bandwidth(const HostSpec& host) {
     // x16 spec per direction: gen3 15.75, gen4 31.5, gen5 63 GB/s, doubling
-    // per generation (hardware.json "GPU<->CPU PCIe"); 88% reached
-    // (measured gen5 55.4 / 63).
+    // per generation (PCIe spec); 88% reached (nvbandwidth gen5 55.4 / 63,
+    // stas00/ml-engineering network/README.md).
     constexpr double PCIE_EFFECTIVE_FRACTION = 0.88;
     const double x16 = 15.75e9 * std::pow(2.0, double(host.pcie_gen - 3));
     return PCIE_EFFECTIVE_FRACTION * x16 * double(host.pcie_lanes_per_gpu) / 16.0 / double(host.gpus_per_pcie_link);
@@ -304,8 +307,8 @@ struct StepCtx {
     double local = 0;      ///< trainable parameters this rank updates (stages >= 1)
 };
 
-/// Forward+backward(+recompute) of one micro-step (speed_model.md 2.1, 2.2,
-/// 7): hardware FLOPs over peak x eta(tok).
+/// Forward+backward(+recompute) of one micro-step: hardware FLOPs over peak
+/// x eta(tok).
 void compute_term(const EstimateInput& in, const SpeedHardware& hw, const SpeedConstants& k, StepCtx& c,
                   StepTime& r) {
     const double fpt = model_flops_per_token(in.model, in.train.seq_len);
@@ -339,7 +342,7 @@ Link group_link(Coll coll, const SpeedHardware& hw, int64_t ranks, int64_t g) {
 }
 
 /// The ZeRO-3 collectives of one micro-step (zeromem/zeropp.h
-/// zero3_comm_volume for the bytes; speed_model.md 1.3 for the cost):
+/// zero3_comm_volume for the bytes; coll_time for the cost):
 /// forward gather in the partition group (N_d, or MiCS shard), backward
 /// gather in the hpZ group when hpZ is on (partition_parameters.py
 /// all_gather_coalesced uses ds_secondary_tensor over
@@ -378,9 +381,10 @@ Zero3Times zero3_collectives(const EstimateInput& in, const SpeedHardware& hw, c
     return t;
 }
 
-/// Collectives (speed_model.md 1.2, 1.3) and the per-tensor / per-module
-/// costs of each stage. Returns the ZeRO-3 collectives of one micro-step
-/// (what the parameter-offload copies compete with for overlap).
+/// Collectives (as DeepSpeed issues them per stage, costed by coll_time)
+/// and the per-tensor / per-module costs of each stage. Returns the ZeRO-3
+/// collectives of one micro-step (what the parameter-offload copies compete
+/// with for overlap).
 double comm_terms(const EstimateInput& in, const SpeedHardware& hw, const SpeedConstants& k, const StepCtx& c,
                   StepTime& r) {
     const double G = c.trainable * c.w;    // gradients and updated parameters
@@ -458,8 +462,8 @@ void moe_all_to_all_term(const EstimateInput& in, const SpeedHardware& hw, const
     r.exposed_comm += r.moe_all_to_all;
 }
 
-/// Optimizer step and optimizer-offload copies (speed_model.md 3.1): the
-/// CPU optimizer on the node's partitions at the host's rate (torch AdamW
+/// Optimizer step and optimizer-offload copies (ZeRO-Offload,
+/// arXiv:2101.06840): the CPU optimizer on the node's partitions at the host's rate (torch AdamW
 /// when the client optimizer runs there), fp32 gradients down (each
 /// micro-step once gradients are partitioned, overlapping backward when
 /// overlap_comm is on) and 16-bit parameters up after the step (exposed).
@@ -558,19 +562,19 @@ std::vector<CalibrationNote> calibration_notes(const EstimateInput& in, const Sp
     std::vector<CalibrationNote> v;
     const SpeedConstants era = speed_constants_era2021();
     v.push_back({"compute", "compute_efficiency (eta_max " + format_number(hw.compute_efficiency) + ")",
-                 "est. from the measured MFU of speed_model.md 2.2 (G5/G6 range)"});
-    v.push_back({"compute", "half_efficiency_tokens", "est. ~1024 (speed_model.md 7), not fitted"});
+                 "est. from the measured MFU of G5/G6 (llm-foundry MPT-7B)"});
+    v.push_back({"compute", "half_efficiency_tokens", "est. ~1024, not fitted"});
     if (in.zero.stage == 3) {
         v.push_back({"exposed_comm", "stage3_overlap",
                      k.stage3_overlap == era.stage3_overlap ? "0 for 2021 DeepSpeed (DeepSpeed#1069)"
-                                                            : "est. 1 (speed_model.md 7: prefetch)"});
+                                                            : "est. 1 (prefetch)"});
         v.push_back({"per_param", "stage3_launch_cost",
                      k.stage3_launch_cost == era.stage3_launch_cost ? "fitted on G1 and G3 (2021 z3 - z2 gaps)"
                                                                     : "fitted on G7 (Llama-3-70B ZeRO-3, 32x H100)"});
     } else if (in.zero.stage == 0 && k.stage0_overlap > 0) {
         v.push_back({"exposed_comm", "stage0_overlap", "torch DDP overlap, est. as overlap_fraction, not fitted"});
     } else if (in.zero.stage > 0 && in.zero.overlap_comm_effective()) {
-        v.push_back({"exposed_comm", "overlap_fraction", "est. 0.8 (speed_model.md 7), not fitted"});
+        v.push_back({"exposed_comm", "overlap_fraction", "est. 0.8, not fitted"});
     }
     if (in.zero.stage >= 1) v.push_back({"per_param", "zero12_per_tensor_cost", "est. 20 us, bounded by G3"});
     if (in.zero.stage >= 2 && t.overhead > 0)
@@ -581,11 +585,11 @@ std::vector<CalibrationNote> calibration_notes(const EstimateInput& in, const Sp
             v.push_back({"optimizer", "cpu_adam_memory_efficiency", "fitted on G8 (DGX H100 host, 2.2e9 params/s)"});
         else
             v.push_back({"optimizer", "cpu_adam_rate " + format_number(hw.cpu_adam_rate),
-                         "speed_model.md 3.1 default, derived from G8, G11 and DeepSpeed#6834"});
+                         "default, derived from G8, G11 and DeepSpeed#6834"});
         if (t.torch_cpu_optimizer)
             v.push_back({"optimizer", "torch_cpu_adam_slowdown", "6: midpoint of the tutorial's 5-7x, not fitted"});
     } else {
-        v.push_back({"optimizer", "adam_hbm_efficiency", "est. 0.7 (speed_model.md 7), not fitted"});
+        v.push_back({"optimizer", "adam_hbm_efficiency", "est. 0.7, not fitted"});
     }
     if (in.zero.offload_param != OffloadDevice::none) {
         v.push_back({"per_param", "param_fetch_sync_cost", "fitted on G1 and G3 (2021 synchronous fetches)"});

@@ -435,7 +435,7 @@ static void param_offload_host_terms(const Sizes& s, bool opt_host, std::vector<
         // Also without zero.Init: parameter_offload.py
         // _convert_to_zero_parameters partitions through Init(module=...).
         // Before torch 1.11 the blocks are exact but cached all the same
-        // (the caching predates the rounding, host_memory.md M2).
+        // (CachingHostAllocator's free list predates the rounding).
         if (s.pin_param && (s.round_pinned ? s.zero_init_partition_blocks > 0 : b > 0))
             v.push_back(host("zero.Init's per-parameter pinned partitions left in PyTorch's host cache",
                              s.round_pinned ? "Σ_p PowerOf2Ceil(b_m · ceil(numel_p / N_d))" : "b_m · Ψ/N_d (torch < 1.11: exact)",

@@ -8,7 +8,8 @@
 // (device = rank within the node). Collectives wait by polling the stream
 // and ncclCommGetAsyncError; an asynchronous NCCL error or a stall past the
 // timeout aborts the communicator (ncclCommAbort) and throws, so the harness
-// aborts every rank (simulator_runtime_gui.md section D).
+// aborts every rank (as nccl-tests src/common.cu testStreamSynchronize does;
+// ncclCommGetAsyncError / ncclCommAbort in NCCL's nccl.h).
 // Built as the module zeromem-measure-cuda.so, which zeromem-measure loads
 // only when the cuda backend is asked for (cuda_loader.cpp): the helper
 // itself then needs no CUDA library.

@@ -1,6 +1,6 @@
 // Model of PyTorch's CUDA caching allocator. Every rule cites the function of
 // c10/cuda/CUDACachingAllocator.cpp (CCA) or c10/core/AllocatorConfig.cpp it
-// follows, as paraphrased in ../shared/reference/simulator_runtime_gui.md A.
+// follows (pytorch/pytorch CCA at 001074d2, AllocatorConfig.cpp at 065861fb).
 #include "zeromem/caching_allocator.h"
 
 #include "zeromem/types.h"
@@ -226,7 +226,7 @@ void CachingAllocator::bump_peaks() {
 }
 
 // CCA get_free_block: smallest free block on the same stream with size >=
-// rounded (ties: lowest address), minus the two oversize rejections (A.4).
+// rounded (ties: lowest address), minus the two oversize rejections.
 std::optional<uint32_t> CachingAllocator::get_free_block(bool small, Stream stream, uint64_t rounded) {
     FreeSet& p = pool(small);
     const auto it = p.lower_bound(FreeKey{stream, rounded, 0, 0});
@@ -327,7 +327,7 @@ bool CachingAllocator::grow_expandable(bool small, Stream stream, uint64_t round
     return true;
 }
 
-// CCA should_split (A.5).
+// CCA should_split.
 bool CachingAllocator::should_split(const Block& b, uint64_t rounded) const {
     const uint64_t rest = b.size - rounded;
     if (b.small || cfg_.expandable_segments) return rest >= kMinBlockSize;

@@ -1,8 +1,8 @@
 // The event producer: DeepSpeed v0.19.6's GPU allocations for one rank, step
 // by step. Each function is named after the DeepSpeed step it replays; the
 // allocation names ("terms") follow the estimator's terms and DeepSpeed's
-// own variable names. Facts: ../shared/reference/deepspeed_memory.md
-// (section 4) and simulator_runtime_gui.md (section B).
+// own variable names. Facts: DeepSpeed v0.19.6 stage_1_and_2.py, stage3.py,
+// partition_parameters.py, partitioned_param_coordinator.py (hook order).
 #include "moe_events.h"
 #include "zeromem/optimizer_state.h"
 #include "zeromem/optimizer_wrapper.h"
@@ -941,7 +941,7 @@ void Producer::release_all_gathered() {
 
 void Producer::micro_step(uint64_t global_micro, bool boundary) {
     const bool first_step = phase_ == Phase::forward;
-    complete_ = global_micro >= 1;  // B.2: the trace is recorded in the first iteration
+    complete_ = global_micro >= 1;  // ZeRoTraceMode: the trace is recorded in the first iteration
     prefetch_cursor_ = 0;
     boundary_ = boundary;
     reduced_from_end_ = Tn_ * N_ - std::min(Tn_ * N_, T_);  // the padding ends the last partition

@@ -1,5 +1,5 @@
 // The simulator as the estimator's source of the fragmentation allowance:
-// reserved minus allocated of a short replay (issue 8, "Agreement").
+// reserved minus allocated of a short replay.
 #include "zeromem/simulator.h"
 
 #include "zeromem/util.h"

@@ -5,7 +5,8 @@
 // (estimator/src/terms.cpp host_terms) so a disagreement points at one term.
 // Facts: DeepSpeed v0.19.6 (commit edaa722) runtime/zero/stage_1_and_2.py,
 // stage3.py, partition_parameters.py, ops/adam/cpu_adam.py, swap_tensor/*.py;
-// ../shared/reference/host_memory.md M1-M9 and L1-L4.
+// PyTorch aten/src/ATen/core/CachingHostAllocator.h (pinned rounding and
+// caching); transformers modeling_utils.py from_pretrained (the load).
 #include "zeromem/host_allocator.h"
 #include "zeromem/simulator.h"
 
@@ -65,7 +66,7 @@ private:
     static uint64_t file_id(FileKind k, uint64_t i) { return (k << 40) + i; }
     // A torch CPU tensor made, then pinned: Tensor.pin_memory() copies it into
     // a new pinned block; the source is dropped when the caller rebinds the
-    // name (host_memory.md M6). Returns the pinned copy's id.
+    // name. Returns the pinned copy's id.
     uint64_t zeros_then_pin(const char* term, uint64_t bytes, uint32_t module = 0,
                             const char* source = "pageable source of a pinned copy");
     // A CPU tensor pinned when `pinned` (zeros_then_pin), else left pageable.
@@ -182,11 +183,11 @@ void HostProducer::process_baseline() {
 
 // transformers modeling_utils.py from_pretrained without zero.Init: every
 // rank builds the whole model on the CPU in the load dtype (fp32 unless
-// torch_dtype is set, host_memory.md L1), then engine.py
+// torch_dtype is set, before transformers 5), then engine.py
 // _configure_distributed_model moves it to the GPU one parameter at a time
-// (nn.Module._apply, L3). device_map: each parameter goes straight to the
+// (nn.Module._apply). device_map: each parameter goes straight to the
 // GPU (one module on the host at a time); single_file before transformers
-// 4.50: the whole 16-bit state dict is loaded first (L2).
+// 4.50: the whole 16-bit state dict is loaded first (load_state_dict).
 void HostProducer::from_pretrained_host_copy() {
     const uint64_t lb = static_cast<uint64_t>(dtype_bytes(in_.residual.load_dtype));
     const LoadPath path = in_.residual.load_path.value_or(LoadPath::host_copy);
@@ -211,7 +212,7 @@ void HostProducer::from_pretrained_host_copy() {
 // estimator's zero.Init load term) and every parameter partitioned at once
 // by _partition_param: with remote_device cpu the partition is
 // torch.empty(ceil(numel/N_d)) on the CPU, replaced by its pinned copy when
-// pin_memory (one PowerOf2Ceil block per parameter, host_memory.md M2);
+// pin_memory (one PowerOf2Ceil block per parameter, CachingHostAllocator.h);
 // with remote_device nvme it is written to a swap file through the
 // parameter swapper's locked pool. Without zero.Init the module was loaded
 // on the host and moved to the GPU first (build_on_host false).
@@ -357,7 +358,7 @@ void HostProducer::optimizer_swapper_buffers() {
 // stage3.py initialize_optimizer_states: gradient_buffer =
 // torch.zeros(largest sub-group, fp32) on the CPU for the whole function;
 // with offload_optimizer cpu each sub-group gets torch.zeros(n_i) and, when
-// pin_memory, its pinned copy (Σ_i PowerOf2Ceil(4 · n_i), M4). With nvme the
+// pin_memory, its pinned copy (Σ_i PowerOf2Ceil(4 · n_i)). With nvme the
 // gradients are views of gradient_buffer.
 void HostProducer::zero3_initialize_optimizer_states() {
     const uint64_t largest = sub_groups_.empty() ? 0 : *std::max_element(sub_groups_.begin(), sub_groups_.end());
@@ -377,8 +378,7 @@ void HostProducer::zero3_initialize_optimizer_states() {
 
 // stage3.py _setup_for_real_optimizer: grad_partitions_flat_buffer =
 // torch.zeros(Tn, gradient_accumulation_dtype) on the CPU (offload_optimizer
-// cpu or nvme: self.device is cpu), pinned when offload_optimizer.pin_memory
-// (M3).
+// cpu or nvme: self.device is cpu), pinned when offload_optimizer.pin_memory.
 void HostProducer::zero3_grad_partitions_flat_buffer() {
     const char* term = "grad_partitions_flat_buffer";
     pinned_or_pageable(term, ba_ * Tn_, pin_opt_);
@@ -435,7 +435,7 @@ void HostProducer::cpu_adam_states_of(size_t i, uint64_t n) {
 // csrc/includes/cpu_adam.h before DeepSpeed 0.14.3 (#5409 removed
 // _doubled_buffer): cudaMallocHost(2 x TILE x 4 B), TILE = 128 Mi elements:
 // 1 GiB page-locked per optimizer instance and rank, exact, outside
-// PyTorch's cache (host_memory.md M7). Made when DeepSpeedCPUAdam is built.
+// PyTorch's cache. Made when DeepSpeedCPUAdam is built.
 void HostProducer::cpu_adam_tile_buffers() {
     alloc("DeepSpeedCPUAdam tile buffers", 2ull * 134217728ull * 4ull, HostKind::locked);
 }

@@ -84,7 +84,7 @@ const char* const kSame = "the host term of the same name";
 
 const HostRow kHostRows[] = {
     {"host_process_overhead", "ResidualSettings::host_process_overhead (--host-overhead), per rank",
-     "PyTorch, CUDA and NCCL libraries and the host side of the CUDA context (host_memory.md M9)"},
+     "PyTorch, CUDA and NCCL libraries and the host side of the CUDA context"},
     {"model load", "host: model load (per node)",
      "transformers modeling_utils.py from_pretrained (whole model per rank without zero.Init, one module at a time "
      "under zero.Init); engine.py _configure_distributed_model moves it to the GPU"},

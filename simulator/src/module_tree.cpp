@@ -1,7 +1,7 @@
 // The module tree of a dense decoder, as DeepSpeed's per-module hooks see it
 // (parameter_offload.py registers hooks on every module; a module's own
-// parameters are fetched and released together, B.3/B.4 of
-// ../shared/reference/simulator_runtime_gui.md). Counts follow model.cpp.
+// parameters are fetched and released together, partitioned_param_coordinator.py
+// fetch_sub_module / release_sub_module). Counts follow model.cpp.
 #include "zeromem/simulator.h"
 
 #include "zeromem/util.h"

@@ -2,7 +2,7 @@
 // writes it and PyTorch's memory_viz reads it. Only the opcodes memory_viz's
 // unpickler accepts are used: PROTO, EMPTY_DICT, EMPTY_LIST, MARK, SETITEMS,
 // APPENDS, TUPLE, BINUNICODE, BININT1/BININT2/BININT, LONG1, NEWTRUE,
-// NEWFALSE, STOP; no memo (simulator_runtime_gui.md A.11).
+// NEWFALSE, STOP; no memo (torch/utils/viz/MemoryViz.js's unpickler).
 #include "zeromem/sim_writers.h"
 
 namespace zeromem::sim {

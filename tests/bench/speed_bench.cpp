@@ -1,4 +1,4 @@
-// Benchmarks of the speed model and the planner (issue 4: plan explores at
+// Benchmarks of the speed model and the planner (target: plan explores at
 // least 10,000 candidate configurations in at most 50 ms on one core).
 #include "zeromem/gpu.h"
 #include "zeromem/model.h"

@@ -1,7 +1,7 @@
 // `zeromem measure` / `validate` on the host backend under mpirun: the
 // runtime's per-rank bytes against the full-convention estimate of the same
 // input and against independent arithmetic on the model's shapes (the ~10M
-// Llama-shaped config in tests/data/runtime). Tolerances from issue 9:
+// Llama-shaped config in tests/data/runtime). Tolerances:
 // parameters, gradients and optimizer states 1%, buffers 5%, activations 10%.
 #include "../cli_runner.h"
 #include "zeromem/estimate.h"

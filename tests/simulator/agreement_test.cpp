@@ -550,8 +550,8 @@ TEST(SimAgreement, Zero3MixtralLookAheadFillsToMaxLive) {
 // at the peak between (1e9 - 234,881,024) x 2 B (one MLP projection short)
 // and (1e9 + 2 x 234,881,024) x 2 B. A rule "some fetched module is below
 // one prefetch" would match the replay but raises every such model's ZeRO-3
-// estimate by about 1.8 GB (not done here: it changes issue 7's llama-2-70b
-// acceptance verdict).
+// estimate by about 1.8 GB (not done here: it changes the llama-2-70b
+// acceptance verdict, FullConvention.Llama2_70B_On16A100_Stage3IsBorderlineAtSteadyBackward).
 TEST(SimAgreement, Zero3LookAheadFillsWhenAModuleIsBelowOnePrefetch) {
     const Resolved res = resolve({"llama-2-70b", 3, "none", "none", "none", 2});
     const Estimate e = estimate(res.input, true);

@@ -1,5 +1,6 @@
 // The caching-allocator model against PyTorch's rules
-// (../shared/reference/simulator_runtime_gui.md A.2-A.9). Every expected
+// (c10/cuda/CUDACachingAllocator.cpp at pytorch/pytorch 001074d2,
+// c10/core/AllocatorConfig.cpp at 065861fb). Every expected
 // value is derived by hand in the comment next to it.
 #include "zeromem/caching_allocator.h"
 #include "zeromem/types.h"

@@ -1,8 +1,8 @@
 // The simulator's reserved-minus-allocated as the estimator's default
-// fragmentation allowance (issue 8, "Agreement"): the tiny model of
-// tiny_model.h, where the replay's peak reserved and peak allocated follow
-// by hand from the caching allocator's rules (reference
-// simulator_runtime_gui.md section A), and the faces' wiring through the CLI.
+// fragmentation allowance: the tiny model of tiny_model.h, where the
+// replay's peak reserved and peak allocated follow by hand from the caching
+// allocator's rules (c10/cuda/CUDACachingAllocator.cpp round_size,
+// get_allocation_size, should_split), and the faces' wiring through the CLI.
 #include "../cli_runner.h"
 #include "tiny_model.h"
 #include "zeromem/estimate.h"

@@ -173,7 +173,7 @@ TEST(HostAgreement, Llama7bStage3CpuOffloadPageableSteadyByHand) {
     EXPECT_EQ(h.peak_per_node(), 8 * h.peak_per_rank);
 }
 
-// The version and load switches both sides read (host_memory.md M1-M7, L1-L4):
+// The version and load switches both sides read:
 // zero.Init off, DeepSpeed 0.16.3 (CPU flatten before 0.18.7, master pinned
 // always before 0.18.3), 0.14.0 (CPU Adam tile buffers before 0.14.3),
 // 0.10.0 (Adam states at init before 0.13.2, gradients pinned always before

@@ -1,6 +1,5 @@
 // The host allocator model against PyTorch's CachingHostAllocator rules
-// (aten/src/ATen/core/CachingHostAllocator.h allocate/free; reference
-// host_memory.md M1, M2): pinned sizes rounded up to a power of two (torch
+// (aten/src/ATen/core/CachingHostAllocator.h allocate/free): pinned sizes rounded up to a power of two (torch
 // >= 1.11), freed pinned blocks cached and reused only by a request of the
 // same rounded size (torch >= 2.5), never returned; pageable memory exact.
 // Every expected value is derived by hand in the comments.

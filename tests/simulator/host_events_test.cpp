@@ -1,7 +1,8 @@
 // Event-level tests of the host producer and replay on the tiny model
 // (tiny_model.h: 147,776 parameters, 2 GPUs on one node). Every expected
 // value is derived by hand below from DeepSpeed v0.19.6's code (cited per
-// line) and PyTorch's pinned rounding (host_memory.md M1): P2(x) is the
+// line) and PyTorch's pinned rounding (CachingHostAllocator.h allocate,
+// PowerOf2Ceil): P2(x) is the
 // next power of two.
 #include "tiny_model.h"
 #include "zeromem/host_allocator.h"

@@ -1,6 +1,7 @@
 // Writers: JSON and CSV fields, the Chrome trace (Perfetto's required
-// fields, simulator_runtime_gui.md C) and the snapshot pickle (read back by
-// a small protocol-2 reader below; blocks must tile each segment, A.11).
+// fields, google/perfetto json_trace_parser_impl.cc) and the snapshot pickle
+// (read back by a small protocol-2 reader below; blocks must tile each
+// segment, as torch/utils/viz/MemoryViz.js annotate_snapshot requires).
 #include "tiny_model.h"
 #include "zeromem/request.h"
 #include "zeromem/sim_writers.h"

@@ -2,7 +2,9 @@
 //
 // Schema findings come from data/deepspeed_schema.json (ds_schema.h);
 // "auto" rules from transformers integrations/deepspeed.py; version facts
-// from ../shared/reference/deepspeed_memory.md sections 5-9; memory findings
+// from DeepSpeed's own code per release (runtime/zero/config.py,
+// offload_config.py, precision_config.py; the PR that changed each default
+// is in data/deepspeed_schema.json); memory findings
 // from the estimate (estimate.h) of the config applied to the given model and
 // cluster.
 #pragma once

@@ -4,8 +4,8 @@
 // Sources: DeepSpeed v0.19.6 deepspeed/runtime/config.py,
 // runtime/zero/config.py, runtime/zero/offload_config.py,
 // runtime/precision_config.py, runtime/activation_checkpointing/config.py;
-// transformers integrations/deepspeed.py (HfTrainerDeepSpeedConfig). Summary
-// in ../shared/reference/deepspeed_memory.md sections 5-8.
+// transformers integrations/deepspeed.py (HfTrainerDeepSpeedConfig
+// trainer_config_process / trainer_config_finalize for "auto").
 #pragma once
 
 #include "zeromem/types.h"

@@ -13,7 +13,8 @@
 // key without memory effect (estimator/src/ds_config.cpp setting_targets).
 // Sources: DeepSpeed v0.19.6 runtime/config.py, runtime/zero/config.py,
 // runtime/zero/offload_config.py, runtime/precision_config.py; transformers
-// integrations/deepspeed.py; ../shared/reference/deepspeed_memory.md 5-8.
+// integrations/deepspeed.py (HfTrainerDeepSpeedConfig);
+// runtime/activation_checkpointing/config.py.
 #pragma once
 
 #include <nlohmann/json.hpp>

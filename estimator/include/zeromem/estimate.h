@@ -38,7 +38,8 @@ struct EstimateInput;
 ///    with parameters materialised one after another (low_cpu_mem_usage).
 ///  - single_file: low_cpu_mem_usage=False before ~4.50 with a single
 ///    non-sharded checkpoint: the whole 16-bit state dict is loaded beside the
-///    model (../shared/reference/host_memory.md L2).
+///    model (transformers modeling_utils.py, the `state_dict =
+///    load_state_dict(resolved_archive_file)` path before the model is built).
 ///  - device_map: device_map={"": local_rank} / "auto": each parameter is
 ///    materialised straight on its GPU, the host holds at most one at a time.
 /// Under ZeRO-3 with the HF DeepSpeed integration (is_deepspeed_zero3_enabled)
@@ -66,8 +67,8 @@ struct ResidualSettings {
     std::string alloc_conf;
     /// Allocator fragmentation allowance as a fraction of the allocated
     /// peak (reserved-but-unallocated memory of PyTorch's caching
-    /// allocator). 0.05: "a few percent of capacity" (shared reference
-    /// README, item 7). Set to 0 for an allocated-only figure.
+    /// allocator). 0.05: a few percent of capacity, the share public
+    /// ZeRO memory reports show. Set to 0 for an allocated-only figure.
     double fragmentation_fraction = 0.05;
     /// Allocator fragmentation allowance in bytes, used in every phase in
     /// place of fragmentation_fraction x allocated bytes when set (the faces
@@ -256,8 +257,10 @@ struct Estimate {
 ///  - full: DeepSpeed v0.19.6's real allocations, one function per phase
 ///    built from the named terms of zeromem/terms.h (each citing the
 ///    DeepSpeed or PyTorch function that allocates it), following the
-///    software stack in `in.stack` (../shared/reference/deepspeed_memory.md
-///    section 4, deepspeed_audit.md, host_memory.md). ZeRO optimizer offload
+///    software stack in `in.stack` (DeepSpeed runtime/zero/stage_1_and_2.py
+///    DeepSpeedZeroOptimizer, stage3.py DeepSpeedZeroOptimizer_Stage3,
+///    PyTorch CachingHostAllocator.h for pinned host memory, transformers
+///    modeling_utils.py for the load). ZeRO optimizer offload
 ///    with a client optimizer while zero_force_ds_cpu_optimizer is true runs
 ///    DeepSpeedCPUAdam, as accelerate (the HF Trainer's path) substitutes it
 ///    (accelerator.py _prepare_deepspeed), said in a note. Also throws

@@ -12,8 +12,9 @@ namespace zeromem {
 
 /// A decoder, encoder or encoder-decoder transformer (dense or MoE, with an
 /// optional vision tower) described the way Hugging Face config.json files
-/// describe it. All sizes are element counts. Fields added for issue 15
-/// default to "absent", so existing fields keep their meaning.
+/// describe it. All sizes are element counts. Fields added for the
+/// per-family readers default to "absent", so existing fields keep their
+/// meaning.
 struct ModelArch {
     std::string name;            ///< e.g. "llama-2-7b"
     std::string family;          ///< reader family: a model_type of data/architectures/families.json ("llama", "mixtral", "t5", "llava", ...; "falcon" for RefinedWeb*)
@@ -142,7 +143,7 @@ ParamCount count_params(const ModelArch& arch);
 /// Width of the MLP one token passes through in a block, for activation
 /// shapes: ffn_size for dense models; for MoE num_experts_per_tok x
 /// expert_ffn_size + shared_expert_ffn_size (the routed experts' outputs a
-/// token produces, not expert parallelism; see issue 13 for that).
+/// token produces, not expert parallelism; see moe.h for that).
 int64_t active_ffn_width(const ModelArch& arch);
 
 /// The model_type values arch_from_hf_config reads (from

@@ -1,4 +1,4 @@
-// Mixture-of-experts (issue 13): expert parallelism, and the router and
+// Mixture-of-experts: expert parallelism, and the router and
 // routed-token activations of one MoE block.
 //
 // Two implementations are modelled:

@@ -117,7 +117,7 @@ std::vector<OrderingGroup> ordering_groups(const std::vector<Candidate>& rows);
 /// Plain sentences on where the compare result agrees with the ZeRO tuning recipe's
 /// ordering stage 0 > 1 > 2 > 2+offload > 3 > 3+offload (fastest first) and
 /// where it does not, and why (micro batch, communication, optimizer,
-/// offload). Ties within 5% count as agreeing (speed_model.md 7).
+/// offload). Ties within 5% count as agreeing.
 std::vector<std::string> ordering_statement(const std::vector<Candidate>& rows);
 
 /// One step of the recipe walk.

@@ -90,7 +90,7 @@ struct Request {
     std::optional<int64_t> rollout_batch;        ///< --rollout-batch sequences generated at once per GPU
     std::optional<int64_t> rollout_prompt_len;   ///< --rollout-prompt-len tokens
     std::optional<int64_t> rollout_new_tokens;   ///< --rollout-new-tokens tokens
-    // Generation during training (issue 13): evaluation with model.generate.
+    // Generation during training: evaluation with model.generate.
     bool eval_generate = false;                  ///< --eval-generate
     std::optional<int64_t> num_beams;            ///< --num-beams (default 1)
     std::optional<int64_t> max_new_tokens;       ///< --max-new-tokens (default 20)

@@ -1,19 +1,25 @@
 // Analytic step-time model: how long one optimizer step of one ZeRO
 // configuration takes per GPU, and the throughput that follows.
 //
-// The model is ../shared/reference/speed_model.md section 7 (formulas),
-// section 1.2 (what DeepSpeed issues per stage), 1.3 (ring alpha-beta cost),
-// 2 (compute), 3 (offload); hardware figures come from data/gpus and
-// data/interconnects (sourced from hardware.json). Every constant is a field
-// of SpeedConstants, overridable by the caller.
+// The model: compute is model FLOPs over peak x an efficiency that grows
+// with the tokens per micro-batch; the collectives are those DeepSpeed
+// issues per stage (engine.py allreduce_gradients, stage_1_and_2.py
+// average_tensor, stage3.py and partitioned_param_coordinator.py), each
+// costed by the ring alpha-beta model with nccl-tests' bus-bandwidth factors
+// (NVIDIA/nccl-tests doc/PERFORMANCE.md), minus what overlaps compute; the
+// offload copies and CPU step follow ZeRO-Offload (Ren et al., arXiv:2101.06840).
+// Hardware figures come from data/gpus and data/interconnects, each preset
+// with its source. Every constant is a field of SpeedConstants, overridable
+// by the caller.
 //
-// Second pass (issue 14): the offload, per-parameter and host costs follow
+// Second pass: the offload, per-parameter and host costs follow
 // their mechanisms - parameter offload per synchronous fetch, optimizer
 // offload copies and the CPU optimizer's rate from the host (data/hosts:
 // cores, DRAM bandwidth, PCIe generation, lanes and sharing), per-tensor
 // hooks and per-module launches from the architecture's real tensor count,
 // trainable vs frozen parameters, and NVMe aio queue depth / block size.
-// Constants fitted on a measured case say which (G7, G1/G3, G8, G9).
+// Constants fitted on a measured case say which (G7, G1/G3, G8, G9: the
+// measured cases of tests/speed_test.cpp, each with its public source).
 #pragma once
 
 #include "zeromem/estimate.h"
@@ -31,12 +37,14 @@ namespace zeromem {
 struct Interconnect {
     std::string name;           ///< preset name, e.g. "nvlink-gen3"
     bool inter_node = false;    ///< kind "inter" (NICs between nodes) vs "intra" (inside a node)
-    // intra: achievable nccl-tests bus bandwidth at large size (speed_model.md 1.4)
+    // intra: achievable nccl-tests bus bandwidth at large size (measured; each
+    // preset in data/interconnects names its run)
     double allreduce_busbw = 0;
     double allgather_busbw = 0;
     double reducescatter_busbw = 0;
     // inter: wire rate of one link, links per node (0 = one per GPU), and
-    // the fraction of the wire rate NCCL reaches (speed_model.md 1.3)
+    // the fraction of the wire rate NCCL reaches (4 x 8 B200 over EFA: 36.5 of
+    // 50 GB/s per NIC, stas00/ml-engineering network/README.md)
     double link_bw = 0;
     int links_per_node = 0;
     double efficiency = 1.0;
@@ -84,19 +92,20 @@ struct SpeedHardware {
     std::string gpu_name;
     double peak_flops = 0;          ///< dense peak of the training dtype, FLOP/s
     double hbm_bandwidth = 0;       ///< bytes/s
-    double compute_efficiency = 0.5;  ///< eta_max (speed_model.md 7)
+    double compute_efficiency = 0.5;  ///< eta_max (est. per GPU generation, data/gpus)
     Interconnect intra;             ///< inside a node
     std::optional<Interconnect> inter;  ///< between nodes (required when nodes > 1)
     double pcie_bandwidth = 25e9;   ///< GPU<->host, per direction, bytes/s
-    double nvme_read = 10e9;        ///< per node, bytes/s (DeepNVMe 4x Gen4 RAID-0, speed_model.md 2.3)
+    double nvme_read = 10e9;        ///< per node, bytes/s (DeepNVMe ds_io, 4x Gen4 RAID-0, DeepSpeed blogs/deepnvme)
     double nvme_write = 5e9;        ///< per node, bytes/s (same source)
-    double cpu_adam_rate = 1.5e9;   ///< DeepSpeedCPUAdam params/s per node, all ranks share it (speed_model.md 3.1)
+    double cpu_adam_rate = 1.5e9;   ///< DeepSpeedCPUAdam params/s per node, all ranks share it (G8, G11, DeepSpeed#6834)
     std::optional<HostSpec> host;   ///< the node's CPU side when known (apply_host)
 };
 
 /// Effective GPU<->host bytes/s per direction of one GPU on `host` when all
 /// GPUs copy at once: 0.88 x the x16 spec of its generation (15.75 / 31.5 /
-/// 63 GB/s; 88% = measured gen5 55.4 of 63, hardware.json) x lanes/16,
+/// 63 GB/s; 88% = nvbandwidth's gen5 55.4 of 63, stas00/ml-engineering
+/// network/README.md) x lanes/16,
 /// divided by the GPUs sharing one uplink.
 double host_pcie_bandwidth(const HostSpec& host);
 
@@ -120,14 +129,16 @@ void apply_host(SpeedHardware& hw, const HostSpec& host, const SpeedConstants& k
 SpeedHardware speed_hardware(const GpuSpec& gpu, Dtype dtype, const std::string& intra_name,
                              const std::string& inter_name, const std::string& data_dir);
 
-/// Every constant of the step-time model, with the value speed_model.md
-/// recommends (section in brackets). "est." = an assumption to calibrate.
+/// Every constant of the step-time model, with its basis in brackets: a
+/// measured case (G1-G14, tests/speed_test.cpp), a source, or "est." = an
+/// assumption to calibrate.
 struct SpeedConstants {
     /// t_half: tokens per micro-batch per GPU at which compute efficiency is
-    /// half of eta_max: eta(tok) = eta_max tok / (tok + t_half) [7, 2.2; est. ~1024].
+    /// half of eta_max: eta(tok) = eta_max tok / (tok + t_half) [est. ~1024;
+    /// small micro-batches collapse the measured MFU, G9].
     double half_efficiency_tokens = 1024;
     /// ov: fraction of the z0-z2 gradient reduction hidden behind backward
-    /// when overlap_comm is on [7: 0.8]; 0 when off (DeepSpeed z1/z2 default).
+    /// when overlap_comm is on [est. 0.8]; 0 when off (DeepSpeed z1/z2 default).
     double overlap_fraction = 0.8;
     /// Fraction of the stage-0 gradient all-reduce hidden behind backward.
     /// 0: DeepSpeed stage 0 all-reduces after the boundary backward
@@ -136,15 +147,15 @@ struct SpeedConstants {
     /// torch/nn/parallel/distributed.py) is modelled with overlap_fraction.
     double stage0_overlap = 0.0;
     /// ov3: fraction of backward+forward time that can hide the ZeRO-3
-    /// gathers and reduce-scatter through prefetch [7: 1]; the first fetch is always exposed.
+    /// gathers and reduce-scatter through prefetch [est. 1]; the first fetch is always exposed.
     double stage3_overlap = 1.0;
     /// a_call: DeepSpeed/Python cost of one ZeRO-3 fetch/release launch,
-    /// seconds [7: ~100 us (2024+) to ~300 us (2021)]; 100 us keeps G7
+    /// seconds [est. ~100 us (2024+) to ~300 us (2021)]; 100 us keeps G7
     /// (Llama-3-70B ZeRO-3, 2025) within 25%.
     double stage3_launch_cost = 100e-6;
     /// Launches per fetched module (tensor above the persistence
     /// threshold) per micro-step under ZeRO-3 (forward gather, backward
-    /// gather, gradient reduce) [7: N_fetch ~ 3 x tensors].
+    /// gather, gradient reduce) [est.: N_fetch ~ 3 x tensors].
     double stage3_launches_per_tensor = 3;
     /// Parameters per tensor when the architecture is unknown (--params
     /// alone): both the parameter-tensor count and the ZeRO-3 fetched count
@@ -152,35 +163,39 @@ struct SpeedConstants {
     double params_per_tensor_unknown_arch = 2e7;
     /// c2: per-micro-step gradient-partition bookkeeping of stages 2 and 3
     /// (gradient partition copies, IPG buffer) as a fraction of
-    /// forward+backward [7: 0.05-0.2; 4: z2 5-18% behind z1].
+    /// forward+backward [est. 0.05-0.2; the 2021 autotuner runs G1-G3 put z2
+    /// 5-18% behind z1].
     double stage2_overhead_fraction = 0.1;
     /// ZeRO-1/2 optimizer wrapper cost per parameter this rank updates, s.
     /// 0 by default: attributing G9's ~0.48 s fixed cost (8B ZeRO-1, 1e9
     /// params per rank) to it would be 0.48e-9, but G11/G12 (ZeRO-2 offload,
-    /// 1.5-1.7e9 params per rank) leave no room for it [2.2, 3.1].
+    /// 1.5-1.7e9 params per rank) leave no room for it.
     double zero12_step_overhead_per_param = 0;
     /// T_fix: fixed framework cost per optimizer step, s, all stages. 0 by
-    /// default; section 2.2 fits 0.48 s to the DeepCompile ZeRO-1 8B runs
-    /// (G9), but G1 (0.40 s steps in total) rules it out as a general value [2.2, 7].
+    /// default; a least-squares fit of the DeepCompile ZeRO-1 8B runs (G9)
+    /// gives 0.48 s, but G1 (0.40 s steps in total) rules it out as a general value.
     double fixed_step_overhead = 0;
-    /// HBM bytes moved per parameter by the GPU Adam step [2.1: ~28 B].
+    /// HBM bytes moved per parameter by the GPU Adam step [derived: fp32
+    /// parameter, m and v read and written 24, gradient read 2-4, 16-bit
+    /// parameter written 2: ~28 B].
     double adam_bytes_per_param = 28;
-    /// Fraction of HBM bandwidth the Adam kernel reaches [7: 0.7].
+    /// Fraction of HBM bandwidth the Adam kernel reaches [est. 0.7].
     double adam_hbm_efficiency = 0.7;
     /// Bytes per parameter read from / written to NVMe per step under
-    /// optimizer NVMe offload [7: 16 read, 12 write, est.].
+    /// optimizer NVMe offload [est.: 16 read, 12 write].
     double nvme_optimizer_read_bytes = 16;
     double nvme_optimizer_write_bytes = 12;
-    /// Full recompute adds one forward: x(1 + 1/3) [2.1].
+    /// Full recompute adds one forward, a third of forward+backward: x(1 + 1/3).
     double full_recompute_factor = 4.0 / 3.0;
 
-    // ---- second pass (issue 14): offload, per-parameter and host costs ----
+    // ---- second pass: offload, per-parameter and host costs ----
     /// Host DRAM bytes one DeepSpeedCPUAdam update streams per parameter:
     /// fp32 master weight, m and v read and written (24), the fp32 gradient
-    /// read (4), the 16-bit copy written (2) [derived, 2.1 by analogy].
+    /// read (4), the 16-bit copy written (2) [derived, as for the GPU Adam].
     double cpu_adam_bytes_per_param = 30;
     /// CALIBRATED on G8 (Llama-3-70B ZeRO-3 + optimizer offload, 16x H100 on
-    /// DGX H100 hosts, 2.2e9 params/s per node, hardware.json cpu.derivations):
+    /// DGX H100 hosts, 2.2e9 params/s per node: DeepSpeed blogs/deepcompile,
+    /// ~35e9 parameters per node updated in ~16 s of a ~17-18 s step):
     /// the fraction of the node's DRAM bandwidth the CPU Adam reaches,
     /// 2.2e9 x 30 B / 614.4 GB/s = 0.1074. G8 is therefore not evidence for it.
     double cpu_adam_memory_efficiency = 2.2e9 * 30.0 / 614.4e9;
@@ -189,8 +204,8 @@ struct SpeedConstants {
     double cpu_adam_params_per_core = 5e7;
     /// torch.optim.AdamW on the CPU (client optimizer under offload with
     /// zero_force_ds_cpu_optimizer false) is this many times slower than
-    /// DeepSpeedCPUAdam [hardware.json cpu_adam_vs_torch: "5x-7x faster",
-    /// DeepSpeed ZeRO-Offload tutorial; midpoint, not fitted].
+    /// DeepSpeedCPUAdam ["5x-7x faster", DeepSpeed ZeRO-Offload tutorial,
+    /// docs/_tutorials/zero-offload.md; midpoint, not fitted].
     double torch_cpu_adam_slowdown = 6;
     /// ZeRO-1/2/3 cost per parameter tensor each time its gradient is handled
     /// (autograd hook, IPG bucket bookkeeping, the copy into the bucket), s
@@ -224,21 +239,22 @@ struct CalibrationNote {
 };
 
 /// The constants of 2021-era DeepSpeed ZeRO-3 (v0.3.13-v0.5.x), the
-/// DeepSpeed of the autotuner runs in speed_model.md section 4 (G1-G3:
-/// 16x V100, one DGX-2-class node). Differs from the defaults in two ways:
+/// DeepSpeed of the autotuner runs G1-G3 (DeepSpeedExamples
+/// autotuning/hf/*/README.md: 16x V100, one DGX-2-class node). Differs from
+/// the defaults in two ways:
 ///  - stage3_overlap = 0: in 2021 the parameter prefetch did not hide the
-///    fetches of Hugging Face models - DeepSpeed#1069 (May 2021, cited in
-///    section 4 as S16: "stage 3 parameter pre-fetching seems to not be
-///    working", prefetches skipped because a sub-module hook ran before the
-///    module hook and shifted the step ids; z3 19.5-23.5 vs z2 44.7
+///    fetches of Hugging Face models - DeepSpeed#1069 (May 2021: "stage 3
+///    parameter pre-fetching seems to not be working", prefetches skipped
+///    because a sub-module hook ran before the module hook and shifted the
+///    step ids; z3 19.5-23.5 vs z2 44.7
 ///    TFLOPs/GPU, not bandwidth-bound: 4x the network gave the same gap) and
 ///    DeepSpeed#1170 (July 2021: only the next module prefetched, partial
 ///    overlap). Every gather is on the critical path.
 ///  - stage3_launch_cost = 1.1 ms (ERA2021_STAGE3_FETCH_COST): a fetch that
 ///    is waited for synchronously also stalls the CPU's run-ahead, so each
 ///    hook costs its Python bookkeeping plus the exposed kernel-launch
-///    latency of the module, not only section 7's ~300 us launch. Derived
-///    from the measured z3 - z2 gaps of section 4 (no overlap: z2's
+///    latency of the module, not only a ~300 us launch. Derived
+///    from the measured z3 - z2 gaps of G1 and G3 (no overlap: z2's
 ///    all-reduce + all-gather and z3's two gathers + reduce-scatter move the
 ///    same 3 (n-1)/n S bytes, so the gap is per-launch): GPT2-xl
 ///    16/12.86 - 16/33.05 = 0.760 s over 194 tensors x 3 launches, less 388
@@ -285,8 +301,9 @@ struct StepTime {
 };
 
 /// Model FLOPs per token of forward+backward: 6 Psi_mm + 12 L h s
-/// (speed_model.md 2.1), Psi_mm = params without an untied input embedding
-/// and learned positions (lookups). Without an architecture: 6 Psi.
+/// (attention as mosaicml/llm-foundry scripts/train/benchmarking counts it:
+/// 4 L h s^2 forward, x3 with backward), Psi_mm = params without an untied
+/// input embedding and learned positions (lookups). Without an architecture: 6 Psi.
 double model_flops_per_token(const ModelInfo& model, int64_t seq_len);
 
 /// The calibrated (fitted on a measured case) or estimated constants each
@@ -314,7 +331,7 @@ double nvme_effective_bandwidth(double peak, int64_t queue_depth, int64_t block_
 
 /// The step time of `in` (stage, offload, micro batch, accumulation,
 /// checkpointing, buckets, overlap_comm, cluster) on `hw`, with constants
-/// `k`. Formulas: speed_model.md section 7. Throws InputError when the
+/// `k`. Formulas: speed.cpp, one function per term. Throws InputError when the
 /// cluster spans nodes and hw.inter is unset ("--network: ...").
 StepTime step_time(const EstimateInput& in, const SpeedHardware& hw, const SpeedConstants& k = {});
 

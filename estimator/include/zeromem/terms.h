@@ -5,8 +5,9 @@
 // replays DeepSpeed's allocations can name its events alike, so a
 // disagreement points at one term.
 //
-// Sources: ../shared/reference/deepspeed_audit.md (term table, DeepSpeed
-// commit edaa722 = v0.19.6) and deepspeed_memory.md sections 4-5.
+// Sources: DeepSpeed commit edaa722 (= v0.19.6), the file and function named
+// at each term; engine.py get_data_types and _do_optimizer_sanity_check for
+// the dtypes and the optimizer wrapper.
 #pragma once
 
 #include <cstdint>
@@ -74,7 +75,8 @@ struct Sizes {
     /// stage 0 + bf16 accumulation under pipeline parallelism (pp > 1).
     bool bf16_optimizer = false;
 
-    // --- host (section 3 of issue 7; ../shared/reference/host_memory.md) ---
+    // --- host: pinned and pageable buffers (PyTorch CachingHostAllocator.h
+    // allocate rounds pinned requests with PowerOf2Ceil) ---
     bool offload_optimizer_cpu = false;
     bool offload_optimizer_nvme = false;
     bool offload_param_cpu = false;

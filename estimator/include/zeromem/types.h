@@ -3,8 +3,8 @@
 // All sizes are in bytes (uint64_t) and all counts of tensor elements are
 // int64_t "elements", exactly as DeepSpeed spells them in its config
 // (DeepSpeed v0.19.6, deepspeed/runtime/zero/config.py). Defaults below are
-// DeepSpeed's own code defaults, not its (sometimes different) docs; see
-// ../shared/reference/deepspeed_memory.md section 7.
+// DeepSpeed's own code defaults (zero/config.py, offload_config.py,
+// swap_tensor/constants.py), not its (sometimes different) docs.
 #pragma once
 
 #include <cstdint>

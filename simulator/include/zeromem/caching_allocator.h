@@ -1,5 +1,5 @@
 // A model of PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp,
-// rules paraphrased in ../shared/reference/simulator_runtime_gui.md section A).
+// read at pytorch/pytorch commit 001074d2).
 // It only consumes malloc/free calls; it knows nothing about DeepSpeed.
 #pragma once
 
@@ -46,9 +46,9 @@ struct AllocatorConfig {
 /// per_process_memory_fraction outside [0, 1]: PyTorch refuses those too).
 AllocatorConfig parse_alloc_conf(const std::string& text);
 
-/// round_size: request -> block size (A.2).
+/// round_size: request -> block size.
 uint64_t round_size(uint64_t size, const AllocatorConfig& cfg);
-/// get_allocation_size: rounded request -> segment size on a miss (A.3).
+/// get_allocation_size: rounded request -> segment size on a miss.
 uint64_t allocation_size(uint64_t rounded);
 
 /// One block of a segment, as the snapshot shows it.
@@ -93,10 +93,10 @@ public:
 
     /// DeviceCachingAllocator::malloc: round, best fit on `stream`, else a
     /// new segment; on a capacity miss first release cached blocks and retry
-    /// (A.6). Returns a handle, or nullopt on OOM (then oom() is set).
+    /// (release_cached_blocks). Returns a handle, or nullopt on OOM (then oom() is set).
     std::optional<uint32_t> malloc(uint64_t size, Stream stream, uint64_t time = 0);
     /// Frees a handle: the block merges with free neighbours and returns to
-    /// its pool; segments are never released here (A.7).
+    /// its pool; segments are never released here (free_block).
     void free(uint32_t handle, uint64_t time = 0);
     /// torch.cuda.empty_cache(): releases every fully free segment.
     void empty_cache(uint64_t time = 0);

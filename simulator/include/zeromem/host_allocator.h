@@ -5,7 +5,8 @@
 // requests; the producer (host_events.cpp) names each request after the
 // estimator's host term (estimator terms.h host_terms) so a disagreement
 // points at one term.
-// Facts: ../shared/reference/host_memory.md M1-M9, L1-L4.
+// Facts: PyTorch aten/src/ATen/core/CachingHostAllocator.h allocate/free;
+// DeepSpeed v0.19.6 stage_1_and_2.py, stage3.py, partition_parameters.py.
 #pragma once
 
 #include "zeromem/sim_events.h"
@@ -26,7 +27,7 @@ struct EstimateInput;
 namespace zeromem::sim {
 
 /// Rules of PyTorch's CachingHostAllocator (aten/src/ATen/core/
-/// CachingHostAllocator.h allocate/free; host_memory.md M1, M2).
+/// CachingHostAllocator.h allocate/free).
 struct HostAllocatorConfig {
     /// torch >= 1.11 (PRs #68906/#69299): a pinned request is rounded up to
     /// c10::llvm::PowerOf2Ceil(bytes) and the whole rounded block is pinned.
@@ -57,7 +58,8 @@ enum class HostKind : uint8_t { pageable, pinned, locked };
 /// kept (cached, still pinned and resident, never returned to the OS: only
 /// torch._C._host_emptyCache() does, which DeepSpeed never calls) and reused
 /// by a later request it fits. Pageable requests are exact and go back to the
-/// OS on free (glibc unmaps large blocks; simulator_runtime_gui.md E.2).
+/// OS on free (glibc malloc serves large blocks with mmap and unmaps them on
+/// free, mallopt(3) M_MMAP_THRESHOLD).
 /// Only consumes requests; all sizes in bytes.
 class HostAllocator {
 public:

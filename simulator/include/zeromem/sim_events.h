@@ -10,7 +10,7 @@ namespace zeromem::sim {
 
 /// CUDA stream an allocation is made on. PyTorch's caching allocator hands a
 /// freed block only to a request on the same stream (CUDACachingAllocator.cpp
-/// get_free_block; shared reference simulator_runtime_gui.md A.4, A.7).
+/// get_free_block, free_block).
 enum class Stream : uint8_t { compute = 0, allgather = 1, reduce = 2 };
 /// "compute", "allgather" or "reduce".
 const char* to_string(Stream s);

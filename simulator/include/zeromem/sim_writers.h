@@ -32,7 +32,9 @@ std::string render_csv(const SimResult& r);
 /// metadata naming process and stream threads, "C" counters "allocated" and
 /// "reserved" (args {"bytes": N}), one "X" span per module per pass on the
 /// compute thread. ts = event index in microseconds (simulated time).
-/// Source: ../shared/reference/simulator_runtime_gui.md section C.
+/// Source: the Trace Event Format as Perfetto reads it (google/perfetto
+/// src/trace_processor/importers/json/json_trace_parser_impl.cc,
+/// docs/getting-started/other-formats.md).
 nlohmann::json chrome_trace(const SimResult& r);
 
 /// The pickle (protocol 2) torch.cuda.memory._dump_snapshot writes: a dict
@@ -41,7 +43,8 @@ nlohmann::json chrome_trace(const SimResult& r);
 /// "device_traces" (one list for device 0: alloc, free_requested,
 /// free_completed, segment_alloc, segment_free, segment_map, segment_unmap,
 /// oom) and "allocator_settings". Needs r.allocator_trace (record it with
-/// SimOptions::record_allocator_trace). Format: simulator_runtime_gui.md A.11.
+/// SimOptions::record_allocator_trace). Format: PyTorch
+/// torch/csrc/cuda/memory_snapshot.cpp, as torch/utils/viz/MemoryViz.js reads it.
 std::string memory_snapshot_pickle(const SimResult& r);
 
 /// One event term for --explain: the estimator component and term it

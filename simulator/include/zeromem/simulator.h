@@ -168,7 +168,8 @@ EstimateInput fragmentation_replay_input(const EstimateInput& in, SimOptions& op
 /// allocated peaks, after torch.cuda.empty_cache() (wholly free segments
 /// given back, as CUDACachingAllocator.cpp release_cached_blocks does before
 /// it reports an OOM): the unallocated parts of the segments in use (512 B
-/// rounding, pools, splitting; reference simulator_runtime_gui.md section A).
+/// rounding, pools, splitting: CUDACachingAllocator.cpp round_size, get_pool,
+/// should_split).
 /// Not the unlimited replay's peak reserved: that can be set at another
 /// moment (e.g. Adam's moments created while the cache holds freed segments
 /// too small for them) by memory PyTorch would free and retry. Replays with

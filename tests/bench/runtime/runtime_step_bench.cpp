@@ -1,5 +1,5 @@
 // A host-backend training step of the ~10M-parameter test model on 4 MPI
-// ranks (issue 9: under 2 s). Not a ctest; run by hand:
+// ranks (target: under 2 s). Not a ctest; run by hand:
 //   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ./build/tests/bench/runtime/zeromem_runtime_bench
 // Each iteration launches `mpirun -np 4 zeromem measure --steps 2` and
 // reports the second step's forward + backward + optimizer-step seconds as

@@ -1,7 +1,7 @@
-// Estimator terms checked against the runtime's findings (issue 9 report,
-// notes/estimator_vs_sim.md): ZeRO-3 persistence of small matrices, the
-// full-checkpointing backward peak, the ZeRO-0 all-reduce flatten and the
-// host states before the first step. The model is the ~10M Llama-shaped
+// Estimator terms the runtime (zeromem-measure, tests/runtime) showed wrong:
+// ZeRO-3 persistence of small matrices, the full-checkpointing backward
+// peak, the ZeRO-0 all-reduce flatten and the host states before the first
+// step. The model is the ~10M Llama-shaped
 // config of the runtime tests (tests/data/runtime/llama_10m_config.json):
 // hidden h 256, 8 layers, q width 256, k/v width 128, SwiGLU f 688,
 // vocabulary V 8000, untied head. Every expected value is written out from
