@@ -112,6 +112,7 @@ enum class Kind {
     CommDtype,  ///< "fp32"/"fp16"/"bf16" only (config.py get_communication_data_type)
     Device,     ///< "none"/"cpu"/"nvme" (offload_config.py OffloadDeviceEnum)
     StringList, ///< array of strings
+    NumberList, ///< array of numbers (optimizer betas)
     Object,     ///< object with exactly the listed children
     Open,       ///< object; listed children are checked, others accepted
     Opaque,     ///< any object; not looked into
@@ -135,7 +136,7 @@ Kind kind_of(const std::string& t) {
     static const std::map<std::string, Kind> kinds = {
         {"bool", Kind::Bool}, {"int", Kind::Int}, {"number", Kind::Number}, {"string", Kind::String},
         {"dtype", Kind::Dtype}, {"comm_dtype", Kind::CommDtype}, {"device", Kind::Device},
-        {"string_list", Kind::StringList}, {"object", Kind::Object}, {"open_object", Kind::Open},
+        {"string_list", Kind::StringList}, {"number_list", Kind::NumberList}, {"object", Kind::Object}, {"open_object", Kind::Open},
         {"opaque", Kind::Opaque}, {"any", Kind::Any}};
     const auto it = kinds.find(t);
     if (it == kinds.end()) throw std::logic_error("deepspeed_schema.json: unknown type '" + t + "'");
@@ -293,6 +294,7 @@ const char* type_word(Kind k) {
         case Kind::CommDtype: return "\"fp32\", \"fp16\" or \"bf16\"";
         case Kind::Device: return "\"none\", \"cpu\" or \"nvme\"";
         case Kind::StringList: return "a list of strings";
+        case Kind::NumberList: return "a list of numbers";
         case Kind::Object:
         case Kind::Open:
         case Kind::Opaque: return "an object";
@@ -345,6 +347,13 @@ public:
                 if (ok)
                     for (const auto& e : v) ok = ok && e.is_string();
                 if (!ok) add(K::wrong_type, "must be a list of strings, got " + show(v), "write [\"name\", ...]");
+                return;
+            }
+            case Kind::NumberList: {
+                bool ok = v.is_array();
+                if (ok)
+                    for (const auto& e : v) ok = ok && e.is_number();
+                if (!ok) add(K::wrong_type, "must be a list of numbers, got " + show(v), "write [0.9, 0.999]");
                 return;
             }
             case Kind::Opaque:

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -43,6 +44,18 @@ nlohmann::json load_ds_config_file(const std::string& path);
 
 /// The same checks on text already read; `source` names it in messages.
 nlohmann::json parse_ds_config_text(const std::string& text, const std::string& source);
+
+/// The 1-based line of every key of a config text, by JSON pointer
+/// ("/zero_optimization/stage" -> 31; array elements by index; the root
+/// is not listed). For text that parse_ds_config_text accepts
+/// (// and /* */ comments included); on malformed text, the keys before the
+/// error. estimator/src/ds_config_lines.cpp.
+std::map<std::string, int> ds_config_key_lines(const std::string& text);
+
+/// The line of `pointer` in `lines`, else of its nearest ancestor there
+/// ("/zero_optimization/overlap_comm" not written -> the line of
+/// "/zero_optimization"); 0 for "/" and when no ancestor is written.
+int ds_config_line_of(const std::map<std::string, int>& lines, const std::string& pointer);
 
 /// What "auto" values are filled from, the way the HF Trainer fills them
 /// (trainer_config_process / trainer_config_finalize). Unset optionals mean
