@@ -14,7 +14,9 @@ namespace zeromem_cli {
 /// Flags of `check` besides the request options.
 struct CheckFlags {
     std::string config;                     ///< positional CONFIG.json
-    std::string launcher = "deepspeed";     ///< --launcher
+    /// --launcher; unset: hf-trainer when the file has "auto" values (a file
+    /// written for the HF Trainer/accelerate), else deepspeed.
+    std::optional<std::string> launcher;
     std::string format = "table";           ///< --format table|json
     std::optional<std::string> nvme_capacity;  ///< --nvme-capacity SIZE per node
 };

@@ -22,7 +22,7 @@ for t in "${targets[@]}"; do
   corpus="build-fuzz/corpus/$t"
   mkdir -p "$corpus" "build-fuzz/artifacts/$t"
   case "$t" in
-    ds_config) seeds=(data/ds_configs tests/data/malformed tests/data/check_nvme_zero3.json) ;;
+    ds_config) seeds=(data/ds_configs tests/data/malformed tests/data/check tests/data/check_nvme_zero3.json) ;;
     hf_config) seeds=(tests/data/hf_configs data/models) ;;
     sizes) seeds=(tests/fuzz/seeds/sizes) ;;
     stack) seeds=(tests/fuzz/seeds/stack) ;;

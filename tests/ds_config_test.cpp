@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 
 using namespace zeromem;
@@ -417,4 +418,35 @@ TEST(DsConfigOptimizer, BuilderTorchAdamAndOffloadKeys) {
     // Wrong type: one line naming the key.
     EXPECT_THROW(run_cfg(json::parse(R"({"optimizer": {"type": "AdamW", "params": {"torch_adam": "yes"}}})")),
                  InputError);
+}
+
+// `check` prints FILE:LINE beside each finding: the line of the key in the
+// text, comments and nested arrays included; a key not written takes its
+// block's line.
+TEST(DsConfigLines, EveryKeyHasItsLineAndAMissingKeyItsBlocks) {
+    const std::string text = R"({
+  // a comment with "quotes", a { brace and a "key": 1
+  "zero_optimization": {   /* the block */
+    "stage": 3,
+    "offload_param": {"device": "cpu"}
+  },
+  "optimizer": {"params": {"betas": [0.9,
+     0.999]}},
+  "we/ird~key": "a \"quoted\" value"
+})";
+    ASSERT_NO_THROW(parse_ds_config_text(text, "lines.json"));
+    const std::map<std::string, int> lines = ds_config_key_lines(text);
+    const std::map<std::string, int> expected = {
+        {"/zero_optimization", 3}, {"/zero_optimization/stage", 4}, {"/zero_optimization/offload_param", 5},
+        {"/zero_optimization/offload_param/device", 5}, {"/optimizer", 7}, {"/optimizer/params", 7},
+        {"/optimizer/params/betas", 7}, {"/optimizer/params/betas/0", 7}, {"/optimizer/params/betas/1", 8},
+        {"/we~1ird~0key", 9}};
+    EXPECT_EQ(lines, expected);
+    EXPECT_EQ(ds_config_line_of(lines, "/zero_optimization/overlap_comm"), 3);
+    EXPECT_EQ(ds_config_line_of(lines, "/zero_optimization/offload_param/pin_memory"), 5);
+    EXPECT_EQ(ds_config_line_of(lines, "/gradient_clipping"), 0);
+    EXPECT_EQ(ds_config_line_of(lines, "/"), 0);
+    // Malformed text: the keys before the error, and no hang.
+    EXPECT_EQ(ds_config_key_lines("{\n\"a\": 1,\n\"b\": [1, 2").at("/b"), 3);
+    EXPECT_TRUE(ds_config_key_lines("").empty());
 }

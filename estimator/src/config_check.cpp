@@ -1,5 +1,7 @@
 // `zeromem check`: schema, launcher, version and memory findings for a
 // DeepSpeed config. See config_check.h.
+#include "config_check_detail.h"
+
 #include "zeromem/config_check.h"
 #include "zeromem/zeropp.h"
 #include "zeromem/optimizer_state.h"
@@ -29,9 +31,7 @@ std::size_t count_findings(const std::vector<Finding>& findings, Severity s) {
         std::count_if(findings.begin(), findings.end(), [s](const Finding& f) { return f.severity == s; }));
 }
 
-namespace {
-
-using Findings = std::vector<Finding>;
+namespace check_detail {
 
 const json* at(const json& config, const std::string& ptr) {
     try {
@@ -42,24 +42,23 @@ const json* at(const json& config, const std::string& ptr) {
     }
 }
 
-/// zero_optimization.stage as DeepSpeed would read it (0 when absent or not
-/// an integer 0..3; the deprecated boolean form means 1).
-int stage_of(const json& config) {
-    const json* z = at(config, "/zero_optimization");
-    if (z && z->is_boolean()) return z->get<bool>() ? 1 : 0;
-    const json* s = at(config, "/zero_optimization/stage");
-    if (s && s->is_number_integer()) {
-        const auto v = s->get<int64_t>();
-        if (v >= 0 && v <= 3) return static_cast<int>(v);
-    }
-    return 0;
-}
-
-std::string gib(uint64_t bytes) { return format_gib(static_cast<double>(bytes)) + " GiB"; }
-
 bool newer_or_equal(const std::string& version, const char* than) {
     return compare_versions(version, than, "--deepspeed-version") >= 0;
 }
+
+bool already_reported(const Findings& out, const std::string& pointer) {
+    return std::any_of(out.begin(), out.end(), [&](const Finding& f) {
+        return f.pointer == pointer && (f.severity == Severity::error || f.severity == Severity::warning);
+    });
+}
+
+}  // namespace check_detail
+
+namespace {
+
+using namespace check_detail;
+
+std::string gib(uint64_t bytes) { return format_gib(static_cast<double>(bytes)) + " GiB"; }
 
 /// Schema problems: errors, except fractional integers before DeepSpeed
 /// 0.15 (pydantic v1 coerced them).
@@ -73,79 +72,6 @@ void schema_findings(const json& config, const CheckOptions& o, const std::strin
         }
         out.push_back(f);
     }
-}
-
-/// Every "auto" in `config` (pointer -> dotted key), in key order.
-void find_autos(const json& v, const std::string& ptr, std::vector<std::string>& out) {
-    if (v.is_object()) {
-        for (auto it = v.begin(); it != v.end(); ++it) find_autos(it.value(), ptr + "/" + it.key(), out);
-    } else if (v.is_string() && v.get<std::string>() == "auto") {
-        out.push_back(ptr);
-    }
-}
-
-std::string dotted(const std::string& ptr) {
-    std::string d = ptr.substr(1);
-    std::replace(d.begin(), d.end(), '/', '.');
-    return d;
-}
-
-/// Launchers that fill "auto": the value each resolves to (HF Trainer rules,
-/// transformers integrations/deepspeed.py), and the float trap of
-/// stage3_prefetch_bucket_size (DeepSpeed >= 0.15 rejects older
-/// transformers' 0.9*h*h float).
-void auto_findings(const json& config, const CheckOptions& o, const std::string& version, Findings& out) {
-    if (o.launcher == Launcher::deepspeed) return;
-    std::vector<std::string> autos;
-    find_autos(config, "", autos);
-    if (autos.empty()) return;
-    ZeroSettings zero;
-    TrainingSettings train;
-    Provenance prov;
-    std::string why_not;
-    try {
-        apply_ds_config(config, "config", o.autos, zero, train, prov, version);
-    } catch (const InputError& e) {
-        why_not = e.what();
-    }
-    const std::string who = o.launcher == Launcher::accelerate ? "accelerate" : "the HF Trainer";
-    for (const auto& ptr : autos) {
-        const json* e = ds_schema_entry(ptr);
-        if (e == nullptr || !e->contains("auto")) continue;  // reported by the schema check
-        const auto p = prov.find(dotted(ptr));
-        std::string msg;
-        if (p != prov.end()) {
-            msg = p->second;
-            if (const auto arrow = msg.find("-> "); arrow != std::string::npos) msg = msg.substr(arrow + 3);
-            msg = "\"auto\" -> " + msg;
-        } else {
-            msg = "\"auto\": " + who + " fills it with " + e->value("auto_rule", std::string("its own value")) +
-                  " at launch";
-        }
-        std::string fix;
-        if (p == prov.end() && e->value("auto_rule", std::string()).find("hidden_size") != std::string::npos)
-            fix = "pass --model or --hf-config to see the value";
-        out.push_back({Severity::note, ptr, msg, fix});
-        if (const auto c = e->find("auto_caveats"); c != e->end() && c->contains(to_string(o.launcher)))
-            out.push_back({Severity::warning, ptr, c->at(to_string(o.launcher)).get<std::string>(),
-                           "set an explicit value"});
-        if (e->value("auto_float_trap", false) && stage_of(config) == 3 && newer_or_equal(version, "0.15.0")) {
-            std::string value = "int(0.9 x hidden_size^2)";
-            if (o.autos.hidden_size) {
-                const double h = static_cast<double>(*o.autos.hidden_size);
-                value = std::to_string(static_cast<long long>(0.9 * h * h));
-            }
-            out.push_back({Severity::warning, ptr,
-                           "older transformers and accelerate releases fill \"auto\" here with the float 0.9 x "
-                           "hidden_size^2 (e.g. 15099494.4 for h=4096), which DeepSpeed >= 0.15 rejects "
-                           "(\"Input should be a valid integer\")",
-                           "set the integer " + value + " or use a current transformers/accelerate"});
-        }
-    }
-    if (!why_not.empty() && why_not.find("hidden size is unknown") == std::string::npos &&
-        why_not.find("\"auto\"") == std::string::npos)
-        out.push_back({Severity::error, "/", why_not.substr(std::min(why_not.size(), std::string("config: ").size())),
-                       "fix the value named"});
 }
 
 /// Keys the target DeepSpeed version does not read under that name (schema
@@ -224,6 +150,7 @@ std::pair<json, std::string> default_in(const json& entry, const std::string& ve
 void pin_memory_findings(const json& config, const std::string& version, Findings& out) {
     for (const std::string which : {"offload_optimizer", "offload_param"}) {
         if (!offloads(config, which)) continue;
+        if (which == "offload_param" && ds_config_stage(config) < 3) continue;  // ignored there (reader_findings)
         const std::string ptr = "/zero_optimization/" + which + "/pin_memory";
         const json* v = at(config, ptr);
         if (v && v->is_boolean() && !v->get<bool>()) {
@@ -245,7 +172,7 @@ void pin_memory_findings(const json& config, const std::string& version, Finding
 /// Defaults that depend on the version or the stage and change memory or
 /// speed (runtime/zero/config.py, precision_config.py, engine.py).
 void version_findings(const json& config, const std::string& version, Findings& out) {
-    const int stage = stage_of(config);
+    const int stage = ds_config_stage(config);
     if (!at(config, "/zero_optimization/overlap_comm"))
         out.push_back({Severity::note, "/zero_optimization/overlap_comm",
                        std::string("not set: defaults to ") + (stage == 3 ? "true" : "false") + " for stage " +
@@ -387,7 +314,7 @@ void zeropp_findings(const json& config, const CheckOptions& o, Findings& out) {
 /// counts as off, as without the HF Trainer's flags).
 void dtype_findings(const json& config, const std::string& version, Findings& out) {
     const json* acc = at(config, "/data_types/grad_accum_dtype");
-    if (stage_of(config) != 0 || !acc || !acc->is_string()) return;
+    if (ds_config_stage(config) != 0 || !acc || !acc->is_string()) return;
     auto enabled = [&](const char* ptr) {
         const json* e = at(config, ptr);
         return e && e->is_boolean() && e->get<bool>();
@@ -523,12 +450,16 @@ std::vector<Finding> check_ds_config(const json& config, const CheckOptions& o) 
     if (schema_ok) auto_findings(config, o, version, out);
     refusal_findings(config, out);
     deprecation_findings(config, out);
+    stage3_only_findings(config, out);
     batch_findings(config, o, out);
     if (schema_ok) zeropp_findings(config, o, out);
     if (schema_ok) version_findings(config, version, out);
     if (schema_ok) client_optimizer_findings(config, o, out);
     optimizer_type_findings(config, out);
     if (schema_ok) dtype_findings(config, version, out);
+    if (schema_ok) reader_findings(config, o, version, out);
+    if (o.memory_refusal && count_findings(out, Severity::error) == 0 && !already_reported(out, o.memory_refusal->pointer))
+        out.push_back(*o.memory_refusal);
     if (schema_ok && o.memory && count_findings(out, Severity::error) == 0) {
         try {
             memory_findings(o, out);

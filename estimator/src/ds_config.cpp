@@ -68,7 +68,7 @@ std::string dotted_of(const std::vector<std::string>& path) {
 
 [[noreturn]] void fail(const std::string& source, const std::vector<std::string>& path,
                        const std::string& what) {
-    throw InputError(source + ": " + pointer_of(path) + ": " + what);
+    throw ConfigError(source, pointer_of(path), what);
 }
 
 /// A JSON value as it appears in the file, on one line.
@@ -112,6 +112,7 @@ enum class Kind {
     CommDtype,  ///< "fp32"/"fp16"/"bf16" only (config.py get_communication_data_type)
     Device,     ///< "none"/"cpu"/"nvme" (offload_config.py OffloadDeviceEnum)
     StringList, ///< array of strings
+    NumberList, ///< array of numbers (optimizer betas)
     Object,     ///< object with exactly the listed children
     Open,       ///< object; listed children are checked, others accepted
     Opaque,     ///< any object; not looked into
@@ -135,7 +136,7 @@ Kind kind_of(const std::string& t) {
     static const std::map<std::string, Kind> kinds = {
         {"bool", Kind::Bool}, {"int", Kind::Int}, {"number", Kind::Number}, {"string", Kind::String},
         {"dtype", Kind::Dtype}, {"comm_dtype", Kind::CommDtype}, {"device", Kind::Device},
-        {"string_list", Kind::StringList}, {"object", Kind::Object}, {"open_object", Kind::Open},
+        {"string_list", Kind::StringList}, {"number_list", Kind::NumberList}, {"object", Kind::Object}, {"open_object", Kind::Open},
         {"opaque", Kind::Opaque}, {"any", Kind::Any}};
     const auto it = kinds.find(t);
     if (it == kinds.end()) throw std::logic_error("deepspeed_schema.json: unknown type '" + t + "'");
@@ -293,6 +294,7 @@ const char* type_word(Kind k) {
         case Kind::CommDtype: return "\"fp32\", \"fp16\" or \"bf16\"";
         case Kind::Device: return "\"none\", \"cpu\" or \"nvme\"";
         case Kind::StringList: return "a list of strings";
+        case Kind::NumberList: return "a list of numbers";
         case Kind::Object:
         case Kind::Open:
         case Kind::Opaque: return "an object";
@@ -345,6 +347,13 @@ public:
                 if (ok)
                     for (const auto& e : v) ok = ok && e.is_string();
                 if (!ok) add(K::wrong_type, "must be a list of strings, got " + show(v), "write [\"name\", ...]");
+                return;
+            }
+            case Kind::NumberList: {
+                bool ok = v.is_array();
+                if (ok)
+                    for (const auto& e : v) ok = ok && e.is_number();
+                if (!ok) add(K::wrong_type, "must be a list of numbers, got " + show(v), "write [0.9, 0.999]");
                 return;
             }
             case Kind::Opaque:
@@ -646,6 +655,7 @@ const std::map<std::string, Target>& setting_targets() {
         {"zero.zero_quantized_gradients", zero_field(&Z::zero_quantized_gradients)},
         {"zero.mics_shard_size", zero_field(&Z::mics_shard_size)},
         {"zero.mics_hierarchical_params_gather", zero_field(&Z::mics_hierarchical_params_gather)},
+        {"zero.memory_efficient_linear", zero_field(&Z::memory_efficient_linear)},
         {"train.number_checkpoints", train_field(&T::number_checkpoints)},
         {"train.partition_activations", train_field(&T::partition_activations)},
         {"train.cpu_checkpointing", train_field(&T::cpu_checkpointing)},
@@ -851,7 +861,8 @@ void apply_precision(Reading& r) {
     }
     if (fp16 && bf16)
         fail(r.source, {"bf16", "enabled"},
-             "fp16 and bf16 are both enabled; DeepSpeed asserts they cannot be (runtime/config.py)");
+             "fp16 and bf16 are both enabled; DeepSpeed asserts they cannot be (runtime/config.py "
+             "DeepSpeedConfig._initialize_params: 'bfloat16 and fp16 modes cannot be simultaneously enabled')");
     r.train.dtype = fp16 ? Dtype::fp16 : bf16 ? Dtype::bf16 : Dtype::fp32;
     r.prov["dtype"] = std::string(to_string(r.train.dtype)) + " (" +
                       (fp16 ? "fp16.enabled" : bf16 ? "bf16.enabled" : "neither fp16 nor bf16 enabled") +
@@ -1026,7 +1037,10 @@ void apply_offload(Reading& r) {
             : Path{"zero_optimization", r.ds_at_least("0.7.0") ? "cpu_offload_param" : "cpu_offload_params"};
         fail(r.source, where_p, std::string("is ") + to_string(r.zero.offload_param) +
                                     " but DeepSpeed offloads parameters only in ZeRO stage 3 "
-                                    "(stage is " + std::to_string(r.zero.stage) + ")");
+                                    "(stage is " + std::to_string(r.zero.stage) + "): below stage 3 it ignores the "
+                                    "setting (runtime/zero/offload_config.py DeepSpeedZeroOffloadParamConfig: \"Valid "
+                                    "only with stage 3\") and the parameters stay on the GPU; set stage 3 or remove "
+                                    "the offload_param block");
     }
     // ZeRO-1/2 with CPU offload forces contiguous gradients
     // (runtime/zero/stage_1_and_2.py: contiguous_gradients or cpu_offload).
@@ -1303,11 +1317,13 @@ std::vector<SchemaProblem> validate_ds_schema(const json& config, Launcher launc
     return out;
 }
 
-std::vector<SchemaProblem> unmodelled_ds_settings(const json& config) {
+std::vector<SchemaProblem> unmodelled_ds_settings(const json& config, std::optional<int> stage) {
     std::vector<SchemaProblem> out;
+    const bool below_stage3 = stage.value_or(ds_config_stage(config)) < 3;
     for (const auto& item : ds_schema().at("keys").items()) {
         const json& e = item.value();
         if (e.value("memory", std::string()) != "refuse") continue;
+        if (below_stage3 && e.contains("stage3_only")) continue;  // DeepSpeed ignores it there (ds_key_stages.cpp)
         const json* v = refused_value(config, item.key(), e);
         if (!v) continue;
         std::string fix = "remove it";
@@ -1321,12 +1337,18 @@ std::vector<SchemaProblem> unmodelled_ds_settings(const json& config) {
     return out;
 }
 
-std::vector<std::string> ds_config_notes(const json& config, const std::string& source) {
+std::vector<std::string> ds_config_notes(const json& config, const std::string& source, std::optional<int> stage) {
     std::vector<std::string> out;
     std::vector<std::string> said;  // pointers already noted (children are covered)
+    for (const auto& p : stage3_only_keys(config, stage)) {
+        said.push_back(p.pointer);
+        out.push_back(source + ":" + p.pointer + " = " + show(*at_pointer(config, p.pointer)) +
+                      ": no effect on memory: " + p.message);
+    }
     for (const auto& item : ds_schema().at("keys").items()) {
         const json& e = item.value();
         if (e.value("memory", std::string()) != "note") continue;
+        if (std::find(said.begin(), said.end(), item.key()) != said.end()) continue;
         const json* v = at_pointer(config, item.key());
         if (!v || v->is_null()) continue;
         bool covered = false;
@@ -1352,16 +1374,13 @@ void apply_ds_config(const json& config, const std::string& source, const AutoSo
     // The Hugging Face Trainer's "auto" rules apply: zeromem resolves "auto"
     // the way the HF Trainer does (see AutoSources).
     const auto problems = validate_ds_schema(config, Launcher::hf_trainer);
-    if (!problems.empty())
-        throw InputError(source + ": " + problems.front().pointer + ": " + problems.front().message);
+    if (!problems.empty()) throw ConfigError(source, problems.front().pointer, problems.front().message);
     const auto gated = version_gated_keys(config, version);
     if (!gated.empty())
-        throw InputError(source + ": " + gated.front().pointer + ": " + gated.front().message + "; " +
-                         gated.front().fix);
+        throw ConfigError(source, gated.front().pointer, gated.front().message + "; " + gated.front().fix);
     const auto refused = unmodelled_ds_settings(config);
     if (!refused.empty())
-        throw InputError(source + ": " + refused.front().pointer + ": " + refused.front().message + " (" +
-                         refused.front().fix + ")");
+        throw ConfigError(source, refused.front().pointer, refused.front().message + " (" + refused.front().fix + ")");
     Reading reading{config, source, autos, zero, train, prov, version};
     read_ds_settings(reading);
 }

@@ -800,6 +800,28 @@ void set_param_counts(FullContext& c, Estimate& out) {
     }
 }
 
+// The Linear weights ZeRO-3 keeps for backward without zero3_linear_wrap
+// (terms::zero3_retained_linear_weights): every parameter of the rank outside
+// the input embeddings, plus the LM head's V x h matrix tied or not; a
+// rank's MoE blocks hold only their local experts.
+void set_linear_weight_sizes(FullContext& c) {
+    const EstimateInput& in = c.in;
+    terms::Sizes& s = c.sz;
+    if (!in.model.arch) {
+        s.linear_weights = c.Pr;
+        s.lm_head_matrix = c.L;
+        return;
+    }
+    const ModelArch& a = *in.model.arch;
+    const ParamCount pc = count_params(a);
+    const uint64_t head = a.encoder_only && !a.mlm_head ? 0 : uint64_t(a.vocab_size) * uint64_t(a.hidden_size);
+    uint64_t lin = pc.total - pc.embedding - pc.lm_head + head;
+    if (in.moe.ep() > 1)
+        lin -= uint64_t(a.num_moe_layers) * uint64_t(a.num_experts - a.num_experts / in.moe.ep()) * pc.one_expert;
+    s.linear_weights = ceil_div(lin, c.tp);
+    s.lm_head_matrix = ceil_div(head, c.tp);
+}
+
 // Fills the sizes every term reads (terms::Sizes) and the optimizer step kernel.
 void set_term_sizes(FullContext& c) {
     const EstimateInput& in = c.in;
@@ -823,6 +845,9 @@ void set_term_sizes(FullContext& c) {
     s.contiguous_gradients = z.contiguous_gradients;
     s.reduce_scatter = z.reduce_scatter;
     s.checkpointing = t.checkpointing != Checkpointing::none;
+    s.full_recompute = t.checkpointing == Checkpointing::full;
+    s.memory_efficient_linear = z.memory_efficient_linear;
+    set_linear_weight_sizes(c);
     s.full_finetune = c.T == c.P;
     s.bucket = static_cast<uint64_t>(z.reduce_bucket_size);
     s.prefetch = static_cast<uint64_t>(std::min(z.stage3_prefetch_bucket_size, z.stage3_max_live_parameters));
@@ -856,7 +881,7 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
 // Sizes substituted into every term's --explain line.
 std::string sizes_text(const FullContext& c) {
     const auto& s = c.sz;
-    return "Ψ_t=" + num(double(s.Tr)) + ", N_d=" + num(double(s.N)) + ", Tn=" + num(double(s.Tn)) +
+    std::string out = "Ψ_t=" + num(double(s.Tr)) + ", N_d=" + num(double(s.N)) + ", Tn=" + num(double(s.Tn)) +
            ", sub=" + num(double(s.sub)) + ", reduce_bucket_size=" + num(double(s.bucket)) + ", L=" +
            num(double(s.L)) + ", layer=" + num(double(s.layer)) + ", b_m=" + num(double(s.bm)) + ", b_a=" +
            num(double(s.ba)) + ", b_c=" + num(double(s.bc)) + ", T=" +
@@ -865,6 +890,9 @@ std::string sizes_text(const FullContext& c) {
                 ? ", g=" + num(double(s.g)) + ", prefetch=" + num(double(s.prefetch)) + ", hpz=" + num(double(s.hpz)) +
                       ", mics_shard_size=" + num(double(s.mics)) + ", qgZ groups=" + num(double(s.qgz_groups))
                 : std::string());
+    if (s.stage == 3 && !s.memory_efficient_linear)
+        out += ", linear_weights=" + num(double(s.linear_weights)) + ", V·h=" + num(double(s.lm_head_matrix));
+    return out;
 }
 
 // A term's source as --explain prints it: DeepSpeed files carry the version.
@@ -1148,7 +1176,8 @@ std::vector<terms::Term> forward_temporaries(const terms::Sizes& s) {
     if (s.stage == 0) return {};
     if (s.stage <= 2) return {terms::temp_grad_buffer_for_gpu_offload(s)};
     return {terms::zero3_ipg_bucket(s), terms::zero3_gathered_params(s, false), terms::zero3_allgather_cat_copy(s),
-            terms::qwz_quantized_gather(s, false), terms::mics_hierarchical_gather_clone(s)};
+            terms::qwz_quantized_gather(s, false), terms::mics_hierarchical_gather_clone(s),
+            terms::zero3_retained_linear_weights(s, false)};
 }
 
 std::vector<terms::Term> backward_temporaries(const terms::Sizes& s) {
@@ -1160,7 +1189,8 @@ std::vector<terms::Term> backward_temporaries(const terms::Sizes& s) {
                 terms::temp_grad_buffer_for_gpu_offload(s), terms::zero12_offload_boundary_transient(s)};
     return {terms::zero3_ipg_bucket(s), terms::zero3_gathered_params(s, true), terms::zero3_allgather_cat_copy(s),
             terms::zero3_module_grad(s), terms::zero3_reduce_scatter_cat(s), terms::qwz_quantized_gather(s, true),
-            terms::qgz_all_to_all_buffers(s), terms::mics_hierarchical_gather_clone(s)};
+            terms::qgz_all_to_all_buffers(s), terms::mics_hierarchical_gather_clone(s),
+            terms::zero3_retained_linear_weights(s, true)};
 }
 
 // Buffers live from init to the end of training: the ZeRO-3 IPG bucket and

@@ -446,7 +446,16 @@ nlohmann::json resolve_ds_config(const Request& req, const std::optional<Dtype>&
     }
     if (auto w = check_precision(cfg, *req.ds_config, dtype_flag)) r.warnings.push_back(*w);
     apply_ds_config(cfg, *req.ds_config, autos, in.zero, in.train, r.provenance, in.stack.deepspeed);
-    for (auto& n : ds_config_notes(cfg, *req.ds_config)) r.notes.push_back(std::move(n));
+    // --stage overrides the file's stage: what only ZeRO-3 reads is judged at the run's stage.
+    std::optional<int> stage;
+    if (req.stage && *req.stage >= 0 && *req.stage <= 3) stage = static_cast<int>(*req.stage);
+    if (stage) {
+        const auto refused = unmodelled_ds_settings(cfg, stage);
+        if (!refused.empty())
+            throw ConfigError(*req.ds_config, refused.front().pointer,
+                              refused.front().message + " (" + refused.front().fix + ")");
+    }
+    for (auto& n : ds_config_notes(cfg, *req.ds_config, stage)) r.notes.push_back(std::move(n));
     return cfg;
 }
 

@@ -165,6 +165,23 @@ Term zero3_gathered_params(const Sizes& s, bool backward) {
                 src, capped(whole + s.prefetch) * s.bm);
 }
 
+Term zero3_retained_linear_weights(const Sizes& s, bool backward) {
+    constexpr const char* name = "Linear weights kept for backward (memory_efficient_linear false)";
+    constexpr const char* src =
+        "torch F.linear saves weight.t() (torch/csrc/autograd/saved_variable.cpp keeps a non-output view), which "
+        "outlives runtime/zero/partition_parameters.py free_param's param.data swap; DeepSpeed PR #8189 (without "
+        "zero3_linear_wrap, runtime/zero/linear.py)";
+    if (s.stage != 3 || s.memory_efficient_linear) return make(name, "0 (memory_efficient_linear true or stage < 3)", src, 0);
+    if (!s.full_recompute)
+        return make(name, "linear_weights · b_m (every Linear weight, forward to its backward)", src,
+                    s.linear_weights * s.bm);
+    const bool kept_anyway = s.layer > 0 && s.max_reuse >= s.layer;  // zero3_gathered_params' retained block
+    if (!backward || kept_anyway)
+        return make(name, "V·h · b_m (the LM head, outside the recomputed blocks)", src, s.lm_head_matrix * s.bm);
+    return make(name, "max(V·h, layer) · b_m (the LM head, then one recomputed block)", src,
+                std::max(s.lm_head_matrix, s.layer) * s.bm);
+}
+
 Term zero3_allgather_cat_copy(const Sizes& s) {
     return make("all-gather cat copy", "L · b_m (N_d > 1)",
                 "runtime/zero/partition_parameters.py AllGatherCoalescedHandle.wait (param.data = torch.cat(...))",

@@ -1,7 +1,7 @@
-// libFuzzer target: the DeepSpeed config parser, schema validation, reader
-// ("auto" resolution, refusals, notes) and `check` on arbitrary bytes. Only
-// zeromem::InputError may escape the library; anything else (another
-// exception, a sanitizer report, a hang) is a bug.
+// libFuzzer target: the DeepSpeed config parser, its key-line scanner, schema
+// validation, reader ("auto" resolution, refusals, notes) and `check` on
+// arbitrary bytes. Only zeromem::InputError may escape the library; anything
+// else (another exception, a sanitizer report, a hang) is a bug.
 #include "zeromem/config_check.h"
 #include "zeromem/ds_config.h"
 #include "zeromem/util.h"
@@ -13,6 +13,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace zeromem;
     const std::string text(reinterpret_cast<const char*>(data), size);
+    // `check` locates findings by line; the scanner must stop on any text.
+    (void)ds_config_line_of(ds_config_key_lines(text), "/zero_optimization/stage");
     nlohmann::json cfg;
     try {
         cfg = parse_ds_config_text(text, "fuzz.json");

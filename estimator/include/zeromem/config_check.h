@@ -49,13 +49,25 @@ struct CheckOptions {
     std::optional<EstimateInput> memory;
     /// NVMe capacity per node in bytes, for the NVMe-pool finding.
     std::optional<uint64_t> nvme_capacity;
+    /// Why the config could not be applied to the model and cluster (what
+    /// resolve_request refused, at the key a ConfigError names, else "/"),
+    /// when `memory` could not be built: reported as an error when no other
+    /// finding is one, so that no refusal is dropped.
+    std::optional<Finding> memory_refusal;
 };
 
 /// All findings for `config` (already loaded with load_ds_config_file), in
 /// this order: schema (errors), launcher "auto" rules, refused settings,
-/// deprecations, batch arithmetic, version-dependent defaults, memory.
+/// deprecations, keys only stage 3 reads (notes), batch arithmetic,
+/// version-dependent defaults, the config reader's refusal (the error
+/// `estimate` would stop at, at its key), memory.
 /// Throws InputError only for a bad option (e.g. a malformed version).
 std::vector<Finding> check_ds_config(const nlohmann::json& config, const CheckOptions& options);
+
+/// Every key of `config` whose value is "auto", as JSON pointers in key
+/// order: a file meant for the HF Trainer or accelerate (they fill "auto";
+/// deepspeed.initialize rejects it).
+std::vector<std::string> auto_value_pointers(const nlohmann::json& config);
 
 /// Number of findings with severity `s`.
 std::size_t count_findings(const std::vector<Finding>& findings, Severity s);

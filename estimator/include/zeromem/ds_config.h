@@ -12,11 +12,30 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zeromem {
+
+/// A refusal of the config reader at one key. what() is the one line
+/// "<source>: <pointer>: <detail>" that `estimate` prints; `check` reports
+/// the same refusal as an error finding at pointer().
+class ConfigError : public InputError {
+public:
+    ConfigError(const std::string& source, std::string pointer, std::string detail)
+        : InputError(source + ": " + pointer + ": " + detail), pointer_(std::move(pointer)), detail_(std::move(detail)) {}
+    /// JSON pointer of the key refused ("/bf16/enabled").
+    const std::string& pointer() const { return pointer_; }
+    /// What is wrong, without the source and pointer.
+    const std::string& detail() const { return detail_; }
+
+private:
+    std::string pointer_;
+    std::string detail_;
+};
 
 /// Reads `path` as JSON. Rejects a missing file, malformed JSON (message has
 /// line and column) and duplicate keys (DeepSpeed rejects them too). Allows
@@ -25,6 +44,18 @@ nlohmann::json load_ds_config_file(const std::string& path);
 
 /// The same checks on text already read; `source` names it in messages.
 nlohmann::json parse_ds_config_text(const std::string& text, const std::string& source);
+
+/// The 1-based line of every key of a config text, by JSON pointer
+/// ("/zero_optimization/stage" -> 31; array elements by index; the root
+/// is not listed). For text that parse_ds_config_text accepts
+/// (// and /* */ comments included); on malformed text, the keys before the
+/// error. estimator/src/ds_config_lines.cpp.
+std::map<std::string, int> ds_config_key_lines(const std::string& text);
+
+/// The line of `pointer` in `lines`, else of its nearest ancestor there
+/// ("/zero_optimization/overlap_comm" not written -> the line of
+/// "/zero_optimization"); 0 for "/" and when no ancestor is written.
+int ds_config_line_of(const std::map<std::string, int>& lines, const std::string& pointer);
 
 /// What "auto" values are filled from, the way the HF Trainer fills them
 /// (trainer_config_process / trainer_config_finalize). Unset optionals mean
@@ -62,9 +93,12 @@ void apply_ds_config(const nlohmann::json& config, const std::string& source,
 /// One line per key of `config` that zeromem accepts but that does not
 /// change the estimate (schema memory "note" in data/deepspeed_schema.json):
 /// "<source>:/fp16/loss_scale = 0: no effect on memory: <why>". A key whose
-/// parent object is noted is covered by the parent's line. `estimate` prints
-/// them so that no setting is silently ignored.
-std::vector<std::string> ds_config_notes(const nlohmann::json& config, const std::string& source);
+/// parent object is noted is covered by the parent's line. Keys only ZeRO
+/// stage 3 reads, below stage 3 (`stage`: the run's when a flag overrides the
+/// config's), are noted as ignored there. `estimate` prints them so that no
+/// setting is silently ignored.
+std::vector<std::string> ds_config_notes(const nlohmann::json& config, const std::string& source,
+                                         std::optional<int> stage = std::nullopt);
 
 /// DeepSpeed's batch rule (runtime/config.py _batch_assertion):
 /// train_batch_size == train_micro_batch_size_per_gpu x

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,7 +43,7 @@ const nlohmann::json* ds_schema_entry(const std::string& pointer);
 
 /// One way a config breaks the schema.
 struct SchemaProblem {
-    enum class Kind { unknown_key, wrong_type, out_of_range, fraction, auto_value, null_value };
+    enum class Kind { unknown_key, wrong_type, out_of_range, fraction, auto_value, null_value, ignored_key };
     Kind kind = Kind::unknown_key;
     std::string pointer;  ///< JSON pointer of the offending key
     std::string message;  ///< what is wrong, one line, without the pointer
@@ -57,8 +58,12 @@ std::vector<SchemaProblem> validate_ds_schema(const nlohmann::json& config, Laun
 
 /// Settings present in `config` that would change memory in a way zeromem
 /// does not model (schema memory "refuse"), one problem per key; message
-/// says why, fix says what value zeromem accepts.
-std::vector<SchemaProblem> unmodelled_ds_settings(const nlohmann::json& config);
+/// says why, fix says what value zeromem accepts. A key only ZeRO stage 3
+/// reads is not refused below stage 3 (DeepSpeed ignores it there); `stage`
+/// is the ZeRO stage of the run when a flag overrides the config's
+/// (default: ds_config_stage of `config`).
+std::vector<SchemaProblem> unmodelled_ds_settings(const nlohmann::json& config,
+                                                  std::optional<int> stage = std::nullopt);
 
 /// Keys of `config` that DeepSpeed `version` does not read under that name:
 /// older than the schema's "since" (the first release that reads it) or not
@@ -70,6 +75,19 @@ std::vector<SchemaProblem> unmodelled_ds_settings(const nlohmann::json& config);
 /// that a release before 0.7.0 ignores is not listed.
 /// estimator/src/ds_key_versions.cpp.
 std::vector<SchemaProblem> version_gated_keys(const nlohmann::json& config, const std::string& version);
+
+/// zero_optimization.stage as DeepSpeed reads it: 0 when absent or not an
+/// integer 0..3 (the schema check reports those); the deprecated boolean
+/// form means stage 1 (true) or 0. estimator/src/ds_key_stages.cpp.
+int ds_config_stage(const nlohmann::json& config);
+
+/// Keys under zero_optimization that only ZeRO stage 3 reads (schema
+/// "stage3_only": stage3_* knobs and their aliases, memory_efficient_linear),
+/// present in `config` below stage 3: one problem (kind ignored_key) per key,
+/// the message naming where DeepSpeed reads it and that this stage ignores
+/// it. Empty at stage 3. `stage`: the run's ZeRO stage when a flag
+/// overrides the config's. estimator/src/ds_key_stages.cpp.
+std::vector<SchemaProblem> stage3_only_keys(const nlohmann::json& config, std::optional<int> stage = std::nullopt);
 
 /// Orders DeepSpeed versions "X.Y.Z" (also "X.Y"): negative, 0 or positive.
 /// Throws InputError naming `field` for a malformed version.

@@ -56,6 +56,17 @@ struct Sizes {
     bool contiguous_gradients = true;
     bool reduce_scatter = true;
     bool checkpointing = false;   ///< activation checkpointing (recompute in backward)
+    bool full_recompute = false;  ///< full checkpointing: each block's forward runs again in backward
+    /// zero_optimization.memory_efficient_linear (read at stage 3 only):
+    /// false leaves torch's F.linear in place (zero3_retained_linear_weights).
+    bool memory_efficient_linear = true;
+    /// Weights of the Linear modules whose forward autograd records, per
+    /// tensor rank: every parameter outside the input embeddings, plus the
+    /// LM head's V x h matrix tied or not (norms and biases included, a
+    /// bound); without an architecture every parameter of the rank.
+    uint64_t linear_weights = 0;
+    /// The LM head's matrix V x h per tensor rank (L without an architecture).
+    uint64_t lm_head_matrix = 0;
     bool full_finetune = true;    ///< every parameter trainable (whole-module gradients exist)
     uint64_t bucket = 0;          ///< reduce_bucket_size, elements
     uint64_t prefetch = 0;        ///< min(stage3_prefetch_bucket_size, stage3_max_live_parameters), elements
@@ -255,6 +266,23 @@ Term zero3_reduce_scatter_cat(const Sizes& s);
 /// from its recompute when stage3_max_reuse_distance covers it,
 /// `__params_to_release`) plus one prefetch, at most Ψ_t, · b_m.
 Term zero3_gathered_params(const Sizes& s, bool backward);
+
+/// ZeRO-3 with memory_efficient_linear false: torch's F.linear records
+/// `weight.t()` for backward, a view that torch saves as is (non-output
+/// tensors, torch/csrc/autograd/saved_variable.cpp), so when DeepSpeed
+/// releases the parameter by swapping `param.data` (partition_parameters.py
+/// `free_param`) the view still holds the gathered 16-bit storage until that
+/// module's backward (DeepSpeed PR #8189: "the standard Linear implementation
+/// can retain the gathered weight storage until backward completes"). With
+/// the default true, zero.Init installs `zero3_linear_wrap`, whose
+/// LinearFunctionForZeroStage3 saves the parameter itself (runtime/zero/
+/// linear.py), and nothing is kept. Kept: without full recompute every
+/// Linear weight, linear_weights · b_m, from the end of forward into
+/// backward; with full recompute the blocks' forwards record nothing, so
+/// the LM head's matrix (forward) and in backward the larger of it and one
+/// recomputed block (layer; 0 when stage3_max_reuse_distance keeps that
+/// block gathered anyway, see zero3_gathered_params). 0 otherwise.
+Term zero3_retained_linear_weights(const Sizes& s, bool backward);
 
 /// ZeRO-3 `AllGatherCoalescedHandle.wait`: `param.data = torch.cat(...)`
 /// copies the largest fetched parameter out of the coalesced all-gather

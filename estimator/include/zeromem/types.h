@@ -153,6 +153,13 @@ struct ZeroSettings {
     /// MiCS: gather across nodes first, then within the node (mics.py
     /// _hierarchical_all_gather_params); same bytes per rank.
     bool mics_hierarchical_params_gather = false;
+    /// zero_optimization.memory_efficient_linear (default true): ZeRO-3's
+    /// zero.Init replaces torch.nn.functional.linear with zero3_linear_wrap
+    /// (runtime/zero/partition_parameters.py Init.__init__,
+    /// _enable_mem_efficient_linear). false keeps torch's linear, whose saved
+    /// weight.t() view holds each gathered Linear weight until its backward
+    /// (terms.h zero3_retained_linear_weights). Read only at stage 3.
+    bool memory_efficient_linear = true;
     /// The ZeRO-3 partition group size: mics_shard_size when MiCS is on,
     /// else `data_parallel` (N_d).
     int64_t partition_size(int64_t data_parallel) const {
