@@ -6,6 +6,7 @@
 #include "zeromem/estimate.h"
 #include "zeromem/request.h"
 #include "zeromem/run_log.h"
+#include "zeromem/sim_writers.h"
 #include "zeromem/simulator.h"
 #include "zeromem/types.h"
 
@@ -24,7 +25,9 @@ Examples:
 
 Reads, recognised by content: DeepSpeed see_memory_usage and ThroughputTimer lines, Megatron report_memory,
 HF Trainer memory metrics, torch.cuda.memory_stats() JSON, memory_summary(), the CUDA out-of-memory message,
-nvidia-smi --query-gpu=memory.used --format=csv, /usr/bin/time -v and zeromem measure JSON. Each reading is
+nvidia-smi --query-gpu=memory.used --format=csv, /usr/bin/time -v, zeromem measure JSON and the
+torch.cuda.memory._dump_snapshot pickle (read without running it; its largest blocks are matched to the
+estimate's components). Each reading is
 matched to an estimate phase by its message and printed beside the estimate: GiB (2^30 bytes) in the table,
 bytes in --format json. Exit status 0, or 2 when a log or flag cannot be read.
 )";
@@ -58,7 +61,7 @@ int run_calibrate(const zeromem::Request& req, const CalibrateFlags& f, const st
     const Estimate e = estimate(res.input);
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";
-    const Calibration c = calibrate(logs, e, res.input);
+    const Calibration c = calibrate(logs, e, res.input, sim::snapshot_frame_component);
     std::optional<CalibrationProfile> profile;
     if (!f.output.empty() || !res.input.cluster.gpu_name.empty())
         profile = fit_calibration_profile(c, res.input, f.logs);  // --output without --gpu: InputError
@@ -71,7 +74,7 @@ int run_calibrate(const zeromem::Request& req, const CalibrateFlags& f, const st
         nlohmann::json j = calibration_json(c);
         j["peak_phase"] = e.peak_phase;
         j["profile"] = profile ? calibration_profile_json(*profile) : nlohmann::json();
-        std::cout << j.dump(2) << "\n";
+        std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";  // frames' names: any bytes
     } else {
         std::cout << render_calibration_table(c);
         if (!f.output.empty()) std::cout << "calibration profile written to " << f.output << "\n";

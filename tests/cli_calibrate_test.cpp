@@ -5,6 +5,8 @@
 // flags, and the difference measured - estimated.
 #include "cli_runner.h"
 
+#include <fstream>
+#include <map>
 #include <string>
 
 namespace {
@@ -172,6 +174,55 @@ TEST(CliCalibrate, BadLogsAreOneLineErrors) {
     std::remove(bad.c_str());
     cli::expect_error("calibrate --log /nonexistent/run.log --params 7e9", "/nonexistent/run.log");
     cli::expect_error("calibrate --params 7e9", "--log");
+}
+
+// zeromem simulate --memory-snapshot, read back by calibrate: the snapshot's
+// allocated and reserved are the replay's at its last event (sim_writers.h:
+// "segments" is the allocator state after the last event), its trace's
+// reserved peak the replay's peak_reserved, and the largest blocks carry the
+// frames the simulator wrote on their allocs ("<phase>:<event term>"), each
+// naming the estimator component of its term.
+TEST(CliCalibrate, SimulatorSnapshotRoundTrip) {
+    const std::string snap = cli::temp_path("round.pickle");
+    const std::string setup = " --hf-config " + testdata("hf_configs/gpt2.json") + " --gpus 2 --stage 2 --seq-len 1024";
+    const auto sim = json_of("simulate" + setup + " --memory-snapshot '" + snap + "'");
+    const auto j = json_of("calibrate --log '" + snap + "'" + setup);
+    std::remove(snap.c_str());
+    ASSERT_EQ(j["observations"].size(), 1u);
+    const auto& o = j["observations"][0];
+    EXPECT_EQ(o["format"], "torch memory snapshot");
+    EXPECT_EQ(o["phase"], "steady_backward");
+    EXPECT_EQ(o["measured"]["allocated"], sim["timeline"].back()["allocated"]);
+    EXPECT_EQ(o["measured"]["reserved"], sim["timeline"].back()["reserved"]);
+    EXPECT_EQ(o["measured"]["max_reserved"], sim["peak_reserved"]);
+    const std::map<std::string, std::string> component = {{"fp32_partition", "master_weights"}, {"exp_avg", "momentum"},
+                                                          {"exp_avg_sq", "variance"}, {"bit16_groups_flat", "parameters"}};
+    std::size_t named = 0;
+    ASSERT_FALSE(o["blocks"].empty());
+    for (const auto& b : o["blocks"]) {
+        ASSERT_TRUE(b["frame"].is_string()) << b;
+        EXPECT_TRUE(b["frame_from_trace"].get<bool>());  // the simulator's blocks carry no frames of their own
+        const std::string frame = b["frame"];
+        const std::string term = frame.substr(frame.rfind(':') + 1);
+        if (!component.count(term)) continue;
+        ++named;
+        EXPECT_EQ(b["term"], component.at(term)) << frame;
+        EXPECT_EQ(b["matched_by"], "frame");
+    }
+    EXPECT_EQ(named, 4u);  // ZeRO-2 after a step: the 16-bit flat buffer, the fp32 partition, Adam's m and v
+}
+
+TEST(CliCalibrate, SnapshotTableAndRefusedPickle) {
+    const auto r = cli::zeromem("calibrate --log " + testdata("snapshots/python_p4.pickle") + " --model llama-2-7b --gpus 8 --stage 2");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("snapshot, device 0"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("adamw.py:150:_init_group"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("model.py:7:embed (from the trace)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("note: "), std::string::npos) << r.out;
+    const std::string evil = cli::temp_path("evil.pickle");
+    std::ofstream(evil, std::ios::binary) << std::string("\x80\x02" "cposix\nsystem\nX\x04\x00\x00\x00true\x85R.", 28);
+    cli::expect_error("calibrate --log '" + evil + "' --params 7e9", evil + ": byte 2: pickle: GLOBAL (0x63) refused");
+    std::remove(evil.c_str());
 }
 
 }  // namespace

@@ -126,6 +126,47 @@ std::string explaining_term(const MemoryFigures& d, const std::vector<PhaseTerm>
     return best;
 }
 
+// The components a snapshot block may be: the model states (one flat tensor
+// per parameter group at ZeRO-1/2) and the temporary buffers.
+std::vector<PhaseTerm> block_terms(const PhaseMemory& p) {
+    const GpuMemory& g = p.per_gpu;
+    return {{"parameters", int64_t(g.parameters)},   {"gradients", int64_t(g.gradients)},
+            {"master_weights", int64_t(g.master_weights)}, {"momentum", int64_t(g.momentum)},
+            {"variance", int64_t(g.variance)},       {"temporary_buffers", int64_t(g.temporary_buffers)},
+            {"activations", int64_t(g.activations)}};
+}
+
+// By its frame's component, else by size within 1% (calibrate.h).
+BlockMatch match_block(const SnapshotBlock& b, const PhaseMemory& p, const FrameComponent& frame_component) {
+    BlockMatch m;
+    m.block = b;
+    const std::vector<PhaseTerm> terms = block_terms(p);
+    if (b.frame && frame_component) {
+        const std::string c = frame_component(*b.frame);
+        for (const auto& t : terms)
+            if (!c.empty() && t.name == c) {
+                m.term = c;
+                m.matched_by = "frame";
+                m.term_bytes = t.bytes;
+                return m;
+            }
+    }
+    const auto bytes = static_cast<int64_t>(b.requested.value_or(b.size));
+    int64_t best = -1;
+    for (const auto& t : terms) {
+        if (t.name == "activations" || t.bytes <= 0) continue;  // activations are many tensors
+        const int64_t off = std::llabs(bytes - t.bytes);
+        if (off > t.bytes / 100) continue;
+        m.term += (m.term.empty() ? "" : " / ") + t.name;
+        if (best < 0 || off < best) {
+            best = off;
+            m.term_bytes = t.bytes;
+        }
+    }
+    if (!m.term.empty()) m.matched_by = "size";
+    return m;
+}
+
 }  // namespace
 
 std::string match_phase(const MemoryObservation& o, const Estimate& e, std::string& why) {
@@ -152,6 +193,10 @@ std::string match_phase(const MemoryObservation& o, const Estimate& e, std::stri
         phase = o.message;
         why = "zeromem measure phase";
         break;
+    case LogFormat::torch_memory_snapshot:
+        phase = "steady_backward";
+        why = "memory snapshot: when in the step it was taken is not recorded; held against steady_backward";
+        break;
     default:
         phase = "steady_backward";
         why = std::string(to_string(o.format)) + ": peaks from the start, through a training step";
@@ -162,7 +207,8 @@ std::string match_phase(const MemoryObservation& o, const Estimate& e, std::stri
     return phase;
 }
 
-Calibration calibrate(const std::vector<RunLog>& logs, const Estimate& e, const EstimateInput& in) {
+Calibration calibrate(const std::vector<RunLog>& logs, const Estimate& e, const EstimateInput& in,
+                      const FrameComponent& frame_component) {
     if (e.phases.empty()) throw InputError("--convention: calibrate needs the full convention (its phases)");
     Calibration c;
     bool rounded_ca = false, deltas = false;
@@ -178,11 +224,16 @@ Calibration calibrate(const std::vector<RunLog>& logs, const Estimate& e, const 
                 r.difference = difference_of(r.measured, r.estimated);
                 r.terms = terms_of(e.phases[std::size_t(k)]);
                 r.explained_by = explaining_term(r.difference, r.terms);
+                for (const auto& b : o.largest_blocks)
+                    r.blocks.push_back(match_block(b, e.phases[std::size_t(k)], frame_component));
+            } else {
+                for (const auto& b : o.largest_blocks) r.blocks.push_back(BlockMatch{b, {}, {}, 0});
             }
             rounded_ca = rounded_ca || (o.format == LogFormat::ds_see_memory_usage && o.max_reserved);
             deltas = deltas || o.baseline == Baseline::since_start;
             c.rows.push_back(std::move(r));
         }
+    for (const RunLog& log : logs) c.notes.insert(c.notes.end(), log.notes.begin(), log.notes.end());
     if (rounded_ca)
         c.notes.push_back("see_memory_usage: Max_CA is rounded to a whole GiB (+-0.5 GiB); Max_MA and Max_CA are "
                           "the peaks since the previous call (reset_peak_memory_stats after each print)");
@@ -209,6 +260,44 @@ nlohmann::json figures_json(const MemoryFigures& f) {
     return j;
 }
 
+std::string frame_text(const SnapshotFrame& f) {  // torch/cuda/_memory_viz.py _frame_fmt: file:line:function
+    return f.filename.substr(f.filename.find_last_of('/') + 1) + ":" + std::to_string(f.line) + ":" + f.name;
+}
+
+nlohmann::json blocks_json(const std::vector<BlockMatch>& blocks) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& m : blocks) {
+        const SnapshotBlock& b = m.block;
+        out.push_back({{"address", b.address},
+                       {"size", b.size},
+                       {"requested_size", b.requested ? nlohmann::json(*b.requested) : nlohmann::json()},
+                       {"frame", b.frame ? nlohmann::json(frame_text(*b.frame)) : nlohmann::json()},
+                       {"frame_from_trace", b.frame_from_trace},
+                       {"term", m.term.empty() ? nlohmann::json() : nlohmann::json(m.term)},
+                       {"matched_by", m.matched_by.empty() ? nlohmann::json() : nlohmann::json(m.matched_by)},
+                       {"term_bytes", m.term.empty() ? nlohmann::json() : nlohmann::json(m.term_bytes)}});
+    }
+    return out;
+}
+
+// The table's lines for a snapshot's largest blocks.
+std::string blocks_table(const std::vector<BlockMatch>& blocks) {
+    if (blocks.empty()) return {};
+    std::string out = "    largest allocated blocks: GiB  requested GiB  top frame (file:line:function) -> estimate component GiB (matched by)\n";
+    char buf[512];
+    for (const auto& m : blocks) {
+        const SnapshotBlock& b = m.block;
+        std::string frame = b.frame ? frame_text(*b.frame) + (b.frame_from_trace ? " (from the trace)" : "") : "-";
+        if (frame.size() > 70) frame = frame.substr(0, 67) + "...";
+        const std::string term = m.term.empty() ? "no component of this size"
+                                                : m.term + " " + format_gib(double(m.term_bytes)) + " (" + m.matched_by + ")";
+        std::snprintf(buf, sizeof buf, "    %9s %9s  %-70s -> %s\n", format_gib(double(b.size)).c_str(),
+                      b.requested ? format_gib(double(*b.requested)).c_str() : "-", frame.c_str(), term.c_str());
+        out += buf;
+    }
+    return out;
+}
+
 }  // namespace
 
 nlohmann::json calibration_json(const Calibration& c) {
@@ -227,6 +316,7 @@ nlohmann::json calibration_json(const Calibration& c) {
                         {"difference", figures_json(r.difference)},
                         {"terms", terms},
                         {"explained_by", r.explained_by.empty() ? nlohmann::json() : nlohmann::json(r.explained_by)}});
+        if (r.observation.format == LogFormat::torch_memory_snapshot) rows.back()["blocks"] = blocks_json(r.blocks);
     }
     return {{"observations", rows}, {"notes", c.notes}};
 }
@@ -262,6 +352,7 @@ std::string render_calibration_table(const Calibration& c) {
             out += buf;
             first = false;
         }
+        out += blocks_table(r.blocks);
     }
     for (const auto& n : c.notes) out += "note: " + n + "\n";
     return out;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 
 namespace zeromem {
 
@@ -25,6 +26,7 @@ const char* to_string(LogFormat f) {
     case LogFormat::nvidia_smi_csv: return "nvidia-smi";
     case LogFormat::gnu_time_verbose: return "/usr/bin/time -v";
     case LogFormat::zeromem_measure: return "zeromem measure";
+    case LogFormat::torch_memory_snapshot: return "torch memory snapshot";
     }
     return "?";
 }
@@ -217,6 +219,11 @@ RunLog read_run_log(const std::string& text, const std::string& path) {
     using namespace run_log_detail;
     RunLog log;
     log.path = path;
+    if (!text.empty() && static_cast<unsigned char>(text[0]) == 0x80) {  // pickle PROTO: a memory snapshot
+        read_memory_snapshot(text, path, log);
+        log.formats.push_back(LogFormat::torch_memory_snapshot);
+        return log;
+    }
     std::vector<MemoryObservation> obs;
     // A document opening with '{' is tried as JSON first; a Trainer log may
     // open with a Python dict, so one that does not parse is read as text, and
@@ -255,6 +262,10 @@ RunLog read_run_log(const std::string& text, const std::string& path) {
 }
 
 RunLog read_run_log_file(const std::string& path) {
+    // A memory snapshot carries its trace and stack frames: larger than a log.
+    std::ifstream probe(path, std::ios::binary);
+    const bool pickle = probe && probe.peek() == 0x80;
+    if (pickle) return read_run_log(read_text_file(path, "memory snapshot (--log)", std::uintmax_t(256) << 20), path);
     return read_run_log(read_text_file(path, "training log (--log)"), path);
 }
 

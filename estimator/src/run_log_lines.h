@@ -75,4 +75,7 @@ void read_gnu_time(const std::vector<Line>& lines, const std::string& path, std:
 bool read_memory_stats_json(const nlohmann::json& doc, const std::string& path, std::vector<MemoryObservation>& out);
 bool read_measure_json(const nlohmann::json& doc, const std::string& path, std::vector<MemoryObservation>& out);
 
+// A memory snapshot pickle (`data` opens with 0x80): its readings and notes into `log`.
+void read_memory_snapshot(const std::string& data, const std::string& path, RunLog& log);
+
 }  // namespace zeromem::run_log_detail

@@ -217,16 +217,17 @@ std::string data_dir() {
     return ZEROMEM_SOURCE_DATA_DIR;  // run from the build tree
 }
 
-std::string read_text_file(const std::string& path, const std::string& what) {
+std::string read_text_file(const std::string& path, const std::string& what, std::uintmax_t max_bytes) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) throw InputError(path + ": is a directory, not a " + what);
     // Inputs are small files: a device or pipe (/dev/zero) would be read
-    // without end, and anything past 64 MiB is not a config or a log we read.
-    constexpr std::uintmax_t kMaxBytes = std::uintmax_t(64) << 20;
+    // without end, and anything past max_bytes (64 MiB: a config or a log)
+    // is not one we read.
     if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
         throw InputError(path + ": not a regular file (a device, pipe or socket); give a " + what);
-    if (const std::uintmax_t size = std::filesystem::file_size(path, ec); !ec && size > kMaxBytes)
-        throw InputError(path + ": " + std::to_string(size) + " bytes is too large for a " + what + " (at most 64 MiB)");
+    if (const std::uintmax_t size = std::filesystem::file_size(path, ec); !ec && size > max_bytes)
+        throw InputError(path + ": " + std::to_string(size) + " bytes is too large for a " + what + " (at most " +
+                         std::to_string(max_bytes >> 20) + " MiB)");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(path + ": cannot open file (does it exist?)");
     std::ostringstream ss;

@@ -138,4 +138,17 @@ std::string memory_snapshot_pickle(const SimResult& r) {
     return p.out;
 }
 
+std::string snapshot_frame_component(const SnapshotFrame& frame) {
+    const auto colon = frame.name.find(':');
+    if (colon == std::string::npos) return {};
+    const std::string phase = frame.name.substr(0, colon), term = frame.name.substr(colon + 1);
+    bool ours = false;
+    for (int p = 0; p < kPhaseCount; ++p) ours = ours || phase == to_string(static_cast<Phase>(p));
+    if (!ours || term.empty()) return {};
+    if (term == "fp32_partition" || term == "fp32_master") return "master_weights";
+    if (term == "exp_avg" || term == "momentum_buffer") return "momentum";
+    if (term == "exp_avg_sq") return "variance";
+    return estimator_component(term);  // parameters, gradients, activations, temporary_buffers (optimizer_states: none left)
+}
+
 }  // namespace zeromem::sim

@@ -1,7 +1,7 @@
 // Readers of the memory readings a real training run prints: DeepSpeed,
-// Megatron-DeepSpeed, PyTorch, the HF Trainer, nvidia-smi and GNU time. The
-// format is recognised by content; every figure comes back in bytes with the
-// range the printed digits allow.
+// Megatron-DeepSpeed, PyTorch, the HF Trainer, nvidia-smi and GNU time, and
+// PyTorch's memory snapshot pickle. The format is recognised by content;
+// every figure comes back in bytes with the range the printed digits allow.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +24,7 @@ enum class LogFormat {
     nvidia_smi_csv,          ///< nvidia-smi --query-gpu=memory.used[,memory.total] --format=csv
     gnu_time_verbose,        ///< /usr/bin/time -v: "Maximum resident set size (kbytes)"
     zeromem_measure,         ///< zeromem measure --output JSON
+    torch_memory_snapshot,   ///< torch.cuda.memory._dump_snapshot pickle: exact bytes per segment and block
 };
 const char* to_string(LogFormat f);
 
@@ -53,6 +54,28 @@ enum class HostScope {
     process  ///< one process: its resident set (GNU time, the Trainer's psutil RSS deltas)
 };
 
+/// One frame of an allocation's stack trace as a memory snapshot records it
+/// (torch/cuda/memory.py _snapshot: Frame {filename, line, name}).
+struct SnapshotFrame {
+    std::string filename;
+    int64_t line = 0;
+    std::string name;
+};
+
+/// One allocated block of a memory snapshot (state "active_allocated").
+struct SnapshotBlock {
+    uint64_t address = 0;
+    uint64_t size = 0;                   ///< the block, as memory_allocated() counts it
+    std::optional<uint64_t> requested;   ///< the tensor's bytes (requested_size; torch >= 2.1 writes it)
+    /// The innermost frame torch/cuda/_memory_viz.py _frame_filter keeps (the
+    /// unwinder's and the interpreter's own frames are skipped), if any.
+    std::optional<SnapshotFrame> frame;
+    bool frame_from_trace = false;       ///< the block has no frames; these are its alloc's in device_traces
+};
+
+/// The largest blocks a snapshot reading keeps (largest first).
+constexpr std::size_t kSnapshotBlocks = 8;
+
 /// One reading of a log: the message printed with it and whichever figures
 /// the printer gives (each optional). GPU figures are of one device.
 struct MemoryObservation {
@@ -72,6 +95,7 @@ struct MemoryObservation {
     Baseline baseline = Baseline::absolute;
     PeakWindow peak_window = PeakWindow::since_start;
     HostScope host_scope = HostScope::node;
+    std::vector<SnapshotBlock> largest_blocks;  ///< memory snapshot: its kSnapshotBlocks largest allocated blocks
 };
 
 /// The readings of one file, in line order.
@@ -79,16 +103,22 @@ struct RunLog {
     std::string path;
     std::vector<LogFormat> formats;  ///< the formats found, in order of first appearance
     std::vector<MemoryObservation> observations;
+    std::vector<std::string> notes;  ///< what the reader could not read, and why (memory snapshot: the trace)
 };
 
-/// Reads `text` (the contents of `path`, named in errors). A JSON document is
+/// Reads `text` (the contents of `path`, named in errors). Bytes opening with
+/// the pickle PROTO opcode (0x80) are read as a memory snapshot (one reading
+/// per device: allocated = the active_allocated blocks, reserved = the
+/// segments, max_reserved = the peak of device_traces when it starts from an
+/// empty allocator; errors "<path>: byte <offset>: ..."). A JSON document is
 /// read as torch.cuda.memory_stats() or zeromem measure output; any other
 /// text line by line by every line reader. Throws InputError "<path>:<line>:
 /// <format>: <what>" for a reading that is malformed or cut off, and
 /// "<path>: no memory reading recognised ..." when no reader finds one.
 RunLog read_run_log(const std::string& text, const std::string& path);
 
-/// read_run_log of a file; InputError when it cannot be read.
+/// read_run_log of a file; InputError when it cannot be read (or is larger
+/// than 64 MiB, a memory snapshot 256 MiB).
 RunLog read_run_log_file(const std::string& path);
 
 }  // namespace zeromem

@@ -63,8 +63,9 @@ std::string data_dir();
 
 /// Reads a whole file; throws InputError "<path>: cannot open file" if it
 /// does not exist or cannot be read, and names `what` it is (e.g. "config file", "training log")
-/// when it is a directory, a device or larger than 64 MiB.
-std::string read_text_file(const std::string& path, const std::string& what = "JSON config file");
+/// when it is a directory, a device or larger than `max_bytes` (64 MiB unless given).
+std::string read_text_file(const std::string& path, const std::string& what = "JSON config file",
+                           std::uintmax_t max_bytes = std::uintmax_t(64) << 20);
 
 /// zeromem's version string ("0.1.0").
 const char* version();

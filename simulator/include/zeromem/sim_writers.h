@@ -2,6 +2,7 @@
 // (Perfetto) and the torch.cuda.memory._dump_snapshot pickle.
 #pragma once
 
+#include "zeromem/run_log.h"
 #include "zeromem/simulator.h"
 
 #include <nlohmann/json.hpp>
@@ -46,6 +47,12 @@ nlohmann::json chrome_trace(const SimResult& r);
 /// SimOptions::record_allocator_trace). Format: PyTorch
 /// torch/csrc/cuda/memory_snapshot.cpp, as torch/utils/viz/MemoryViz.js reads it.
 std::string memory_snapshot_pickle(const SimResult& r);
+
+/// The estimator component (GpuMemory's names: parameters, gradients,
+/// master_weights, momentum, variance, activations, temporary_buffers) of a
+/// frame memory_snapshot_pickle writes ("<phase>:<event term>"); "" for any
+/// other frame. zeromem calibrate's calibrate.h FrameComponent.
+std::string snapshot_frame_component(const SnapshotFrame& frame);
 
 /// One event term for --explain: the estimator component and term it
 /// corresponds to, the DeepSpeed v0.19.6 / PyTorch code that allocates it,
