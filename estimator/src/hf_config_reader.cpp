@@ -1,9 +1,22 @@
 // The helpers every config.json family reader shares, and the embedded family rules.
 #include "hf_config_reader.h"
+#include "zeromem/util.h"
 
 #include "zeromem_families_json.h"
 
 namespace zeromem::model_detail {
+
+json parse_config_file(const std::string& path) {
+    const std::string text = read_text_file(path);
+    try {
+        return json::parse(text);
+    } catch (const json::parse_error& e) {
+        // nlohmann's message reads "... parse error at line L, column C: ...".
+        throw InputError(path + ": malformed JSON: " + e.what());
+    } catch (const json::out_of_range& e) {  // a number beyond the double range (1e999)
+        throw InputError(path + ": a number is out of range: " + e.what());
+    }
+}
 
 std::string type_name(const json& v) {
     if (v.is_null()) return "null";

@@ -26,6 +26,11 @@ std::string show(const json& v);
 
 // Reads a config.json the way transformers' config classes do: a key may
 // have several spellings, a null value means "use the default".
+/// The JSON of a config file read from `path`; InputError naming the file
+/// (and nlohmann's line and column) when it is malformed or a number is out
+/// of range.
+json parse_config_file(const std::string& path);
+
 class ConfigReader {
 public:
     ConfigReader(const json& cfg, const std::string& source) : cfg_(cfg), source_(source) {}

@@ -123,16 +123,7 @@ ModelArch arch_from_hf_config(const nlohmann::json& config, const std::string& s
 }
 
 ModelArch load_hf_config(const std::string& path) {
-    const std::string text = read_text_file(path);
-    json cfg;
-    try {
-        cfg = json::parse(text);
-    } catch (const json::parse_error& e) {
-        // nlohmann's message reads "... parse error at line L, column C: ...".
-        throw InputError(path + ": malformed JSON: " + e.what());
-    } catch (const json::out_of_range& e) {  // a number beyond the double range (1e999)
-        throw InputError(path + ": a number is out of range: " + e.what());
-    }
+    const json cfg = parse_config_file(path);
     ModelArch a = arch_from_hf_config(cfg, path);
     if (a.name.empty()) a.name = std::filesystem::path(path).stem().string();
     return a;

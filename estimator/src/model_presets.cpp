@@ -20,13 +20,7 @@ ModelArch load_model_preset(const std::string& name, const std::string& data_dir
     if (std::find(names.begin(), names.end(), name) == names.end())
         throw InputError(unknown_preset_message("unknown model", name, names, "or give --params or --hf-config"));
     const std::string path = (std::filesystem::path(data_dir) / "models" / (name + ".json")).string();
-    const std::string text = read_text_file(path);
-    json cfg;
-    try {
-        cfg = json::parse(text);
-    } catch (const json::parse_error& e) {
-        throw InputError(path + ": malformed JSON: " + e.what());
-    }
+    const json cfg = parse_config_file(path);
     ModelArch a = arch_from_hf_config(cfg, path);
     a.name = name;
     ConfigReader r(cfg, path);

@@ -34,5 +34,7 @@ std::string gib(uint64_t bytes);
 /// Why DeepSpeed refuses option `o` with `base`'s settings on `data_parallel` ranks, or nothing.
 std::optional<std::string> option_refusal(const EstimateInput& base, const ZeroOption& o, int64_t data_parallel);
 bool option_allowed(const EstimateInput& base, const ZeroOption& o, int64_t data_parallel);
+/// The settings the emitted config sets (HF Trainer stage-3 bucket rules, DeepSpeed's optimizer), applied to `in`.
+void apply_emitted_settings(EstimateInput& in);
 
 }  // namespace zeromem::planner_detail
