@@ -26,9 +26,6 @@
 #include <iostream>
 #include <optional>
 
-// Exit status 4: answered, it fits, but inside the error band (README "Exit status").
-constexpr int kExitTight = 4;
-
 namespace {
 
 const char* kEstimateExamples = R"(
@@ -71,11 +68,13 @@ Examples:
 
 const char* kExitStatus = R"(
 Exit status (every subcommand, as grep and diff do):
-  0  answered, and it fits (compare, plan, fit: at least one option fits), or no capacity was given
+  0  answered, and it fits (compare, fit: at least one option fits with the margin; plan: its winner
+     does), or no capacity was given
   1  answered, and it does not fit (compare, plan, fit: no option fits)
   2  bad input (unknown flag or key, malformed value or file)
   3  internal error
-  4  answered, and it fits only inside the error band ("tight": estimate's margin is smaller than the
+  4  answered, and it fits only inside the error band ("tight"; compare, fit: every option that fits is
+     tight; plan: its winner is tight; estimate: the margin is smaller than the
      largest underestimate on zeromem's ledger of public runs, docs/accuracy.md)
 )";
 

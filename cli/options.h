@@ -14,6 +14,9 @@
 
 namespace zeromem_cli {
 
+/// Exit status 4: answered, it fits, but only inside the error band ("tight"; README "Exit status").
+constexpr int kExitTight = 4;
+
 /// "--gpus" from a CLI11 flag list such as "-g,--gpus".
 std::string option_name(const char* flags);
 

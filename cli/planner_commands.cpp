@@ -126,6 +126,14 @@ bool any_fits(const std::vector<zeromem::Candidate>& rows) {
     return std::any_of(rows.begin(), rows.end(), [](const zeromem::Candidate& c) { return c.fits; });
 }
 
+// The exit status of compare: 0 when an option fits with the margin, 4 when
+// the options that fit are all tight, 1 when none fits (README "Exit status").
+int compare_exit_status(const std::vector<zeromem::Candidate>& rows) {
+    const bool with_margin =
+        std::any_of(rows.begin(), rows.end(), [](const zeromem::Candidate& c) { return c.fits && !c.tight; });
+    return with_margin ? 0 : any_fits(rows) ? kExitTight : 1;
+}
+
 // What decides compare's numbers besides the header: where the dtype came
 // from, the optimizer implementation, overlap_comm per stage, the save-time
 // gather, the attention kind.
@@ -375,7 +383,7 @@ int run_compare(const SpeedRun& run, bool json_out) {
         nlohmann::json arr = nlohmann::json::array();
         for (const auto& c : rows) arr.push_back(candidate_json(c, in, hw));
         std::cout << arr.dump(2) << "\n";
-        return any_fits(rows) ? 0 : 1;
+        return compare_exit_status(rows);
     }
     std::printf("%s (%.2f B params), %lld x %s (%lld node%s, %s), global batch %lld, seq %lld tokens, %s\n",
                 in.model.name.c_str(), double(in.model.params) / 1e9, (long long)in.cluster.gpus,
@@ -392,7 +400,16 @@ int run_compare(const SpeedRun& run, bool json_out) {
     std::printf("\n");
     for (const auto& line : statement) std::printf("%s\n", line.c_str());
     if (!any_fits(rows)) std::fprintf(stderr, "zeromem: compare: no option fits\n");
-    return any_fits(rows) ? 0 : 1;
+    return compare_exit_status(rows);
+}
+
+// The exit status of fit: 0 when an option answers with the margin, 4 when
+// every answer is tight, 1 when no option answers.
+int fit_exit_status(const std::vector<zeromem::FitRow>& rows, bool answered) {
+    const bool with_margin = std::any_of(rows.begin(), rows.end(), [](const zeromem::FitRow& r) {
+        return r.with_margin || r.unbounded || (r.value && !r.tight);
+    });
+    return with_margin ? 0 : answered ? kExitTight : 1;
 }
 
 int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
@@ -476,7 +493,7 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
                                .append(") in the model, it is not a DeepSpeed config key").c_str()
                          : "");
     }
-    return 0;
+    return r.winner->tight ? kExitTight : 0;
 }
 
 }  // namespace
@@ -536,7 +553,7 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
                            {"unbounded", r.unbounded},
                            {"note", reason(r)}});
         std::cout << arr.dump(2) << "\n";
-        return answered ? 0 : 1;
+        return fit_exit_status(rows, answered);
     }
     if (res.input.workload && res.input.workload->kind != Workload::sft)
         std::printf("%s\n", workload_summary(*res.input.workload).c_str());
@@ -579,7 +596,7 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
                     tight_meaning(res.input, largest).c_str(),
                     largest ? "largest model" : "fewest GPUs");
     if (!answered) std::fprintf(stderr, "zeromem: fit: no option fits\n");
-    return answered ? 0 : 1;
+    return fit_exit_status(rows, answered);
 }
 
 }  // namespace zeromem_cli

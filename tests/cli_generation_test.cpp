@@ -69,7 +69,8 @@ TEST(CliGeneration, CompareAndFitTakeTheFlags) {
 TEST(CliGeneration, PlanStep8IsARealStep) {
     const Outcome r = zeromem("plan --model llama-2-7b --gpus 1 --gpu RTX-4090-24GB --host-memory 512GB --seq-len 512 "
                               "--global-batch 8 --eval-generate --num-beams 8 --eval-batch 8 --max-new-tokens 512");
-    EXPECT_EQ(r.exit_code, 0) << r.err;
+    // Answered: 0, or 4 when the winner is tight (README "Exit status").
+    EXPECT_EQ(r.exit_code, has(r.err, "warning: the winner is tight") ? 4 : 0) << r.err;
     EXPECT_TRUE(has(r.out, "step  8")) << r.out;
     EXPECT_TRUE(has(r.out, "num_beams 8 -> ")) << r.out;
     EXPECT_TRUE(has(r.out, "--generation_num_beams")) << r.out;

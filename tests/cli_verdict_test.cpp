@@ -191,7 +191,7 @@ TEST(CliVerdict, PlanEmitOfATightWinnerSaysSo) {
     const std::string args = "plan --params 7e9 --gpus 8 --gpu A100-80GB --gpu-memory 3GiB --host-memory 1TiB "
                              "--seq-len 8192 --global-batch 8";
     const Outcome r = zeromem(args + " --emit " + path);
-    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_EQ(r.exit_code, 4) << r.err;  // answered, tight (README "Exit status")
     EXPECT_NE(r.err.find("warning: the winner is tight: the margin does not cover the activation allowance of "
                          "36.15 GiB"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("plan found no option that fits with the margin, and it is what --emit writes"), std::string::npos) << r.err;
@@ -200,7 +200,7 @@ TEST(CliVerdict, PlanEmitOfATightWinnerSaysSo) {
     EXPECT_NE(r.err.find("wrote " + path), std::string::npos) << r.err;
     std::ifstream emitted(path);
     EXPECT_TRUE(emitted.good());
-    const auto plan = json_of(args, 0);
+    const auto plan = json_of(args, 4);
     EXPECT_EQ(plan.at("winner").at("tight"), true);
     std::remove(path.c_str());
     // A winner with the margin (80 GiB) gets no such warning.
@@ -209,6 +209,35 @@ TEST(CliVerdict, PlanEmitOfATightWinnerSaysSo) {
     ASSERT_EQ(ok.exit_code, 0) << ok.err;
     EXPECT_EQ(ok.err.find("tight"), std::string::npos) << ok.err;
     std::remove(path.c_str());
+}
+
+// compare's exit status follows its rows (README "Exit status"): 0 when an option fits with the margin,
+// 4 when every option that fits is tight, 1 when none fits. The 3 GiB GPU of the plan case above leaves
+// every option's states room but not the activation allowance (activation_allowance.cpp, L = 33,
+// h = 4204, s = 8192, b = 1, flash attention): 33 x 34 sbh + 5 sbh = 36.15 GiB without checkpointing and
+// 33 x 2 sbh + one recomputed layer 34 sbh + 5 sbh = 105 x 8192 x 4204 B = 3.37 GiB with full
+// checkpointing, both above 3 GiB: every option that fits is tight, exit 4. The 80 GiB one fits ZeRO-3
+// (2 + 2 + 12 B x 7e9 / 8 = 13.04 GiB of states) with room to spare at s = 2048: exit 0.
+TEST(CliVerdict, CompareExitStatusFollowsItsRows) {
+    auto expected = [](const nlohmann::json& rows) {
+        bool fits = false, with_margin = false;
+        for (const auto& c : rows) {
+            fits = fits || c.at("fits").get<bool>();
+            with_margin = with_margin || (c.at("fits").get<bool>() && !c.at("tight").get<bool>());
+        }
+        return with_margin ? 0 : fits ? 4 : 1;
+    };
+    for (const char* mem : {"--gpu-memory 3GiB", "--gpu-memory 1GiB", ""}) {
+        const std::string args = std::string("compare --params 7e9 --gpus 8 --gpu A100-80GB --host-memory 1TiB "
+                                             "--seq-len 8192 --global-batch 8 ") + mem;
+        const Outcome r = zeromem(args + " --format json");
+        const auto rows = nlohmann::json::parse(r.out);
+        EXPECT_EQ(r.exit_code, expected(rows)) << mem;
+        EXPECT_EQ(zeromem(args).exit_code, r.exit_code) << mem;  // the table gives the same status
+        if (std::string(mem) == "--gpu-memory 3GiB") EXPECT_EQ(r.exit_code, 4);
+    }
+    EXPECT_EQ(zeromem("compare --params 7e9 --gpus 8 --gpu A100-80GB --host-memory 1TiB --seq-len 2048 "
+                      "--global-batch 8").exit_code, 0);
 }
 
 // plan ranks tight after fitting also once the replayed fragmentation allowance re-evaluates its grid
