@@ -234,7 +234,9 @@ TEST(CliVerdict, CompareExitStatusFollowsItsRows) {
         const auto rows = nlohmann::json::parse(r.out);
         EXPECT_EQ(r.exit_code, expected(rows)) << mem;
         EXPECT_EQ(zeromem(args).exit_code, r.exit_code) << mem;  // the table gives the same status
-        if (std::string(mem) == "--gpu-memory 3GiB") EXPECT_EQ(r.exit_code, 4);
+        if (std::string(mem) == "--gpu-memory 3GiB") {
+            EXPECT_EQ(r.exit_code, 4);
+        }
     }
     EXPECT_EQ(zeromem("compare --params 7e9 --gpus 8 --gpu A100-80GB --host-memory 1TiB --seq-len 2048 "
                       "--global-batch 8").exit_code, 0);
