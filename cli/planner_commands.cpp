@@ -512,7 +512,7 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
             const std::vector<std::string>& unused_notes) {
     using namespace zeromem;
     if (format != "table" && format != "json") throw InputError("--format: '" + format + "' is not table or json for fit");
-    // README: a model (--model, --hf-config, --params) asks for the fewest
+    // docs/compare-plan-fit.md, "Fit": a model (--model, --hf-config, --params) asks for the fewest
     // GPUs, up to --gpus when given; --gpus alone asks for the largest model.
     const bool has_model = req.params || req.model || req.hf_config;
     const bool largest = !has_model;

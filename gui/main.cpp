@@ -17,7 +17,7 @@
 
 namespace {
 
-/// The picture a user sees first: the README's compare example.
+/// The picture a user sees first: the compare example of docs/compare-plan-fit.md.
 void fill_defaults(zeromem::Request& r) {
     if (!r.model && !r.params && !r.hf_config) r.model = "llama-2-7b";
     if (!r.gpu) r.gpu = "A100-80GB";

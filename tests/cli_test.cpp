@@ -28,7 +28,7 @@ TEST(Cli, VersionAndHelp) {
     EXPECT_NE(r.out.find("--ds-config"), std::string::npos);
 }
 
-// The README's main example. Stage 3, bf16, Ψ = 7e9, N_d = 8: 16-bit
+// The first example of `zeromem --help`. Stage 3, bf16, Ψ = 7e9, N_d = 8: 16-bit
 // parameter partition 2Ψ/8 = 1.75e9 B, gradient partition 2Ψ/8 = 1.75e9 B,
 // fp32 master + Adam m + v = 12Ψ/8 = 10.5e9 B (stage3.py _create_fp32_partitions).
 TEST(Cli, MainExampleTableAndJson) {

@@ -93,8 +93,8 @@ SpeedConstants torch_ddp() {
 // fp32 (16), in train time for 2000 samples. DDP rows are torch DDP
 // (gradient all-reduce overlapping backward: torch_ddp()). Asserted: ZeRO-2
 // fastest, DDP fp32 slowest, DDP fp16 < DDP fp32, and the offload /
-// no-offload ratio (measured 2.0x) within 25%. NOT reached (README, Speed
-// section): the tie ZeRO-2 + offload ~ DDP fp16 (measured 2.4% apart) -
+// no-offload ratio (measured 2.0x) within 25%. NOT reached (docs/speed-model.md,
+// "Against measurements"): the tie ZeRO-2 + offload ~ DDP fp16 (measured 2.4% apart) -
 // the model puts DDP fp16 ~40% ahead. The measured times are whole short
 // epochs (warm-up, data loading; 50 optimizer steps for DDP fp16 against
 // 20 for ZeRO-2 + offload), fixed costs the per-step model does not
@@ -183,7 +183,7 @@ TEST(SpeedMore, S02_DebertaZero2UnlocksBatch) {
 // Ordering: DDP (mbs 8) > ZeRO-2 (mbs 8); ZeRO-2 at mbs 12 faster than at
 // mbs 8 and near DDP (measured 40.0k vs 40.4k, 1% apart; asserted within
 // 10%: the model's efficiency curve gives mbs 8 -> 12 only +5%, measured
-// +14%, so its ZeRO-2 at mbs 12 sits ~9% below DDP; README). Magnitude:
+// +14%, so its ZeRO-2 at mbs 12 sits ~9% below DDP; docs/speed-model.md). Magnitude:
 // all three within 25% (setup fully stated by the repository).
 TEST(SpeedMore, S05_TinyLlamaDdpVsZero2OnPcie) {
     const ModelInfo m = from_hf({{"model_type", "llama"}, {"hidden_size", 2048}, {"num_hidden_layers", 22},
@@ -219,7 +219,7 @@ TEST(SpeedMore, S05_TinyLlamaDdpVsZero2OnPcie) {
 
 // ---- S10: pi05 (3.3B VLA), 8x A100: DDP 75.8 >> ZeRO-1 29.5 ~ ZeRO-2 28.7 samples/s
 //
-// Not reachable (README, Speed section): the 2.6x gap is per-parameter
+// Not reachable (docs/speed-model.md, "Against measurements"): the 2.6x gap is per-parameter
 // host overhead, but the model's per-tensor cost is bounded by G1/G3.
 // What is checked here is that bound, in arithmetic: the measured z1 - DDP
 // step gap over pi05's parameter tensors needs >1 ms per tensor, while
@@ -233,7 +233,7 @@ TEST(SpeedMore, S05_TinyLlamaDdpVsZero2OnPcie) {
 // ffn 16384, vocab 257152) on 8 A100, mbs 14, seq 800 (assumed). The gap
 // is asserted within 10% only (the model's is ~9%: its ZeRO-2 bookkeeping
 // c2 = 10% of forward+backward comes from the 2021 autotuner gaps G1-G3 of
-// speed_test.cpp; listed in README).
+// speed_test.cpp; listed in docs/speed-model.md).
 TEST(SpeedMore, S10_PerParameterGapNotReachable) {
     const double z1_ms = 1000.0 * 8 * 14 / measured("S10", "ZeRO-1 (control)");
     const double ddp_ms = 1000.0 * 8 * 11 / measured("S10", "DDP (lm_head still present)");

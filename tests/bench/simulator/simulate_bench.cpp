@@ -93,7 +93,7 @@ namespace {
 // `compare` of every option with the replayed fragmentation allowance, as
 // `zeromem compare` runs it (a fresh cached provider per run, so every
 // distinct option is replayed once): arg 0 = llama-2-7b, 8 x A100-80GB,
-// global batch 64, seq 4096 (README's compare example, 22 options, 16
+// global batch 64, seq 4096 (the compare example of docs/compare-plan-fit.md, 22 options, 16
 // distinct replays); arg 1 = llama-2-70b, 64 GPUs (--nodes left at 1, as
 // `zeromem compare --model llama-2-70b --gpus 64` runs), global batch 512,
 // seq 4096 (22 options, 17 distinct replays).
