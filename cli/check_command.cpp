@@ -138,7 +138,7 @@ int run_check(zeromem::Request req, const CheckFlags& f, const std::string& dir)
     o.autos.micro_batch = req.micro_batch;
     o.autos.grad_accum = req.grad_accum;
     if (req.dtype) o.autos.dtype = parse_dtype(*req.dtype, "--dtype");
-    const bool model_given = req.params || req.model || req.hf_config;
+    const bool model_given = req.params || req.model || req.hf_config || req.module_tree;
     if (model_given) {
         const Resolved plain = resolve_request(req, dir);  // bad flags: InputError (exit 2)
         require_single_model(plain, "check");

@@ -35,6 +35,7 @@ Examples:
   zeromem estimate --model llama-3-8b --gpus 8 --ds-config data/ds_configs/ds_zero3_config.json --optimizer-impl fused --micro-batch 2 --explain
   zeromem estimate --hf-config path/to/config.json --gpus 16 --nodes 2 --stage 3 --offload-optimizer cpu --format json
   zeromem estimate --params 7e9 --largest-layer-params 131072000 --gpus 8 --stage 3 --convention deepspeed
+  zeromem estimate --module-tree tree.json --gpus 8 --stage 3   # tree.json from python -m zeromem.tree (python/README.md)
   zeromem estimate --model llama-2-13b --gpus 8 --gpu V100-32GB --stage 3 --lora-rank 16 --gradient-checkpointing full
   zeromem estimate --model llama-2-70b --gpus 64 --nodes 8 --tp 8 --pp 2 --stage 1 --sequence-parallel
   zeromem estimate --model llama-2-7b --gpus 8 --gpu A100-80GB --stage 3 --workload dpo --micro-batch 2 --seq-len 1024
@@ -84,7 +85,7 @@ Examples:
   zeromem fit --model llama-2-70b --gpu A100-80GB --host-memory 1TiB  # fewest GPUs per option
   zeromem fit --model llama-2-70b --gpu A100-80GB --gpus 64          # fewest GPUs, searching up to 64
 
-With a model (--model, --hf-config or --params) fit searches the fewest GPUs, up to --gpus when given;
+With a model (--model, --hf-config, --module-tree or --params) fit searches the fewest GPUs, up to --gpus when given;
 with --gpus and no model, the largest model. An option that never fits has no number ("null" in json)
 and says why.
 )";

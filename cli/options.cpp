@@ -94,12 +94,16 @@ CLI::Option* opt_int(CLI::App* sub, const char* flags, std::optional<int64_t>& t
         ->group(group);
 }
 
-// The model source: --params, --model, --hf-config, --largest-layer-params.
+// The model source: --params, --model, --hf-config, --module-tree, --largest-layer-params.
 void add_model_options(CLI::App* sub, zeromem::Request& req) {
     const char* gM = "Model";
     opt_str(sub, "--params", req.params, "Total parameters Ψ: 7e9, 7B, 1.3b, 7000000000", gM)->type_name("COUNT");
     opt_str(sub, "--model", req.model, "Preset in data/models (see `zeromem models`)", gM)->type_name("NAME");
     opt_str(sub, "--hf-config", req.hf_config, "Hugging Face config.json of the model", gM)->type_name("PATH");
+    opt_str(sub, "--module-tree", req.module_tree,
+            "The model as built: its module tree JSON (python -m zeromem.tree, or zeromem.dump_module_tree; "
+            "python/README.md) gives the exact total and trainable (requires_grad) counts and the largest module; "
+            "with --model/--hf-config, or the config.json the tree carries, for the activations", gM)->type_name("FILE");
     opt_str(sub, "--largest-layer-params", req.largest_layer_params,
             "Largest single module's own parameters (DeepSpeed's largest_layer_params)", gM)->type_name("COUNT");
 }

@@ -512,9 +512,9 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
             const std::vector<std::string>& unused_notes) {
     using namespace zeromem;
     if (format != "table" && format != "json") throw InputError("--format: '" + format + "' is not table or json for fit");
-    // docs/compare-plan-fit.md, "Fit": a model (--model, --hf-config, --params) asks for the fewest
+    // docs/compare-plan-fit.md, "Fit": a model (--model, --hf-config, --params, --module-tree) asks for the fewest
     // GPUs, up to --gpus when given; --gpus alone asks for the largest model.
-    const bool has_model = req.params || req.model || req.hf_config;
+    const bool has_model = req.params || req.model || req.hf_config || req.module_tree;
     const bool largest = !has_model;
     if (!has_model && !req.gpus)
         throw InputError("fit: give --gpus (largest model per option) or a model (fewest GPUs per option)");

@@ -25,6 +25,25 @@ void refuse_unreplayed_settings(const zeromem::EstimateInput& in) {
     if (in.legacy_zero2_formula) throw InputError("--legacy-zero2: not replayed; use zeromem estimate");
 }
 
+// The replay walks the module list of the architecture (simulator
+// module_tree.cpp build_modules), not the user's tree: a tree is replayed
+// only when the two hold the same parameters, all trainable.
+void refuse_unreplayed_tree(const zeromem::Request& req, const zeromem::EstimateInput& in) {
+    using zeromem::InputError;
+    if (!req.module_tree) return;
+    if (!in.model.arch)
+        throw InputError("--module-tree: the simulator replays the modules of an architecture, and the tree carries "
+                         "none zeromem reads; add --model or --hf-config");
+    if (in.train.trainable_params)
+        throw InputError("--module-tree: the tree has frozen parameters (requires_grad false); the simulator replays "
+                         "full fine-tuning only; use zeromem estimate");
+    const uint64_t listed = zeromem::count_params(*in.model.arch).total;
+    if (listed != in.model.params)
+        throw InputError("--module-tree: the tree holds " + std::to_string(in.model.params) + " parameters, the "
+                         "architecture's modules the simulator replays " + std::to_string(listed) +
+                         "; use zeromem estimate");
+}
+
 // Notes for settings that leave the replay unchanged, and for the versions
 // each side of the replay follows.
 std::vector<std::string> replay_notes(const zeromem::Request& req, const zeromem::EstimateInput& in) {
@@ -87,6 +106,7 @@ int run_simulate(const zeromem::Request& req, const SimulateFlags& f, const std:
     if (!f.memory_snapshot.empty()) sim::write_file(f.memory_snapshot, "", "--memory-snapshot");
     const Resolved res = resolve_request(req, dir);
     require_single_model(res, "simulate");
+    refuse_unreplayed_tree(req, res.input);
     (void)estimate(res.input);  // the estimator's validation: same messages as `estimate`
     refuse_unreplayed_settings(res.input);
     sim::SimOptions opt;

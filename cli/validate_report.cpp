@@ -80,6 +80,9 @@ std::string gib4(uint64_t b) {
 
 zeromem::Resolved resolve_runtime_request(const zeromem::Request& req, const MeasureFlags& f, const std::string& dir,
                                           bool print_warnings) {
+    if (req.module_tree)  // the runtime builds its model from the architecture, not from the tree
+        throw zeromem::InputError("--module-tree: measure and validate build their model from the architecture "
+                                  "(--model or --hf-config); the tree's model is not built");
     zeromem::Resolved res = zeromem::resolve_request(req, dir);
     zeromem::require_single_model(res, "measure");
     if (f.layers > 0) {  // the estimate of the K-layer model the runtime builds

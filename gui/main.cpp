@@ -50,6 +50,11 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "zeromem-gui: %s\n", e.what());
         return 2;
     }
+    if (req.module_tree) {  // the inputs panel has no such model source: refused, not mixed with a preset
+        std::fprintf(stderr, "zeromem-gui: --module-tree: not taken by the GUI (its model is a preset, a count or a "
+                             "config.json); use zeromem estimate, compare or plan\n");
+        return 2;
+    }
     fill_defaults(req);
     if (!screenshot.empty() && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
     int qt_argc = 1;  // Qt sees only the program name: every flag is ours

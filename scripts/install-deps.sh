@@ -11,6 +11,9 @@ pkgs+=(qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev libxkbcommon-dev)
 pkgs+=(libopenmpi-dev openmpi-bin libeigen3-dev)
 # scripts/fuzz.sh: libFuzzer targets built with clang.
 pkgs+=(clang-14 libfuzzer-14-dev)
+# tests/python: the zeromem Python package (python/) dumps live torch models (torch 1.13; the tests pin
+# ZEROMEM_STACK=defaults, so its version is never taken for the user's stack).
+pkgs+=(python3-torch)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

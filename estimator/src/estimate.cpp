@@ -1158,8 +1158,8 @@ Activations activations(const FullContext& c, const Explainer& ex) {
                     (scale != 1.0 ? ", x2 for fp32" : ""),
                 r.backward, kSrcKorthikanti);
     } else {
-        ex.note("activations not estimated: only --params was given; give --model or --hf-config for "
-                "the Korthikanti et al. activation formula.");
+        ex.note("activations not estimated: no architecture (--params, or a module tree without one); give --model "
+                "or --hf-config for the Korthikanti et al. activation formula.");
     }
     if (t.ds_checkpointing_api && t.partition_activations && in.cluster.tp == 1)
         ex.note("activation_checkpointing.partition_activations splits checkpoints across tensor-parallel ranks only; "

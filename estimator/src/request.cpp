@@ -34,7 +34,7 @@ namespace fs = std::filesystem;
 void add_plausibility_warnings(const Request& req, const EstimateInput& in, std::vector<std::string>& w) {
     const auto& t = in.train;
     const int64_t tp = in.cluster.tp;
-    if (in.model.params < 1000000)
+    if (in.model.params < 1000000 && !req.module_tree)  // a tree counts exactly, whatever its size
         w.push_back("the model has " + std::to_string(in.model.params) +
                     " parameters, fewer than a million: --params counts parameters (7e9 or 7B), not billions");
     if (const auto& a = in.model.arch) {
@@ -267,13 +267,13 @@ void resolve_model(const Request& req, const std::string& data_dir, Resolved& r)
     EstimateInput& in = r.input;
     Provenance& prov = r.provenance;
     const int sources = int(req.params.has_value()) + int(req.model.has_value()) + int(req.hf_config.has_value());
-    if (sources == 0) throw InputError("model: give one of --params, --model or --hf-config");
+    if (sources == 0 && !req.module_tree) throw InputError("model: give one of --params, --model, --hf-config or --module-tree");
     if (sources > 1) throw InputError("model: give only one of --params, --model and --hf-config");
     if (req.params) {
         in.model.params = parse_count(*req.params, "--params");
         in.model.name = *req.params + " parameters";
         prov["model.params"] = "--params " + *req.params;
-    } else {
+    } else if (sources == 1) {  // else --module-tree alone
         ModelArch arch;
         try {
             arch = req.model ? load_model_preset(preset_spelling(*req.model, list_model_presets(data_dir)), data_dir)
@@ -294,10 +294,11 @@ void resolve_model(const Request& req, const std::string& data_dir, Resolved& r)
         prov["model.params"] = "counted from the architecture (" + from + ")";
         prov["model.largest_layer_params"] = "largest single module, counted from the architecture (" + from + ")";
     }
+    apply_module_tree(req, r);  // the counts of the model as built, over those of the architecture
     if (req.largest_layer_params) {
         in.model.largest_layer_params = parse_count(*req.largest_layer_params, "--largest-layer-params");
         prov["model.largest_layer_params"] = "--largest-layer-params " + *req.largest_layer_params;
-    } else if (!in.model.arch) {
+    } else if (!in.model.arch && !req.module_tree) {
         prov["model.largest_layer_params"] = "unknown (0): pass --largest-layer-params or use --model/--hf-config";
     }
     if (in.model.largest_layer_params > in.model.params)
@@ -621,7 +622,7 @@ void apply_trainable_flags(const Request& req, EstimateInput& in, Provenance& pr
         if (*req.load_in == "4bit") in.train.load_in_bits = 4;
         else if (*req.load_in == "8bit") in.train.load_in_bits = 8;
         else throw InputError("--load-in: '" + *req.load_in + "' is not 4bit or 8bit");
-        if (!req.lora_rank && !req.trainable_params)
+        if (!req.lora_rank && !req.trainable_params && !in.train.trainable_params)  // a module tree's frozen base
             throw InputError("--load-in: quantized base weights cannot be trained; add --lora-rank or --trainable-params");
         prov["load_in"] = "--load-in " + *req.load_in;
     }
@@ -702,7 +703,7 @@ void check_stage_and_save(const Request& req, Resolved& r) {
     if (in.cluster.pp > 1 && in.zero.stage >= 2)
         throw InputError("--pp: DeepSpeed's pipeline engine supports ZeRO stage 0 or 1 only; stage " +
                          std::to_string(in.zero.stage) + " with pipeline parallelism is rejected");
-    if (!in.model.arch && !req.largest_layer_params && in.zero.stage == 3 && in.convention != Convention::paper)
+    if (!in.model.arch && !req.largest_layer_params && !req.module_tree && in.zero.stage == 3 && in.convention != Convention::paper)
         r.warnings.push_back("largest layer unknown with --params alone: counted as 0; ZeRO-3 figures miss the "
                              "gathered largest module (pass --largest-layer-params, --model or --hf-config)");
     if (req.gather_on_save) {

@@ -19,6 +19,7 @@ struct Request {
     std::optional<std::string> model;            ///< --model: preset name in data/models
     std::optional<std::string> hf_config;        ///< --hf-config: path to config.json
     std::optional<std::string> largest_layer_params;  ///< --largest-layer-params (count)
+    std::optional<std::string> module_tree;      ///< --module-tree: a module tree JSON (zeromem/module_tree.h)
     std::optional<int64_t> gpus;                 ///< --gpus: total GPUs (N_d)
     std::optional<int64_t> nodes;                ///< --nodes
     std::optional<std::string> gpu;              ///< --gpu: preset name in data/gpus
@@ -135,6 +136,16 @@ void resolve_workload(const Request& req, Resolved& r, const std::string& data_d
 /// version newer than the newest known is followed as the newest known, with
 /// a warning. Throws InputError naming the flag or setting for a bad version.
 void resolve_stack(const Request& req, Resolved& r);
+
+/// The --module-tree part of resolve_request (module_tree_request.cpp): the
+/// tree's counts (total, trainable from requires_grad, largest module) over
+/// the model resolved so far. The architecture, for activations, is
+/// --model's or --hf-config's, else the one the config the tree carries
+/// describes, else none (activations not estimated, as with --params, and a
+/// warning says so). Throws InputError naming the flag, file, line and field
+/// of a bad tree, or a flag giving what the tree gives (--params,
+/// --trainable-params, --lora-rank).
+void apply_module_tree(const Request& req, Resolved& r);
 
 /// Throws InputError naming --workload when `r` holds a workload of several
 /// models (dpo, orpo, ppo) and `subcommand` models one model only.
