@@ -6,6 +6,8 @@
 // tracks where keys start; the parse proper stays nlohmann's.
 #include "zeromem/ds_config.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cctype>
 #include <string>
 #include <vector>
@@ -14,16 +16,8 @@ namespace zeromem {
 
 namespace {
 
-/// RFC 6901 escaping of one key.
-std::string escaped(const std::string& key) {
-    std::string out;
-    for (char c : key) {
-        if (c == '~') out += "~0";
-        else if (c == '/') out += "~1";
-        else out += c;
-    }
-    return out;
-}
+// RFC 6901 escaping of one key (nlohmann::json_pointer escapes ~ and /).
+std::string escaped(const std::string& key) { return (nlohmann::json::json_pointer() / key).to_string().substr(1); }
 
 class KeyLineScanner {
 public:

@@ -35,16 +35,8 @@ constexpr uint64_t kMaxParams = uint64_t(1) << 50;
 constexpr int kMaxDepth = 64;
 constexpr std::uintmax_t kMaxBytes = std::uintmax_t(256) << 20;
 
-// RFC 6901 escaping of one key.
-std::string escaped(const std::string& key) {
-    std::string out;
-    for (char c : key) {
-        if (c == '~') out += "~0";
-        else if (c == '/') out += "~1";
-        else out += c;
-    }
-    return out;
-}
+// RFC 6901 escaping of one key (nlohmann::json_pointer escapes ~ and /).
+std::string escaped(const std::string& key) { return (nlohmann::json::json_pointer() / key).to_string().substr(1); }
 
 class TreeReader {
 public:
