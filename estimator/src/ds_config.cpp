@@ -12,6 +12,7 @@
 // DeepSpeed itself is strict only inside its pydantic models (extra="forbid")
 // and ignores unknown top-level keys; zeromem is strict everywhere, so that a
 // misspelled key is reported before launch instead of silently ignored.
+#include "ds_config_detail.h"
 #include "zeromem/ds_config.h"
 #include "zeromem/ds_schema.h"
 #include "zeromem/optimizer_state.h"
@@ -37,7 +38,7 @@ namespace zeromem {
 
 using nlohmann::json;
 
-namespace {
+namespace ds_config_detail {
 
 // ---------------------------------------------------------------------------
 // Messages
@@ -521,55 +522,6 @@ const json* refused_value(const json& config, const std::string& ptr, const json
     }
     return nullptr;
 }
-// ---------------------------------------------------------------------------
-// Application: free functions per concern over one Reading. Keys whose meaning
-// is "copy the value into a setting" are read by the schema's setting table
-// (apply_setting_table, apply_auto_table); the functions after them hold only
-// what is structure: precision selection, batch sizes, the deprecated boolean
-// zero_optimization, offload devices and the optimizer builder decision.
-
-using Path = std::vector<std::string>;
-
-/// The config being read and the settings it is read into.
-struct Reading {
-    const json& config;
-    const std::string& source;
-    const AutoSources& autos;
-    ZeroSettings& zero;
-    TrainingSettings& train;
-    Provenance& prov;
-    const std::string& ds_version;  ///< DeepSpeed release whose rules apply
-
-    /// True when that release is `v` or newer.
-    bool ds_at_least(const char* v) const { return compare_versions(ds_version, v, "--deepspeed-version") >= 0; }
-
-    /// The value at `path`, or nullptr (null counts as absent).
-    const json* find(const Path& path) const {
-        const json* cur = &config;
-        for (const auto& k : path) {
-            if (!cur->is_object()) return nullptr;
-            auto it = cur->find(k);
-            if (it == cur->end()) return nullptr;
-            cur = &*it;
-        }
-        return cur->is_null() ? nullptr : cur;
-    }
-    std::string where(const Path& path) const { return source + ":" + pointer_of(path); }
-    void record(const Path& path, const std::string& sentence = "") {
-        prov[dotted_of(path)] = sentence.empty() ? where(path) : sentence;
-    }
-    std::string auto_note(const Path& path, const std::string& rest) const {
-        return where(path) + " = \"auto\" -> " + rest;
-    }
-    /// The model's hidden size for an "auto" at `path`; throws if unknown.
-    int64_t hidden(const Path& path) const {
-        if (!autos.hidden_size)
-            fail(source, path, "is \"auto\" but the hidden size is unknown: give --model or "
-                               "--hf-config, or set a number");
-        return *autos.hidden_size;
-    }
-};
-
 // --- The setting table: schema field "setting" names one of these targets.
 
 /// JSON value -> field type (the JSON type has been checked by validation).
@@ -584,7 +536,7 @@ template <> struct FieldValue<bool> {
 };
 template <> struct FieldValue<double> {
     static double read(const json& v, const Reading&, const Path&) { return v.get<double>(); }
-    static std::string show(double x) { return zeromem::show(json(x)); }
+    static std::string show(double x) { return ds_config_detail::show(json(x)); }
 };
 template <> struct FieldValue<Dtype> {
     static Dtype read(const json& v, const Reading& r, const Path& p) { return to_dtype(v, r.source, p); }
@@ -593,12 +545,6 @@ template <> struct FieldValue<Dtype> {
 template <class T> struct FieldValue<std::optional<T>> {
     static T read(const json& v, const Reading& r, const Path& p) { return FieldValue<T>::read(v, r, p); }
     static std::string show(const std::optional<T>& x) { return x ? FieldValue<T>::show(*x) : "unset"; }
-};
-
-/// One zeromem setting a key's value is written into.
-struct Target {
-    std::function<void(Reading&, const json&, const Path&)> set;
-    std::function<std::string(const Reading&)> show;  ///< current value, for notes
 };
 
 template <class F> Target zero_field(F ZeroSettings::*m) {
@@ -1144,7 +1090,9 @@ void read_ds_settings(Reading& r) {
 }
 
 
-}  // namespace
+}  // namespace ds_config_detail
+
+using namespace ds_config_detail;
 
 // ---------------------------------------------------------------------------
 
