@@ -54,9 +54,10 @@ Dtype to_dtype(const json& v, const std::string& source, const std::vector<std::
 // ---------------------------------------------------------------------------
 // Application: free functions per concern over one Reading. Keys whose meaning
 // is "copy the value into a setting" are read by the schema's setting table
-// (apply_setting_table, apply_auto_table); the functions after them hold only
-// what is structure: precision selection, batch sizes, the deprecated boolean
-// zero_optimization, offload devices and the optimizer builder decision.
+// (apply_setting_table, ds_config_settings.cpp; apply_auto_table,
+// ds_config_auto.cpp); ds_config_structure.cpp holds only what is structure:
+// precision selection, batch sizes, the deprecated boolean zero_optimization,
+// offload devices and the optimizer builder decision.
 
 using Path = std::vector<std::string>;
 
