@@ -10,7 +10,7 @@
 // The reader is driven by it too: "setting" names the ZeroSettings or
 // TrainingSettings field a plain value (or alias) is copied into, "auto_fill"
 // the HF Trainer rule that fills "auto" there, "auto_note" what HF fills in a
-// key without memory effect (estimator/src/ds_config.cpp setting_targets).
+// key without memory effect (estimator/src/ds_config_settings.cpp setting_targets).
 // Sources: DeepSpeed v0.19.6 runtime/config.py, runtime/zero/config.py,
 // runtime/zero/offload_config.py, runtime/precision_config.py; transformers
 // integrations/deepspeed.py (HfTrainerDeepSpeedConfig);
