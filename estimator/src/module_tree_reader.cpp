@@ -166,8 +166,8 @@ private:
     }
 
     void only_keys(const json& obj, const std::string& ptr, std::initializer_list<const char*> known) const {
-        for (const auto& [k, v] : obj.items()) {
-            (void)v;
+        for (auto it = obj.begin(); it != obj.end(); ++it) {
+            const std::string& k = it.key();
             if (std::none_of(known.begin(), known.end(), [&k](const char* n) { return k == n; })) {
                 std::string list;
                 for (const char* n : known) list += (list.empty() ? "" : ", ") + std::string(n);
