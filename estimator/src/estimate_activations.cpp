@@ -1,0 +1,201 @@
+// Activations of the full convention (Korthikanti et al. 2022 with GQA, the real MLP width,
+// dropout masks only where the model has dropout, MoE blocks), and the public per-layer formulas.
+#include "estimate_detail.h"
+
+#include "zeromem/moe.h"
+#include "zeromem/util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace zeromem {
+
+using namespace estimate_detail;
+
+namespace estimate_detail {
+
+
+// MoE blocks (zeromem/moe.h): the router and routed-token terms, per GPU.
+// Stored for every MoE block of the rank unless full checkpointing
+// recomputes them with one layer; the all-to-all buffers are live while one
+// block runs (forward and backward). Dense models: no change.
+void add_moe_activations(const FullContext& c, const Explainer& ex, uint64_t layers, uint64_t in_flight, double scale,
+                         double stored, double recompute, double io, Activations& r) {
+    const auto& in = c.in;
+    const auto& a = *in.model.arch;
+    const auto& t = in.train;
+    const std::vector<MoeTerm> list = moe_activation_terms(a, in.moe, t.micro_batch, t.seq_len, c.bm);
+    if (list.empty()) return;
+    const bool full = t.checkpointing == Checkpointing::full;
+    // MoE blocks on this pipeline stage, at most the stage's layers.
+    const uint64_t moe_layers = std::min(layers, ceil_div(static_cast<uint64_t>(a.num_moe_layers), c.pp));
+    uint64_t per_block = 0, transient = 0;
+    double rank_bytes = 0;  // the same sum in double: refuse what 64-bit bytes cannot hold
+    for (const MoeTerm& m : list) {
+        (m.transient ? transient : per_block) += m.bytes;
+        rank_bytes += double(m.bytes) * (m.transient ? 1.0 : double(moe_layers) * double(in_flight));
+    }
+    if (!(rank_bytes < 4611686018427387904.0))  // 2^62
+        throw InputError("--moe-capacity-factor: the MoE activations of one rank overflow 64-bit bytes; "
+                         "give a smaller factor");
+    const uint64_t moe_stored = full ? 0 : moe_layers * in_flight * per_block;
+    const uint64_t moe_recompute = full ? per_block : 0;
+    r.forward = to_bytes(scale * (stored + io)) + moe_stored + transient;
+    r.backward = to_bytes(scale * stored) + moe_stored +
+                 std::max(to_bytes(scale * recompute) + moe_recompute + transient, to_bytes(scale * io));
+    if (!ex.on) return;
+    for (const MoeTerm& m : list) {
+        const uint64_t blocks = m.transient ? 1 : (full ? 1 : moe_layers * in_flight);
+        const std::string where = m.transient ? " (one block at a time)"
+                                  : full      ? " (one block, recomputed under full checkpointing)"
+                                              : " x " + std::to_string(blocks) + " MoE blocks";
+        ex.term(("activations: " + m.name).c_str(), m.formula + where, m.substituted, m.bytes * blocks, m.source.c_str());
+    }
+}
+
+// The dropout masks a layer stores, as --explain names them.
+std::string dropout_masks_named(const ModelArch& a) {
+    std::string out;
+    auto add = [&](double p, const char* name) {
+        if (p > 0.0) out += (out.empty() ? "" : ", ") + std::string(name) + " p=" + num(p);
+    };
+    add(a.embedding_dropout, "embedding dropout mask");
+    add(a.attention_dropout, "attention dropout mask");
+    add(a.attention_residual_dropout, "attention residual dropout mask");
+    add(a.mlp_residual_dropout, "MLP residual dropout mask");
+    return out.empty() ? ", no dropout (all probabilities 0: no masks)" : ", " + out;
+}
+
+Activations activations(const FullContext& c, const Explainer& ex) {
+    const auto& in = c.in;
+    const auto& t = in.train;
+    auto n2s = [&](uint64_t v) { return ex.on ? num(double(v)) : std::string(); };
+    Activations r;
+    if (in.model.arch) {
+        const auto& a = *in.model.arch;
+        const int64_t sq = t.seq_len, b = t.micro_batch, h = a.hidden_size;
+        const int64_t ti = in.cluster.tp;
+        const bool sp = t.sequence_parallel && ti > 1;
+        const double scale = t.dtype == Dtype::fp32 ? 2.0 : 1.0;  // fp32 activations: twice the 16-bit bytes
+        const uint64_t layers = ceil_div(static_cast<uint64_t>(a.num_layers), c.pp);
+        // 1F1B: the first pipeline stage holds up to pp micro batches in flight
+        // (Korthikanti Sec. 4.2.3, Eq. 5).
+        const uint64_t in_flight = c.pp > 1 ? std::min<uint64_t>(c.pp, static_cast<uint64_t>(t.grad_accum)) : 1;
+        const uint64_t full_layer = layer_activation_bytes(a, sq, b, ti, Checkpointing::none, t.flash_attention, sp);
+        uint64_t per_layer = layer_activation_bytes(a, sq, b, ti, t.checkpointing, t.flash_attention, sp);
+        const double sbh = double(sq) * double(b) * double(h);
+        if (t.checkpointing == Checkpointing::full && t.ds_checkpointing_api && t.partition_activations && ti > 1 && !sp)
+            per_layer = ceil_div(per_layer, static_cast<uint64_t>(ti));
+        uint64_t stored = layers * in_flight * per_layer;
+        const uint64_t recompute = t.checkpointing == Checkpointing::full ? full_layer : 0;
+        if (t.checkpointing == Checkpointing::full && t.ds_checkpointing_api && t.cpu_checkpointing) {
+            r.host = to_bytes(scale * double(stored));
+            stored = 0;
+        }
+        // Embedding output and the loss: sbh (embedding dropout mask, where
+        // the model has embedding dropout) on every first stage; with pp = 1
+        // also the output layer's input and the logits: 16-bit logits, their
+        // fp32 upcast and the fp32 log-softmax kept for the cross-entropy
+        // backward (HF models upcast logits).
+        const double embed_mask = a.embedding_dropout > 0.0 ? sbh : 0.0;
+        double io = embed_mask;
+        if (c.pp == 1) io += 4.0 * sbh + double(sq) * double(b) * double(a.vocab_size) * double(c.bm + 8) / double(ti);
+        r.forward = to_bytes(scale * (double(stored) + io));
+        // Backward: autograd frees the loss's saved tensors (logits, their
+        // fp32 copies, the final norm's input) as their nodes run, which is
+        // before the last layer's checkpoint is recomputed (PyTorch
+        // torch/csrc/autograd/engine.cpp evaluate_function ->
+        // Node::release_variables without retain_graph;
+        // torch/utils/checkpoint.py recomputes inside the layer's backward).
+        // So the peak is stored + the larger of io and one recomputed layer.
+        r.backward = to_bytes(scale * (double(stored) + std::max(double(recompute), io)));
+        add_moe_activations(c, ex, layers, in_flight, scale, double(stored), double(recompute), io, r);
+        if (ex.on) ex.term("activations",
+                std::string("forward: layers · in-flight micro batches · per_layer + io; backward: the same stored part + "
+                            "max(io, one recomputed layer); io = ") + (embed_mask > 0 ? "sbh (embedding dropout mask) + " : "") +
+                    "4sbh + sbV(b_m + 8)/t; per_layer by Korthikanti with GQA, the real MLP width and a 1-byte mask "
+                    "per element only where the model's dropout p > 0",
+                "s=" + n2s(uint64_t(sq)) + ", b=" + n2s(uint64_t(b)) + ", h=" + n2s(uint64_t(h)) + ", a=" +
+                    n2s(uint64_t(a.num_heads)) + ", kv=" + n2s(uint64_t(a.num_kv_heads)) + ", f=" +
+                    n2s(uint64_t(active_ffn_width(a))) + ", layers=" + n2s(layers) + ", in flight=" + n2s(in_flight) +
+                    ", per_layer=" + n2s(per_layer) + " B, V=" + n2s(uint64_t(a.vocab_size)) + ", t=" + n2s(c.tp) +
+                    ", checkpointing " + to_string(t.checkpointing) + (t.flash_attention ? ", flash attention" : ", eager attention") +
+                    dropout_masks_named(a) +
+                    (scale != 1.0 ? ", x2 for fp32" : ""),
+                r.backward, kSrcKorthikanti);
+    } else {
+        ex.note("activations not estimated: no architecture (--params, or a module tree without one); give --model "
+                "or --hf-config for the Korthikanti et al. activation formula.");
+    }
+    if (t.ds_checkpointing_api && t.partition_activations && in.cluster.tp == 1)
+        ex.note("activation_checkpointing.partition_activations splits checkpoints across tensor-parallel ranks only; "
+                "with tp = 1 it saves nothing.");
+    if ((t.partition_activations || t.cpu_checkpointing) && !t.ds_checkpointing_api)
+        ex.note("the DeepSpeed config's activation_checkpointing keys take effect only when the model uses "
+                "deepspeed.checkpointing (Megatron-DeepSpeed); Hugging Face models use torch checkpointing, so they "
+                "are ignored here (--ds-checkpointing to apply them).");
+    return r;
+}
+
+
+}  // namespace estimate_detail
+
+uint64_t activation_bytes_per_layer(int64_t s, int64_t b, int64_t h, int64_t a, int64_t t,
+                                    Checkpointing mode, bool flash_attention, bool sequence_parallel) {
+    if (s <= 0 || b <= 0 || h <= 0 || a <= 0 || t <= 0)
+        throw InputError("activation formula: sequence, batch, hidden, heads and tensor-parallel size must be positive");
+    const double sbh = double(s) * double(b) * double(h);
+    const double td = double(t);
+    const double nonpar = sequence_parallel ? 10.0 / td : 10.0;
+    double factor = 0;
+    switch (mode) {
+        case Checkpointing::full: factor = sequence_parallel ? 2.0 / td : 2.0; break;
+        case Checkpointing::selective: factor = nonpar + 24.0 / td; break;
+        case Checkpointing::none:
+            factor = nonpar + 24.0 / td + (flash_attention ? 0.0 : 5.0 * double(a) * double(s) / (double(h) * td));
+            break;
+    }
+    return to_bytes(sbh * factor);
+}
+
+uint64_t layer_activation_bytes(const ModelArch& arch, int64_t s, int64_t b, int64_t t, Checkpointing mode,
+                                bool flash_attention, bool sequence_parallel) {
+    const int64_t h = arch.hidden_size, a = arch.num_heads;
+    if (s <= 0 || b <= 0 || h <= 0 || a <= 0 || t <= 0)
+        throw InputError("activation formula: sequence, batch, hidden, heads and tensor-parallel size must be positive");
+    const double sbh = double(s) * double(b) * double(h);
+    const double td = double(t);
+    if (mode == Checkpointing::full) return to_bytes(sbh * (sequence_parallel ? 2.0 / td : 2.0));
+    // Korthikanti's 10 sbh outside the tensor-parallel region: two LayerNorm
+    // inputs (4), attention and MLP inputs (4), the attention and MLP
+    // residual dropout masks (1 each), each only where the model has that
+    // dropout with p > 0 (at p = 0 at::dropout returns its input, no mask).
+    const double masks = (arch.attention_residual_dropout > 0.0 ? 1.0 : 0.0) + (arch.mlp_residual_dropout > 0.0 ? 1.0 : 0.0);
+    const double nonpar = sequence_parallel ? (8.0 + masks) / td : 8.0 + masks;
+    // Inside: Q (2) and K, V (2 each, scaled by kv/a for GQA), the output
+    // projection's input (2): 8 for multi-head attention.
+    const int64_t hd = arch.head_dim > 0 ? arch.head_dim : h / a;
+    const double q_width = double(a * hd) / double(h);
+    const double kv_width = double(arch.num_kv_heads * hd) / double(h);
+    const double attn = 2.0 * q_width + 4.0 * kv_width + 2.0 * q_width;
+    // MLP: plain 2sbf (GeLU input) + 2sbf (its output) = 4f/h sbh (16 for f = 4h);
+    // gated: gate, up, act(gate) and the product, 2sbf each = 8f/h sbh.
+    // MoE: the top-k routed experts' and the shared expert's widths
+    // (active_ffn_width); expert parallelism is not modelled here.
+    const double f = double(active_ffn_width(arch)) / double(h);
+    const double mlp = (arch.gated_mlp ? 8.0 : 4.0) * f;
+    double factor = nonpar + (attn + mlp) / td;
+    // Eager attention: Korthikanti's 5as²b = softmax output 2, the output of
+    // its dropout 2 and the dropout mask 1; without attention dropout the
+    // mask goes (4as²b: the paper's count less the mask).
+    if (mode == Checkpointing::none && !flash_attention)
+        factor += attention_score_factor(arch) * double(a) * double(s) / (double(h) * td);
+    return to_bytes(sbh * factor);
+}
+
+double attention_score_factor(const ModelArch& arch) { return arch.attention_dropout > 0.0 ? 5.0 : 4.0; }
+
+
+}  // namespace zeromem

@@ -1,0 +1,159 @@
+// Internal to the estimator: what the files of the estimate (estimate.cpp and the
+// estimate_*.cpp beside it) share: the --explain collector, the version-dependent
+// behaviours of the software stack, the context the full convention resolves once per
+// estimate, and the functions one file computes and another assembles.
+#pragma once
+
+#include "zeromem/estimate.h"
+#include "zeromem/optimizer_state.h"
+#include "zeromem/process_terms.h"
+#include "zeromem/terms.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace zeromem::estimate_detail {
+
+inline constexpr const char* kSrcPaper = "ZeRO paper (Rajbhandari et al. 2020, arXiv:1910.02054) Sec. 5.1-5.3, Fig. 1";
+inline constexpr const char* kSrcDsZ2 = "DeepSpeed estimate_zero2_model_states_mem_needs, runtime/zero/stage_1_and_2.py";
+inline constexpr const char* kSrcDsZ3 = "DeepSpeed estimate_zero3_model_states_mem_needs, runtime/zero/stage3.py";
+inline constexpr const char* kSrcKorthikanti = "Korthikanti et al. 2022 (arXiv:2205.05198) Table 2 and Sec. 4.3";
+
+inline std::string num(double v) {
+    char buf[64];
+    if (v == std::floor(v) && std::fabs(v) < 1e18)
+        std::snprintf(buf, sizeof buf, "%.0f", v);
+    else
+        std::snprintf(buf, sizeof buf, "%.6g", v);
+    return buf;
+}
+
+inline uint64_t to_bytes(double v) { return v <= 0 ? 0 : static_cast<uint64_t>(std::llround(v)); }
+
+inline uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// Collects --explain lines only when asked.
+struct Explainer {
+    Estimate* est;
+    bool on;
+    void term(const char* component, const std::string& formula, const std::string& substituted,
+              uint64_t bytes, const char* source) const {
+        if (on) est->terms.push_back({component, formula, substituted, bytes, source});
+    }
+    // Notes are few and short: always kept, so the CLI can show them.
+    void note(const std::string& text) const { est->notes.push_back(text); }
+};
+
+// The version-dependent behaviours of the software stack, resolved once per
+// estimate: which AdamW implementation runs (torch 2.1 foreach; the HF
+// Trainer's adamw_torch_fused from torch 2.8, huggingface/transformers#37358),
+// whether pinned requests are rounded (torch 1.11, pytorch/pytorch#69299) and
+// which DeepSpeed host buffers exist and are pinned (deepspeedai/DeepSpeed
+// #4131 0.10.1, #5104 0.13.2, #5301 0.14.1, #5409 0.14.3, #7309 0.17.0,
+// #7689 0.18.3, #7828 0.18.7). Throws InputError naming the flag for a
+// malformed version.
+struct StackFacts {
+    bool torch_before_2_1 = false;  // foreach AdamW keeps two temporaries
+    bool hf_fused_default = true;   // HF Trainer default adamw_torch_fused (torch >= 2.8, transformers >= 4.54)
+    bool round_pinned = true;       // torch >= 1.11: PowerOf2Ceil pinned sizes
+    bool ds_0_10_1 = true, ds_0_13_2 = true, ds_0_14_1 = true, ds_0_14_3 = true, ds_0_17_0 = true,
+         ds_0_18_3 = true, ds_0_18_7 = true;
+};
+
+// Everything the full convention resolves once per estimate: parameter counts
+// per rank, the named sizes the terms read (terms::Sizes) and the source
+// strings.
+struct FullContext {
+    const EstimateInput& in;
+    terms::Sizes sz;
+    uint64_t P = 0, T = 0, F = 0;  // model, trainable, frozen parameters
+    uint64_t Pr = 0, Tr = 0, Fr = 0;  // the same per tensor/pipeline rank
+    uint64_t Tn = 0;                  // ceil(Tr / N_d)
+    uint64_t N = 1, g = 1, tp = 1, pp = 1, L = 0;
+    uint64_t bm = 2, ba = 2, bc = 2, osb = 8;
+    double frozen_bytes = 0;          // frozen storage per tensor/pipeline rank, bytes
+    const char* src = "";             // the stage's DeepSpeed source
+    StackFacts facts;                 // version-dependent behaviours
+    std::string kernel_why;           // which optimizer implementation runs the step, and why
+    OptimizerStateBytes opt_state;    // optimizer states of this rank (GPU, or host under offload)
+    std::string opt_state_why;        // which tensors the optimizer is handed, for --explain
+    ProcessMemory proc;               // CUDA context, NCCL buffers, cuBLAS workspaces (process_terms.h)
+    explicit FullContext(const EstimateInput& i) : in(i) {}
+};
+
+inline constexpr const char* kSrcZ12 = "DeepSpeed v0.19.6 runtime/zero/stage_1_and_2.py (DeepSpeedZeroOptimizer)";
+inline constexpr const char* kSrcZ3 = "DeepSpeed v0.19.6 runtime/zero/stage3.py, partition_parameters.py";
+inline constexpr const char* kSrcZ0 = "DeepSpeed v0.19.6 runtime/fp16/fused_optimizer.py (FP16_Optimizer)";
+
+// The optimizer implementation that runs the step, and why.
+// DeepSpeed does not alter a client optimizer's foreach/fused
+// choice (engine.py _configure_optimizer: basic_optimizer =
+// client_optimizer); the HF Trainer's default is adamw_torch_fused from
+// torch 2.8 with transformers >= 4.54 (huggingface/transformers#37358, merged
+// 2025-07-10), adamw_torch (foreach) before. torch 2.0's foreach AdamW keeps
+// two temporaries (exp_avg_sq_sqrt and denom), later versions one.
+struct KernelChoice {
+    terms::StepKernel kernel;
+    std::string why;
+};
+
+// --- activations (Korthikanti et al. 2022 with GQA and the real MLP width) ---
+struct Activations {
+    uint64_t forward = 0;   // stored at the end of forward
+    uint64_t backward = 0;  // stored + max(io, one layer's recompute)
+    uint64_t host = 0;      // per rank, cpu_checkpointing
+};
+
+// --- host RAM and NVMe (per rank, then per node) --------------------------------
+struct HostFigures {
+    uint64_t steady = 0;         // per node, training (without cpu_checkpointing activations)
+    uint64_t first_forward = 0;  // per node, first forward: no lazy states yet
+    uint64_t first_backward = 0; // per node, first backward: + ZeRO-1/2 accumulation buffers
+    uint64_t pinned_steady = 0;  // per node
+    uint64_t pinned_first = 0;   // per node, before the first step
+    uint64_t load = 0;           // per node, load phase
+    uint64_t pinned_init = 0;    // per node, load phase
+    uint64_t nvme = 0;           // per node
+    uint64_t save_extra = 0;     // per node, checkpoint_save on top of steady
+    uint64_t save_rank0 = 0;     // of save_extra, what only global rank 0 holds (its node's)
+};
+
+// estimate.cpp
+std::vector<terms::Term> persistent_temporaries(const terms::Sizes& s);
+uint64_t sum_bytes(const std::vector<terms::Term>& list);
+void finish_gpu(GpuMemory& m, const FullContext& c);
+
+// estimate_conventions.cpp
+void estimate_paper(const EstimateInput& in, Estimate& out, const Explainer& ex);
+void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer& ex);
+
+// estimate_stack.cpp
+StackFacts stack_facts(const SoftwareStack& st);
+KernelChoice step_kernel(const EstimateInput& in, const StackFacts& facts);
+
+// estimate_context.cpp
+uint64_t persistent_numel(const ModelArch& a, uint64_t tp, int64_t threshold, int64_t model_threshold);
+void optimizer_notes(const FullContext& c, Estimate& out);
+FullContext make_context(const EstimateInput& in, Estimate& out);
+std::string sizes_text(const FullContext& c);
+std::string term_source(const terms::Term& t);
+uint64_t sum_terms(const std::vector<terms::Term>& list, const char* phase, const FullContext& c, const Explainer& ex);
+
+// estimate_activations.cpp
+Activations activations(const FullContext& c, const Explainer& ex);
+
+// estimate_load.cpp
+bool zero12_flattens_on_gpu(const FullContext& c);
+LoadPath effective_load_path(const EstimateInput& in);
+bool single_file_state_dict(const EstimateInput& in);
+GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& ex);
+
+// estimate_host.cpp
+HostFigures host_memory_full(const FullContext& c, const Explainer& ex);
+void summarize_phases(const FullContext& c, const GpuMemory& st, uint64_t act_backward, const HostFigures& host,
+                      uint64_t host_act, Estimate& out, const Explainer& ex);
+
+}  // namespace zeromem::estimate_detail
