@@ -126,7 +126,8 @@ class TrainerCallback(_Base):
     Flags from the TrainingArguments: per_device_train_batch_size -> --micro-batch,
     gradient_accumulation_steps -> --grad-accum, world_size -> --gpus (and --nodes from
     $LOCAL_WORLD_SIZE, which torchrun and the deepspeed launcher set), gradient_checkpointing ->
-    --gradient-checkpointing full, bf16 / fp16 -> --dtype (fp32 when neither). The sequence length is
+    --gradient-checkpointing full (or the model's is_gradient_checkpointing), bf16 / fp16 -> --dtype
+    (fp32 when neither is set; no --dtype when `args` has neither attribute). The sequence length is
     not a TrainingArgument: give `seq_len` (the longest batch's length, which sets the peak; zeromem
     assumes 2048 without it). The GPU's capacity is `gpu` (a zeromem preset name, --gpu) or
     `gpu_memory` (bytes, or a size such as "80GiB", --gpu-memory), else the device's total memory as
@@ -189,8 +190,10 @@ class TrainerCallback(_Base):
 
     # ---- the estimate ----------------------------------------------------------------------------
 
-    def estimate_flags(self, args, tree_path, config_path, nodes=None):
-        """The flags of `zeromem estimate` (after the subcommand) for these TrainingArguments."""
+    def estimate_flags(self, args, tree_path, config_path, nodes=None, model=None):
+        """The flags of `zeromem estimate` (after the subcommand) for these TrainingArguments (and the
+        model: a Hugging Face model's is_gradient_checkpointing, set by gradient_checkpointing_enable
+        without the TrainingArgument)."""
         f = ["--module-tree", tree_path]
         if config_path:
             f += ["--ds-config", config_path]
@@ -202,8 +205,10 @@ class TrainerCallback(_Base):
         f += ["--grad-accum", str(int(getattr(args, "gradient_accumulation_steps", 1)))]
         if self.seq_len:
             f += ["--seq-len", str(int(self.seq_len))]
-        f += ["--gradient-checkpointing", "full" if getattr(args, "gradient_checkpointing", False) else "none"]
-        f += ["--dtype", "bf16" if getattr(args, "bf16", False) else "fp16" if getattr(args, "fp16", False) else "fp32"]
+        ckpt = getattr(args, "gradient_checkpointing", False) or getattr(model, "is_gradient_checkpointing", False)
+        f += ["--gradient-checkpointing", "full" if ckpt else "none"]
+        if hasattr(args, "bf16") or hasattr(args, "fp16"):  # else the DeepSpeed config's (zeromem's default)
+            f += ["--dtype", "bf16" if getattr(args, "bf16", False) else "fp16" if getattr(args, "fp16", False) else "fp32"]
         if self.gpu:
             f += ["--gpu", str(self.gpu)]
         elif self.gpu_memory is not None:
@@ -244,7 +249,7 @@ class TrainerCallback(_Base):
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(config, f, indent=2, default=str)  # a resolved value that is not JSON: its text
             config = path
-        self.estimate_args = self.estimate_flags(args, tree, config, self._nodes(args))
+        self.estimate_args = self.estimate_flags(args, tree, config, self._nodes(args), model)
         cmd = [binary, "estimate"] + self.estimate_args + ["--format", "json"]
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
         if r.returncode != 0 or not r.stdout.strip():

@@ -274,6 +274,11 @@ class CallbackTest(unittest.TestCase):
         self.assertNotIn("--seq-len", argv)  # zeromem's default, said in the docstring
         self.assertEqual((flag(argv, "--dtype"), flag(argv, "--gpu"), flag(argv, "--gpu-memory")),
                          ("fp32", "A100-80GB", None))
+        bare = types.SimpleNamespace(per_device_train_batch_size=1, gradient_accumulation_steps=1)
+        model = types.SimpleNamespace(is_gradient_checkpointing=True)  # gradient_checkpointing_enable() on the model
+        argv = cb.estimate_flags(bare, "t.json", None, model=model)
+        self.assertNotIn("--dtype", argv)  # the DeepSpeed config's, not an fp32 the args never said
+        self.assertEqual(flag(argv, "--gradient-checkpointing"), "full")
 
     def test_stop_if_oom(self):
         fake = FakeCuda()
