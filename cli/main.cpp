@@ -4,6 +4,7 @@
 #include "zeromem/gpu.h"
 #include "zeromem/model.h"
 #include "zeromem/planner.h"
+#include "zeromem/preset_listing.h"
 #include "zeromem/speed.h"
 #include "zeromem/report.h"
 #include "zeromem/request.h"
@@ -156,7 +157,7 @@ void add_planner_commands(CLI::App& app, Cli& c, const Wants& wants) {
     }
 }
 
-// models, gpus, interconnects, hosts: preset listings without options.
+// models, gpus, interconnects, hosts: preset listings; --format table or json.
 void add_listing_commands(CLI::App& app, Cli& c) {
     c.models = app.add_subcommand("models", "List the model presets in data/models");
     c.models->footer("\nExample: zeromem models");
@@ -166,6 +167,9 @@ void add_listing_commands(CLI::App& app, Cli& c) {
     c.ics->footer("\nExample: zeromem interconnects");
     c.hosts = app.add_subcommand("hosts", "List the host presets in data/hosts (for --host)");
     c.hosts->footer("\nExample: zeromem hosts");
+    for (CLI::App* sub : {c.models, c.gpus, c.ics, c.hosts})
+        sub->add_option("--format", c.format, "table (default) or json (sizes in bytes, rates in bytes/s)")
+            ->group("Output")->type_name("FORMAT");
 }
 
 // Every subcommand. Start-up cost: only the named subcommand gets its
@@ -202,39 +206,16 @@ std::optional<int> answer_before_parsing(CLI::App& app, int argc, char** argv) {
     return 2;
 }
 
-// The preset listings: models, gpus, interconnects, hosts.
+// The preset listings: models, gpus, interconnects, hosts (the text and JSON
+// come from the library's render_preset_listing).
 int list_presets(const Cli& c, const std::string& dir) {
-    if (*c.models) {
-        for (const auto& n : list_model_presets(dir)) {
-            const ModelArch a = load_model_preset(n, dir);
-            std::printf("%-14s %8.2f B params  (h=%lld, L=%lld, heads=%lld, kv=%lld, vocab=%lld)\n", n.c_str(),
-                        double(count_params(a).total) / 1e9, (long long)a.hidden_size, (long long)a.num_layers,
-                        (long long)a.num_heads, (long long)a.num_kv_heads, (long long)a.vocab_size);
-        }
-    } else if (*c.gpus) {
-        for (const auto& n : list_gpu_presets(dir)) {
-            const GpuSpec g = load_gpu_preset(n, dir);
-            std::printf("%-14s %8s GiB\n", n.c_str(), format_gib(double(g.memory_bytes)).c_str());
-        }
-    } else if (*c.ics) {
-        for (const auto& n : list_interconnect_presets(dir)) {
-            const Interconnect ic = load_interconnect_preset(n, dir);
-            if (ic.inter_node)
-                std::printf("%-20s inter-node  %7.1f GB/s per link, %s\n", n.c_str(), ic.link_bw / 1e9,
-                            ic.links_per_node == 0 ? "one link per GPU" : "links shared by the node");
-            else
-                std::printf("%-20s intra-node  all-reduce busbw %7.1f GB/s, latency %.0f us\n", n.c_str(),
-                            ic.allreduce_busbw / 1e9, ic.latency * 1e6);
-        }
-    } else {
-        for (const auto& n : list_host_presets(dir)) {
-            const HostSpec h = load_host_preset(n, dir);
-            std::printf("%-20s %4lld cores, DRAM %6.1f GB/s, PCIe gen%d x%d, %d GPU(s) per uplink: %5.1f GB/s per GPU, "
-                        "CPU Adam %.2g params/s per node\n",
-                        n.c_str(), (long long)h.cores, h.memory_bandwidth / 1e9, h.pcie_gen, h.pcie_lanes_per_gpu,
-                        h.gpus_per_pcie_link, host_pcie_bandwidth(h) / 1e9, host_cpu_adam_rate(h, SpeedConstants{}));
-        }
-    }
+    if (c.format != "table" && c.format != "json")
+        throw InputError("--format: '" + c.format + "' is not a listing format (table or json)");
+    const PresetKind kind = *c.models ? PresetKind::models
+                            : *c.gpus ? PresetKind::gpus
+                            : *c.ics  ? PresetKind::interconnects
+                                      : PresetKind::hosts;
+    std::cout << render_preset_listing(kind, dir, c.format == "json");
     return 0;
 }
 

@@ -101,4 +101,55 @@ TEST(CliCapacity, TightVerdictSaysTheBandAndExitsFour) {
     EXPECT_NE(r.out.find("public runs zeromem's estimate was up to"), std::string::npos) << r.out;
 }
 
+// `zeromem gpus` shows the label's capacity beside the total the device
+// reports, which verdicts use: the A100-40GB's 39.50 GiB is the total
+// capacity a public CUDA out-of-memory message prints ("GPU 0 has a total
+// capacity of 39.50 GiB", data/gpus/A100-40GB.json usable_source); the label
+// is 40 x 2^30 bytes.
+TEST(CliCapacity, GpuListingShowsTheLabelAndTheReportedTotal) {
+    const Outcome r = zeromem("gpus");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("A100-40GB         40.00 GiB label, 39.50 GiB reported by the device (verdicts use it)"),
+              std::string::npos) << r.out;
+    const nlohmann::json j = nlohmann::json::parse(zeromem("gpus --format json").out);
+    ASSERT_TRUE(j.is_array());
+    bool seen = false;
+    for (const auto& g : j)
+        if (g["name"] == "A100-40GB") {
+            seen = true;
+            EXPECT_EQ(g["memory_bytes"].get<uint64_t>(), 40 * kGiB);
+            EXPECT_EQ(g["reported_bytes"].get<uint64_t>(), uint64_t(39.50 * double(kGiB) + 0.5));
+        }
+    EXPECT_TRUE(seen);
+}
+
+// `zeromem models` marks a mixture of experts: Qwen3-30B-A3B's published
+// config.json has num_experts 128 and num_experts_per_tok 8.
+TEST(CliCapacity, ModelListingMarksMixtureOfExperts) {
+    const Outcome r = zeromem("models");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto at = r.out.find("qwen3-30b-a3b");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::string row = r.out.substr(at, r.out.find('\n', at) - at);
+    EXPECT_NE(row.find("MoE: 128 experts, top-8"), std::string::npos) << row;
+    const auto dense = r.out.find("llama-2-7b ");
+    ASSERT_NE(dense, std::string::npos);
+    EXPECT_EQ(r.out.substr(dense, r.out.find('\n', dense) - dense).find("MoE"), std::string::npos);
+    const nlohmann::json j = nlohmann::json::parse(zeromem("models --format json").out);
+    for (const auto& m : j)
+        if (m["name"] == "qwen3-30b-a3b") {
+            EXPECT_TRUE(m["moe"].get<bool>());
+            EXPECT_EQ(m["num_experts"].get<int>(), 128);
+            EXPECT_EQ(m["num_experts_per_tok"].get<int>(), 8);
+            EXPECT_LT(m["active_params"].get<double>(), m["params"].get<double>());
+        }
+}
+
+// A listing takes only its two formats.
+TEST(CliCapacity, ListingRefusesOtherFormats) {
+    const Outcome r = zeromem("hosts --format csv");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("--format: 'csv' is not a listing format (table or json)"), std::string::npos) << r.err;
+}
+
 }  // namespace
