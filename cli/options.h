@@ -1,9 +1,10 @@
 // Options shared by the subcommands: the request options every memory
 // subcommand takes (estimate, compare, plan, fit, and the later simulate,
-// measure, validate) and the speed model's flags.
+// measure, validate; zeromem/request_options.h, shared with zeromem-gui) and
+// the speed model's flags.
 #pragma once
 
-#include "zeromem/request.h"
+#include "zeromem/request_options.h"
 
 #include <CLI/CLI.hpp>
 
@@ -16,9 +17,6 @@ namespace zeromem_cli {
 
 /// Exit status 4: answered, it fits, but only inside the error band ("tight"; README "Exit status").
 constexpr int kExitTight = 4;
-
-/// "--gpus" from a CLI11 flag list such as "-g,--gpus".
-std::string option_name(const char* flags);
 
 /// Speed-model and planner flags.
 struct SpeedFlags {
@@ -41,10 +39,6 @@ constexpr const char* kUnusedSpeedGroup = "Speed model (used by compare and plan
 
 /// One note per flag of `group` given on `sub`: "--network: estimate does not use it (...)".
 std::vector<std::string> unused_flag_notes(const CLI::App* sub, const std::string& group);
-
-/// Registers the model, cluster, training and ZeRO options of `estimate` on
-/// `sub` (every memory subcommand takes the same ones), writing into `req`.
-void add_request_options(CLI::App* sub, zeromem::Request& req);
 
 /// Memory in GiB (2^30 bytes) as printed in tables.
 std::string gib(uint64_t b);

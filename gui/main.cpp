@@ -1,12 +1,9 @@
 // zeromem-gui: every ZeRO option of `zeromem compare` on one picture.
 // Takes the same model/cluster/training flags as `zeromem compare`; with
 // --screenshot PATH it renders the window offscreen to a PNG and exits.
-// cli/options.h before any Qt header: its SpeedFlags has a member named
-// `emit`, which Qt defines as a macro.
-#include "options.h"
-
 #include "main_window.h"
 
+#include "zeromem/request_options.h"
 #include "zeromem/util.h"
 
 #include <CLI/CLI.hpp>

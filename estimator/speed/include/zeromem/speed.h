@@ -22,7 +22,7 @@
 // measured cases of tests/speed_test.cpp, each with its public source).
 #pragma once
 
-#include "zeromem/estimate.h"
+#include "zeromem/input.h"
 #include "zeromem/gpu.h"
 
 #include <cstdint>
@@ -291,7 +291,7 @@ struct StepTime {
     double mfu = 0;               ///< tflops_per_gpu / peak, 0..1
     double compute_efficiency = 0;  ///< eta at this micro-batch's tokens
     /// ZeRO-3 collectives of one optimizer step (all micro-steps), bytes,
-    /// counted as the ZeRO++ paper does (zeromem/zeropp.h Zero3CommVolume):
+    /// counted as the ZeRO++ paper does (zeromem/zero3_comm.h Zero3CommVolume):
     /// forward and backward all-gathers, gradient reduction (with the MiCS
     /// replica all-reduce) and the part of all three that crosses nodes.
     double comm_bytes_forward = 0;

@@ -2,7 +2,7 @@
 // terms. Sources are cited per function in zeromem/moe.h.
 #include "zeromem/moe.h"
 
-#include "zeromem/estimate.h"
+#include "zeromem/input.h"
 #include "zeromem/model.h"
 #include "zeromem/util.h"
 

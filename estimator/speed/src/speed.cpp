@@ -6,7 +6,7 @@
 
 #include "zeromem/model.h"
 #include "zeromem/util.h"
-#include "zeromem/zeropp.h"
+#include "zeromem/zero3_comm.h"
 
 #include <nlohmann/json.hpp>
 

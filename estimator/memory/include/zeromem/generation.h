@@ -2,6 +2,7 @@
 // with generation (Seq2SeqTrainer predict_with_generate) and RLHF rollouts.
 #pragma once
 
+#include "zeromem/input.h"
 #include "zeromem/model.h"
 #include "zeromem/terms.h"
 
@@ -61,19 +62,6 @@ uint64_t kv_cache_bytes_per_token(const ModelArch& arch, uint64_t dtype_bytes, i
 /// for an encoder-only model, a non-positive beams/batch/tp/dtype_bytes, or a
 /// negative prompt_len/max_new_tokens.
 KvCache kv_cache(const ModelArch& arch, const GenerationShape& shape, uint64_t dtype_bytes);
-
-/// How a training run generates during evaluation (--eval-generate: the HF
-/// Seq2SeqTrainer with predict_with_generate, or a callback calling
-/// model.generate between optimizer steps).
-struct GenerationSettings {
-    int64_t num_beams = 1;              ///< GenerationConfig.num_beams (default 1); Seq2SeqTrainingArguments.generation_num_beams
-    int64_t eval_batch = 8;             ///< prompts per GPU: TrainingArguments.per_device_eval_batch_size (default 8)
-    std::optional<int64_t> prompt_len;  ///< prompt tokens; unset: the training seq_len
-    /// Tokens generated. 20: GenerationConfig's max_length default when
-    /// nothing is set (counted as new tokens, an upper bound for
-    /// decoder-only models whose prompt counts against max_length).
-    int64_t max_new_tokens = 20;
-};
 
 /// One phrase for the Settings lines of the reports: "generation during
 /// evaluation: 4 beams x 16 prompts per GPU, prompt 1024 + 256 new tokens

@@ -4,7 +4,7 @@
 // version.
 #pragma once
 
-#include "zeromem/estimate.h"
+#include "zeromem/input.h"
 
 #include <optional>
 #include <string>
