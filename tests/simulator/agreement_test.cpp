@@ -590,9 +590,11 @@ TEST(SimAgreement, Zero3LookAheadFillsWhenAModuleIsBelowOnePrefetch) {
 // Gradient accumulation 1 (the matrix above runs 2) at every stage, preset and
 // checkpointing mode, without offload: within 5% or the named range of the
 // matrix (at stage 1 only the tied LM head's, used by opt-1.3b without
-// checkpointing, 0.94: the IPG bucket is counted at an activation peak that
-// comes before the first hook; the other ZeRO-1 entries are of the second
-// micro step). At stage 1 the first
+// checkpointing, 0.94: the estimator counts the IPG bucket at the LM head's
+// activation peak, before a tied head's first hook; left out, the estimator
+// would fall below the replay, which also holds the cross-entropy's logits
+// gradients, 6 x s x b x V B, that the estimator's activations do not count;
+// the other ZeRO-1 entries are of the second micro step). At stage 1 the first
 // backward of a step starts with no gradient and frees a block's activations
 // as its gradients appear, so the estimator's backward is the larger of the
 // activation peak (the first gradient, at most L x b_m, and the IPG bucket,
