@@ -4,7 +4,8 @@
 // are reduced only at the accumulation boundary through the IPG bucket
 // (reduce_bucket_size elements in the model dtype, x2 with overlap_comm;
 // engine.allreduce_gradients -> reduce_gradients ->
-// reduce_ready_partitions_and_remove_grads). Each param.grad is copied into
+// reduce_ready_partitions_and_remove_grads; the bucket itself is allocated at
+// the first gradient hook, process_gradients -> setup_buckets). Each param.grad is copied into
 // the bucket and its storage freed; after the reduction this rank's slice is
 // copied into grads_in_partition (reduce_ipg_grads -> copy_grads_in_partition,
 // b_m · partition bytes), the only gradient storage left after the
@@ -29,6 +30,7 @@ public:
         written_.assign(grads_.size(), false);
     }
     Tensor& grad(int p, bool& accumulate) override {
+        setup_buckets();
         Tensor& g = grads_[static_cast<size_t>(p)];
         if (g.empty())
             g = be_.alloc(c_.model->params()[static_cast<size_t>(p)].numel(), c_.model_dtype, Category::gradients);
@@ -45,9 +47,8 @@ public:
         if (!boundary) return;
         const bool overlap = c_.zero.overlap_comm_effective();
         const int64_t cap = c_.zero.reduce_bucket_size;
-        Tensor buckets[2];
-        buckets[0] = be_.alloc(cap, c_.model_dtype, Category::buffers);
-        if (overlap) buckets[1] = be_.alloc(cap, c_.model_dtype, Category::buffers);
+        setup_buckets();
+        Tensor* buckets = buckets_;
         int cur = 0;
         int64_t used = 0;
         std::vector<std::pair<size_t, int64_t>> in_bucket;
@@ -77,10 +78,13 @@ public:
             be_.free(g);
         }
         if (used > 0) flush();
-        be_.free(buckets[0]);
-        be_.free(buckets[1]);
+        // independent_gradient_partition_epilogue -> _release_ipg_buffers.
+        be_.free(buckets_[0]);
+        be_.free(buckets_[1]);
     }
     void release_all() override {
+        be_.free(buckets_[0]);
+        be_.free(buckets_[1]);
         for (auto& g : grads_) be_.free(g);
         be_.free(gip_);
         FlatPartitioned::release_all();
@@ -104,7 +108,17 @@ private:
     }
     void gather_partition_grads(Tensor& flat) override { be_.copy(flat, 0, gip_, 0, part_); }
     void release_partition_grads() override { be_.free(gip_); }
+    // The IPG buffer (x2 with overlap_comm): every gradient hook runs
+    // process_gradients, whose setup_buckets allocates it at the first hook
+    // of a backward; it stays over the micro steps to the boundary's epilogue.
+    void setup_buckets() {
+        if (!buckets_[0].empty()) return;
+        buckets_[0] = be_.alloc(c_.zero.reduce_bucket_size, c_.model_dtype, Category::buffers);
+        if (c_.zero.overlap_comm_effective())
+            buckets_[1] = be_.alloc(c_.zero.reduce_bucket_size, c_.model_dtype, Category::buffers);
+    }
     std::vector<Tensor> grads_;
+    Tensor buckets_[2];
     Tensor gip_;
     std::vector<bool> written_;
     int micro_ = 0;

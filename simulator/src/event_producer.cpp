@@ -706,6 +706,12 @@ void Producer::gradients(uint32_t m) {
         if (stage_ <= 1) {
             // param.grad, full size, kept to the step (accumulated in place).
             if (!grads_exist_) full_grads_[m][k] = alloc("gradient", bm_ * p, Stream::compute, m + 1);
+            // ZeRO-1: every gradient hook runs process_gradients, whose
+            // setup_buckets allocates the IPG buffer at the first hook of a
+            // backward (contiguous_gradients); it stays until the boundary's
+            // epilogue (_release_ipg_buffers), so it is live at the LM-head
+            // backward too (stage_1_and_2.py grad_handling_hook).
+            if (stage_ == 1 && !bf16_opt_ && in_.zero.contiguous_gradients) zero12_setup_buckets(m);
             // ZeRO-1 with overlap_comm reduces in the hooks of the boundary backward.
             if (stage_ == 1 && !bf16_opt_ && overlap_ && boundary_) {
                 zero12_add_grad_to_ipg_bucket(m, p);

@@ -134,7 +134,19 @@ void check_against_estimate(const json& m, const zeromem::Estimate& e, Gap buffe
         const bool load = std::string(mp.est) == "load";
         const auto& fwd = est_phase(e, "forward").per_gpu;
         const uint64_t opt = load ? std::max(ep.optimizer_states, fwd.optimizer_states) : ep.optimizer_states;
-        const uint64_t grads = load ? std::max(ep.gradients, fwd.gradients) : ep.gradients;
+        // An estimate phase is one moment, while each measured category peaks
+        // on its own in the phase. At ZeRO-1 with one micro step the backward's
+        // peak is the larger of its activation peak (the first gradient only)
+        // and the boundary (reduce_gradients after the backward: every
+        // gradient and grads_in_partition, no activation; stage_1_and_2.py),
+        // so there the gradients and activations are held to the estimate's
+        // own peak of each (Estimate::per_gpu: components at their own peak);
+        // at the other stages the backward moment holds both at their peak.
+        const bool bwd = std::string(mp.est) == "backward" || std::string(mp.est) == "steady_backward";
+        const uint64_t grads = load  ? std::max(ep.gradients, fwd.gradients)
+                               : bwd ? std::max(ep.gradients, e.per_gpu.gradients)
+                                     : ep.gradients;
+        const uint64_t acts = bwd ? std::max(ep.activations, e.per_gpu.activations) : ep.activations;
         // ZeRO-1/2: the first forward's buffers (temp_grad_buffer_for_gpu_offload)
         // are made at init too (ZeRO-3's forward buffers are its gathering).
         const uint64_t bufs = load && m.at("settings").at("zero_optimization.stage").get<int>() <= 2
@@ -146,7 +158,7 @@ void check_against_estimate(const json& m, const zeromem::Estimate& e, Gap buffe
         const int64_t gap = buffer_gap(std::string(mp.est));
         expect_near_rel(most("buffers"), static_cast<uint64_t>(static_cast<int64_t>(bufs) + gap), 0.05,
                         "buffers " + at);
-        expect_near_rel(most("activations"), ep.activations, 0.10, "activations " + at);
+        expect_near_rel(most("activations"), acts, 0.10, "activations " + at);
     }
 }
 

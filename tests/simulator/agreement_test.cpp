@@ -99,20 +99,25 @@ const KnownDifference kKnownDifferences[] = {
      "one prefetch and the small steps (k/v 4,194,304; the router, 32,768 <= stage3_param_persistence_threshold, "
      "persists and is not fetched) add to the look-ahead until "
      "__n_available_params reaches stage3_max_live_parameters = 1e9 (tested: Zero3MixtralLookAheadFillsToMaxLive)"},
-    {"zero1 backward: offload boundary transient (8 x Lp .double() norm) + ipg bucket",
-     "gpt2-xl,llama-2-7b,llama-3-8b,mistral-7b,opt-1.3b,opt-6.7b,qwen2.5-7b", 1, "cpu", "", 0.82, 0.98,
+    {"zero1 backward: offload boundary transient (8 x Lp .double() norm)", "llama-3-8b,qwen2.5-7b", 1, "cpu", "",
+     0.93, 0.96,
      "ZeRO-1 without overlap_comm reduces at the accumulation boundary (reduce_gradients after the backward), so "
-     "the IPG bucket and set_norm_for_param_grad_in_gpu's .double() norm of the largest slice (stage_1_and_2.py) "
-     "come after the activations are freed; the estimator counts both at the activation peak"},
-    {"zero1 backward: grads_in_partition at the boundary (b_m x Tn) counted at the activation peak",
-     "llama-2-13b,llama-2-7b,mistral-7b", 1, "none", "", 0.92, 1.0,
+     "set_norm_for_param_grad_in_gpu's .double() norm of the largest slice (stage_1_and_2.py) comes after the "
+     "activations are freed; the estimator counts it at the activation peak of the second micro step. The IPG "
+     "bucket is live at both (setup_buckets at the first gradient hook). Outside 5% only where the LM head is "
+     "large (128k-152k vocabularies: 8 x Lp B = 3.9-4.1 GiB); the other presets agree within 5%"},
+    {"zero1 backward: grads_in_partition and the flatten at the boundary (b_m x Tn + b_m x bucket) counted at the "
+     "activation peak",
+     "llama-2-13b,llama-2-7b,mistral-7b", 1, "none", "", 0.94, 0.975,
      "the simulator is right on timing: ZeRO-1 without overlap_comm reduces in reduce_gradients after the boundary "
      "backward has freed the activations (stage_1_and_2.py reduce_gradients -> reduce_ipg_grads -> "
-     "copy_grads_in_partition); grads_in_partition (b_m x Tn), the IPG bucket and the all-reduce flat buffer exist "
-     "only then, beside the full gradients still waiting for their buckets (each is freed as it is copied into a "
-     "bucket). The estimator's zero12_backward_gradients adds b_m x Tn to the activation peak, an upper bound by "
-     "b_m x Tn; the peak is the activation peak for models whose activations exceed b_m x Tn + bucket "
-     "(tested: Zero1BoundaryComesAfterTheActivations)"},
+     "copy_grads_in_partition); grads_in_partition (b_m x Tn) and the all-reduce flat buffer exist only then, "
+     "beside the full gradients still waiting for their buckets (each is freed as it is copied into a bucket), while "
+     "the IPG buffer exists from the first gradient hook (process_gradients -> setup_buckets). With 2 micro steps "
+     "the estimator's zero12_backward_gradients adds b_m x Tn and the flatten to the activation peak, an upper bound "
+     "by at most their sum; the peak is the activation peak for models whose activations exceed them "
+     "(tested: Zero1BoundaryComesAfterTheActivations). With one micro step the estimator takes the later moment "
+     "and the two agree (tested: GradAccumOneAtEveryStage)"},
     {"zero2 backward: offload boundary transient + ipg bucket (tied LM head)", "gpt2-xl,opt-1.3b", 2, "cpu", "", 0.80,
      0.93,
      "tied LM head: its backward produces no gradient (the shared weight's hook fires at the embedding), so the "
@@ -301,25 +306,39 @@ TEST(SimAgreement, Zero12FlattenHoldsTwoCopiesWhenTheyFit) {
     EXPECT_NEAR(double(one.phases.front().peak_allocated), 2.0 * psi + 2.0 * 32000 * 4096, 0.002 * 2.0 * psi);
 }
 
-// Stages 0/1 with one micro step per optimizer step: zero_grad(set_to_none)
-// drops the gradients at each step, so in backward they grow while the
-// activations are freed; the estimator counts all gradients and all
-// activations at once, which only happens from the second micro step on.
-TEST(SimAgreement, GradientsGrowWhileActivationsShrinkWithoutAccumulation) {
+// ZeRO-1 with one micro step per optimizer step: the previous step left no
+// gradient (reduce_gradients copied each param.grad into an IPG bucket and
+// freed it, step freed grads_in_partition: stage_1_and_2.py
+// reduce_independent_p_g_buckets_and_remove_grads, free_grad_in_param_list),
+// so in backward the gradients grow while the activations are freed, and the
+// peak is the boundary's first flush: copy_grads_in_partition allocates
+// grads_in_partition beside every gradient not yet copied into a bucket. Both
+// count, for llama-2-7b on 8 GPUs (Ψ = 6,738,415,616, Tn = 842,301,952,
+// reduce_bucket_size 5e8), before the first step's m and v and after:
+//   parameters 2Ψ + fp32 master 4Tn + m, v 8Tn + gradients 2Ψ + grads_in_partition 2Tn + IPG bucket 2 x 5e8
+//   = 13,476,831,232 + 10,107,623,424 + 13,476,831,232 + 1,684,603,904 + 1,000,000,000 = 39,745,889,792 B
+// (the all-reduce flatten of the first bucket holds what the bucket copy freed
+// of the gradients). The estimator's figure is exactly that sum; the replay's
+// is within 0.1% of it (its peak event is that allocation).
+TEST(SimAgreement, Zero1WithoutAccumulationPeaksAtTheBoundary) {
     const Resolved one = resolve({"llama-2-7b", 1, "none", "none", "none", 1});
-    const double est = double(estimate(one.input).per_gpu.total);
-    const double sim_peak = double(sim::simulate(one.input, sim::SimOptions{}).peak_allocated);
-    EXPECT_LT(sim_peak, 0.95 * est);
+    ASSERT_EQ(count_params(*one.input.model.arch).total, 6738415616u);
+    const double psi = 6738415616.0, tn = 842301952.0;
+    const double expected = 2 * psi + 12 * tn + 2 * psi + 2 * tn + 2 * 5e8;
+    const Estimate e = estimate(one.input);
+    EXPECT_EQ(double(e.per_gpu.total), expected);
+    const sim::SimResult s = sim::simulate(one.input, sim::SimOptions{});
+    EXPECT_EQ(s.peak_event, "grads_in_partition");
+    EXPECT_NEAR(double(s.peak_allocated), expected, 0.001 * expected);
     // With accumulation all gradients and all activations do coexist; what
     // remains is the named ZeRO-1 boundary difference (grads_in_partition
-    // counted at the activation peak), within its range.
+    // and the flatten counted at the activation peak), within its range.
     const Case two{"llama-2-7b", 1, "none", "none", "none", 2};
     const auto [s2, e2] = peaks(two);
     const KnownDifference* k = known(two);
     ASSERT_NE(k, nullptr);
     EXPECT_GE(s2 / e2, k->lo);
     EXPECT_LE(s2 / e2, k->hi);
-    EXPECT_GT(s2 / e2, sim_peak / est);
 }
 
 // ZeRO-1 without overlap_comm (the default for stage 1): grads_in_partition
@@ -568,29 +587,35 @@ TEST(SimAgreement, Zero3LookAheadFillsWhenAModuleIsBelowOnePrefetch) {
     EXPECT_LE(live, 2.0 * (1e9 + 2 * 234881024.0));
 }
 
-// Gradient accumulation 1 (the matrix above runs 2) at stages 0 and 1, every
-// preset and checkpointing mode. Stage 0 agrees within 5%. Stage 1 is a named
-// difference, the estimator the higher by up to 31% (opt-1.3b without
-// checkpointing): its backward counts every 16-bit gradient beside every
-// stored activation (zero12_backward_gradients), but after the previous
-// step's zero_grad (set_to_none) the first backward of a step starts with no
-// gradient, and the activations of a block are freed as its gradients
-// appear, so DeepSpeed's peak is the later of the two, at the boundary
-// (reduce_gradients: grads_in_partition beside the full gradients). With 2
-// or more micro steps the earlier micro steps' gradients are all alive from
-// the start of the backward, and the two agree (matrix above).
-TEST(SimAgreement, GradAccumOneAtStagesZeroAndOne) {
+// Gradient accumulation 1 (the matrix above runs 2) at every stage, preset and
+// checkpointing mode, without offload: within 5% or the named range of the
+// matrix (at stage 1 only the tied LM head's, used by opt-1.3b without
+// checkpointing, 0.94: the estimator counts the IPG bucket at the LM head's
+// activation peak, before a tied head's first hook; left out, the estimator
+// would fall below the replay, which also holds the cross-entropy's logits
+// gradients, 6 x s x b x V B, that the estimator's activations do not count;
+// the other ZeRO-1 entries are of the second micro step). At stage 1 the first
+// backward of a step starts with no gradient and frees a block's activations
+// as its gradients appear, so the estimator's backward is the larger of the
+// activation peak (the first gradient, at most L x b_m, and the IPG bucket,
+// live from the first gradient hook: process_gradients -> setup_buckets) and
+// the boundary (reduce_gradients: every gradient, grads_in_partition, the
+// bucket; no activation), as the replay's (Zero1WithoutAccumulationPeaksAtTheBoundary).
+TEST(SimAgreement, GradAccumOneAtEveryStage) {
     for (const std::string& m : list_model_presets(ZEROMEM_SOURCE_DATA_DIR))
-        for (int stage : {0, 1})
+        for (int stage : {0, 1, 2, 3})
             for (const char* ck : {"none", "full", "selective"}) {
                 const Case c{m, stage, "none", "none", ck, 1};
                 const auto [sim_peak, est] = peaks(c);
                 const double r = sim_peak / est;
-                if (stage == 0) {
-                    EXPECT_NEAR(r, 1.0, 0.05) << name(c);
-                } else {
-                    EXPECT_GE(r, 0.68) << name(c);
-                    EXPECT_LE(r, 1.0) << name(c);
-                }
+                // A named range allows what lies outside 5%; the stage-1
+                // entries name differences of the second micro step, the
+                // tied-head entry (stages 1 and 2) holds at any.
+                const KnownDifference* k = known(c);
+                if (k && stage == 1 && k->stage != -1) k = nullptr;
+                const bool named = k && r >= k->lo && r <= k->hi;
+                EXPECT_TRUE(std::fabs(r - 1.0) <= 0.05 || named)
+                    << name(c) << ": sim " << gib(sim_peak) << " GiB, estimator " << gib(est) << " GiB"
+                    << (k ? std::string(", outside the named range for ") + k->term : std::string());
             }
 }

@@ -445,7 +445,10 @@ TEST(SimEvents, Bf16OptimizerSteadyPeakIsTheAllreduceCast) {
 
 // ZeRO-1 reduces at the accumulation boundary: after the backward without
 // overlap_comm (reduce_gradients), inside it with overlap_comm (hooks), then
-// with two bucket buffers (double buffering).
+// with two bucket buffers (double buffering). Either way the IPG buffer is
+// allocated at the first gradient hook, inside the backward: every hook runs
+// process_gradients, whose setup_buckets allocates it (stage_1_and_2.py
+// grad_handling_hook -> process_gradients -> setup_buckets).
 TEST(SimEvents, Stage1ReductionTiming) {
     for (bool overlap : {false, true}) {
         EstimateInput in = tiny(1);
@@ -453,19 +456,23 @@ TEST(SimEvents, Stage1ReductionTiming) {
         SimOptions opt;
         opt.steps = 1;
         const EventLog log = produce_events(in, opt);
-        size_t first_bucket = 0, last_span = 0, buckets = 0;
+        size_t first_bucket = 0, first_flat = 0, last_span = 0, buckets = 0;
         for (size_t i = 0; i < log.events.size(); ++i) {
             const auto& e = log.events[i];
             if (e.action == Action::span_end) last_span = i;
-            if (e.action == Action::alloc && std::string(e.term) == "ipg_bucket") {
+            if (e.action != Action::alloc) continue;
+            if (std::string(e.term) == "allreduce_flat_buffer" && !first_flat) first_flat = i;
+            if (std::string(e.term) == "ipg_bucket") {
                 if (!buckets) first_bucket = i;
                 ++buckets;
                 EXPECT_EQ(e.bytes, 40000u);  // 20000 elements x 2 B
             }
         }
         EXPECT_EQ(buckets, overlap ? 2u : 1u);
-        if (overlap) EXPECT_LT(first_bucket, last_span);
-        else EXPECT_GT(first_bucket, last_span);
+        EXPECT_LT(first_bucket, last_span);
+        ASSERT_GT(first_flat, 0u);
+        if (overlap) EXPECT_LT(first_flat, last_span);
+        else EXPECT_GT(first_flat, last_span);
     }
 }
 

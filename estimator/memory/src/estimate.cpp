@@ -453,21 +453,9 @@ PhaseGpus phase_gpus(const FullContext& c, const GpuMemory& st, const Activation
     // The first forward and backward run before Adam's m and v exist (the
     // optimizer allocates them lazily at its first step).
     const GpuMemory fwd = with(gradients_before_backward(c, st), false, act.forward, tmp_fwd);
-    // BF16_Optimizer's all-reduce cast (bf16_optimizer_allreduce_cast) is
-    // made after the boundary backward has freed every activation:
-    // engine.py _backward_epilogue -> allreduce_gradients ->
-    // buffered_allreduce_fallback. The backward is then the larger of the
-    // activation peak without the cast and the boundary with it, no activations.
-    const uint64_t cast = terms::bf16_optimizer_allreduce_cast(sz).bytes;
-    auto backward = [&](bool moments) {
-        const GpuMemory peak = with(st.gradients, moments, act.backward, tmp_bwd - cast);
-        if (cast == 0) return peak;
-        const GpuMemory boundary = with(st.gradients, moments, 0, tmp_bwd);
-        return boundary.total >= peak.total ? boundary : peak;
-    };
-    const GpuMemory bwd = backward(false);
+    const GpuMemory bwd = backward_gpu(c, st, act, tmp_bwd, false, ex);
     const GpuMemory step = optimizer_step_gpu(c, st, ex);
-    const GpuMemory sbwd = backward(true);
+    const GpuMemory sbwd = backward_gpu(c, st, act, tmp_bwd, true, ex);
     const uint64_t save_tmp = sum_bytes(persistent_temporaries(sz)) + (gather_save ? c.L * c.bm : 0);
     GpuMemory save = with(gradients_after_step(c, st), true, 0, save_tmp);
     // hpZ secondary partitions are dropped after the step (stage3.py _post_step).

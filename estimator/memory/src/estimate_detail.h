@@ -151,6 +151,11 @@ LoadPath effective_load_path(const EstimateInput& in);
 bool single_file_state_dict(const EstimateInput& in);
 GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& ex);
 
+// estimate_backward.cpp
+bool zero1_backward_starts_without_gradients(const terms::Sizes& s);
+GpuMemory backward_gpu(const FullContext& c, const GpuMemory& st, const Activations& act, uint64_t tmp_bwd,
+                       bool moments, const Explainer& ex);
+
 // estimate_host.cpp
 HostFigures host_memory_full(const FullContext& c, const Explainer& ex);
 void summarize_phases(const FullContext& c, const GpuMemory& st, uint64_t act_backward, const HostFigures& host,
