@@ -134,6 +134,7 @@ private:
 
     // activations saved per module for the current micro step
     std::vector<std::vector<uint64_t>> saved_;
+    std::vector<std::optional<std::vector<Saved>>> saved_memo_[2];  // saved_tensors per module, without/with scores
     std::vector<int> first_of_layer_, last_of_layer_;
     std::vector<uint64_t> checkpoint_;  // per layer, full checkpointing input
 
@@ -644,7 +645,13 @@ void Producer::save_activations(uint32_t m, Pass p) {
         return;
     }
     const bool scores = mode == Checkpointing::none || p == Pass::recompute;
-    for (const Saved& s : saved_tensors(m, scores)) saved_[m].push_back(alloc(s.term, s.bytes, Stream::compute, m + 1));
+    // Memoised per module: the list depends on the module and the run's
+    // settings only, and building it compares the module's role against
+    // every role name (a MoE preset's 18k expert modules, every micro step).
+    auto& memo = saved_memo_[scores ? 1 : 0];
+    if (memo.empty()) memo.resize(mods_.size());
+    if (!memo[m]) memo[m] = saved_tensors(m, scores);
+    for (const Saved& s : *memo[m]) saved_[m].push_back(alloc(s.term, s.bytes, Stream::compute, m + 1));
 }
 
 void Producer::free_saved(uint32_t m) {
