@@ -16,12 +16,14 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+#include <unistd.h>
 
 namespace zeromem_cli {
 
@@ -42,6 +44,45 @@ void keep_freed_heap_for_replays(const zeromem::EstimateInput& in) {
 #else
     (void)in;
 #endif
+}
+
+/// A progress line on stderr while compare, plan or fit replay their
+/// options (qwen3-30b-a3b's fit takes seconds): once a second has passed,
+/// "zeromem: <cmd>: N estimates with the replayed allowance, T s" rewritten in place at most 5
+/// times a second, and erased before the results print. Only when stderr is
+/// a terminal, so redirected and captured outputs are unchanged.
+struct ReplayProgress {
+    const char* cmd = "";
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), last{};
+    int calls = 0;  ///< estimates that asked for the replayed allowance
+    bool shown = false;
+};
+ReplayProgress g_progress;
+
+void show_replay_progress(zeromem::EstimateInput& in, const char* cmd) {
+    if (!in.residual.fragmentation_provider || !isatty(STDERR_FILENO)) return;
+    g_progress = ReplayProgress{};
+    g_progress.cmd = cmd;
+    auto inner = in.residual.fragmentation_provider;
+    in.residual.fragmentation_provider = [inner](const zeromem::EstimateInput& x) {
+        const auto bytes = inner(x);
+        ReplayProgress& p = g_progress;
+        ++p.calls;
+        const auto now = std::chrono::steady_clock::now();
+        if (now - p.start >= std::chrono::seconds(1) && now - p.last >= std::chrono::milliseconds(200)) {
+            p.last = now;
+            p.shown = true;
+            std::fprintf(stderr, "\rzeromem: %s: %d estimates with the replayed allowance, %.0f s\033[K", p.cmd, p.calls,
+                         std::chrono::duration<double>(now - p.start).count());
+            std::fflush(stderr);
+        }
+        return bytes;
+    };
+}
+
+void end_replay_progress() {
+    if (g_progress.shown) std::fputs("\r\033[K", stderr);
+    g_progress.shown = false;
 }
 
 /// plan's re-check of its winner: the simulator's replay of exactly the
@@ -340,6 +381,7 @@ SpeedRun prepare_speed_run(const std::string& cmd, const zeromem::Request& req, 
     run.res = resolve_request(req, dir);
     sim::use_replayed_fragmentation(run.res.input, req.fragmentation.has_value() || run.res.fragmentation_fitted);  // the replay's allowance
     keep_freed_heap_for_replays(run.res.input);
+    show_replay_progress(run.res.input, cmd == "compare" ? "compare" : "plan");
     const Resolved& res = run.res;
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     const EstimateInput& in = res.input;
@@ -378,6 +420,7 @@ int run_compare(const SpeedRun& run, bool json_out) {
     const SpeedHardware& hw = run.hw;
     const int64_t global = run.global;
     const auto rows = compare_options(in, hw, global, {});
+    end_replay_progress();
     const auto statement = ordering_statement(rows);
     if (json_out) {
         nlohmann::json arr = nlohmann::json::array();
@@ -419,6 +462,7 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
     const int64_t global = run.global;
     const Resolved& res = run.res;
     const PlanResult r = plan(in, hw, global, PlanSpace{}, SpeedConstants{}, simulator_replay());
+    end_replay_progress();
     if (json_out) {
         nlohmann::json j;
         j["steps"] = nlohmann::json::array();
@@ -528,7 +572,9 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
     Resolved res = resolve_request(req, dir);
     sim::use_replayed_fragmentation(res.input, req.fragmentation.has_value() || res.fragmentation_fitted);  // the replay's allowance
     keep_freed_heap_for_replays(res.input);
+    show_replay_progress(res.input, "fit");
     const auto rows = largest ? largest_model(res.input) : fewest_gpus(res.input, f.gpus_per_node, max_gpus);
+    end_replay_progress();
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     for (const auto& n : unused_notes) std::cerr << "zeromem: note: " << n << "\n";
     auto reason = [&](const FitRow& r) {
