@@ -1,5 +1,6 @@
 // compare, plan and fit: thin faces over the planner (see planner_commands.h).
 #include "planner_commands.h"
+#include "replay_progress.h"
 
 #include "zeromem/optimizer_state.h"
 #include "zeromem/gpu.h"
@@ -340,6 +341,7 @@ SpeedRun prepare_speed_run(const std::string& cmd, const zeromem::Request& req, 
     run.res = resolve_request(req, dir);
     sim::use_replayed_fragmentation(run.res.input, req.fragmentation.has_value() || run.res.fragmentation_fitted);  // the replay's allowance
     keep_freed_heap_for_replays(run.res.input);
+    show_replay_progress(run.res.input, cmd == "compare" ? "compare" : "plan");
     const Resolved& res = run.res;
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     const EstimateInput& in = res.input;
@@ -378,6 +380,7 @@ int run_compare(const SpeedRun& run, bool json_out) {
     const SpeedHardware& hw = run.hw;
     const int64_t global = run.global;
     const auto rows = compare_options(in, hw, global, {});
+    end_replay_progress();
     const auto statement = ordering_statement(rows);
     if (json_out) {
         nlohmann::json arr = nlohmann::json::array();
@@ -419,6 +422,7 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
     const int64_t global = run.global;
     const Resolved& res = run.res;
     const PlanResult r = plan(in, hw, global, PlanSpace{}, SpeedConstants{}, simulator_replay());
+    end_replay_progress();
     if (json_out) {
         nlohmann::json j;
         j["steps"] = nlohmann::json::array();
@@ -528,7 +532,9 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
     Resolved res = resolve_request(req, dir);
     sim::use_replayed_fragmentation(res.input, req.fragmentation.has_value() || res.fragmentation_fitted);  // the replay's allowance
     keep_freed_heap_for_replays(res.input);
+    show_replay_progress(res.input, "fit");
     const auto rows = largest ? largest_model(res.input) : fewest_gpus(res.input, f.gpus_per_node, max_gpus);
+    end_replay_progress();
     for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
     for (const auto& n : unused_notes) std::cerr << "zeromem: note: " << n << "\n";
     auto reason = [&](const FitRow& r) {

@@ -98,7 +98,7 @@ private:
 
     // --- ZeRO-3 parameter coordinator ---
     void fetch_sub_module(uint32_t m, size_t visit);
-    void issue_allgather(const std::vector<uint32_t>& units, uint32_t m);
+    void issue_allgather(const uint32_t* units, size_t count, uint32_t m);
     void wait_handle(size_t handle, uint32_t m);
     void prefetch(size_t visit, uint32_t m);
     void release_sub_module(uint32_t m, size_t visit);
@@ -134,6 +134,7 @@ private:
 
     // activations saved per module for the current micro step
     std::vector<std::vector<uint64_t>> saved_;
+    std::vector<std::optional<std::vector<Saved>>> saved_memo_[2];  // saved_tensors per module, without/with scores
     std::vector<int> first_of_layer_, last_of_layer_;
     std::vector<uint64_t> checkpoint_;  // per layer, full checkpointing input
 
@@ -163,8 +164,13 @@ private:
     std::vector<int> unit_state_;         // 0 not available, 1 in flight, 2 available
     std::vector<size_t> unit_handle_;
     std::vector<std::vector<uint64_t>> gathered_;
-    struct Handle { uint64_t flat = 0; std::vector<uint32_t> units; bool done = false; };
+    // A handle's units are handle_units_[first, first + count): one shared
+    // array rather than a vector per handle (a MoE preset issues one per expert
+    // projection, and allocating each was a tenth of the producer's time).
+    struct Handle { uint64_t flat = 0; size_t first = 0, count = 0; bool done = false; };
     std::vector<Handle> handles_;
+    std::vector<uint32_t> handle_units_;
+    std::vector<uint32_t> prefetch_units_;  // prefetch's scratch list, reused
     uint64_t available_numel_ = 0;
     std::vector<Visit> visits_;
     std::vector<int64_t> next_use_;
@@ -644,7 +650,13 @@ void Producer::save_activations(uint32_t m, Pass p) {
         return;
     }
     const bool scores = mode == Checkpointing::none || p == Pass::recompute;
-    for (const Saved& s : saved_tensors(m, scores)) saved_[m].push_back(alloc(s.term, s.bytes, Stream::compute, m + 1));
+    // Memoised per module: the list depends on the module and the run's
+    // settings only, and building it compares the module's role against
+    // every role name (a MoE preset's 18k expert modules, every micro step).
+    auto& memo = saved_memo_[scores ? 1 : 0];
+    if (memo.empty()) memo.resize(mods_.size());
+    if (!memo[m]) memo[m] = saved_tensors(m, scores);
+    for (const Saved& s : *memo[m]) saved_[m].push_back(alloc(s.term, s.bytes, Stream::compute, m + 1));
 }
 
 void Producer::free_saved(uint32_t m) {
@@ -848,16 +860,19 @@ void Producer::zero3_reduce_and_partition_ipg_grads(uint32_t m) {
 // partition_parameters.py all-gather: one flat buffer of
 // sum(ceil(numel/N)*N) elements on the all-gather stream (with offloaded
 // params, this rank's partition is first copied to the GPU).
-void Producer::issue_allgather(const std::vector<uint32_t>& units, uint32_t m) {
+void Producer::issue_allgather(const uint32_t* units, size_t count, uint32_t m) {
     Handle h;
     uint64_t padded = 0;
-    for (uint32_t u : units) padded += unit_padded_[u];
+    for (size_t j = 0; j < count; ++j) padded += unit_padded_[units[j]];
     uint64_t staged = 0;
     if (off_par_) staged = alloc("offloaded_partition_copy", bm_ * padded / N_, ag_, m + 1);
     h.flat = alloc("allgather_flat_buffer", bm_ * padded, ag_, m + 1);
     release(staged, m + 1);
-    h.units = units;
-    for (uint32_t u : units) {
+    h.first = handle_units_.size();
+    h.count = count;
+    handle_units_.insert(handle_units_.end(), units, units + count);
+    for (size_t j = 0; j < count; ++j) {
+        const uint32_t u = units[j];
         unit_state_[u] = 1;
         unit_handle_[u] = handles_.size();
         available_numel_ += unit_numel_[u];
@@ -870,7 +885,8 @@ void Producer::issue_allgather(const std::vector<uint32_t>& units, uint32_t m) {
 void Producer::wait_handle(size_t hi, uint32_t m) {
     Handle& h = handles_[hi];
     if (h.done) return;
-    for (uint32_t u : h.units) {
+    for (size_t j = h.first; j < h.first + h.count; ++j) {
+        const uint32_t u = handle_units_[j];
         for (uint64_t p : unit_np_params_[u]) gathered_[u].push_back(alloc("gathered_parameter", bm_ * p, ag_, m + 1));
         unit_state_[u] = 2;
     }
@@ -883,7 +899,7 @@ void Producer::wait_handle(size_t hi, uint32_t m) {
 void Producer::fetch_sub_module(uint32_t m, size_t visit) {
     const uint32_t u = unit_[m];
     if (unit_numel_[u] > 0) {
-        if (unit_state_[u] == 0) issue_allgather({u}, m);
+        if (unit_state_[u] == 0) issue_allgather(&u, 1, m);
         if (unit_state_[u] == 1) wait_handle(unit_handle_[u], m);
     }
     if (complete_) prefetch(visit, m);
@@ -897,7 +913,8 @@ void Producer::prefetch(size_t visit, uint32_t m) {
     const int64_t room = z.stage3_max_live_parameters - static_cast<int64_t>(available_numel_);
     const int64_t budget = std::min<int64_t>(z.stage3_prefetch_bucket_size, room);
     if (budget <= 0) return;
-    std::vector<uint32_t> units;
+    std::vector<uint32_t>& units = prefetch_units_;
+    units.clear();
     uint64_t numel = 0;
     size_t i = std::max(visit + 1, prefetch_cursor_);
     for (; i < visits_.size() && static_cast<int64_t>(numel) < budget; ++i) {
@@ -908,7 +925,7 @@ void Producer::prefetch(size_t visit, uint32_t m) {
         numel += unit_numel_[u];
     }
     prefetch_cursor_ = i;  // the walk is linear in the visits, not visits x look-ahead (MoE: ~640 experts ahead)
-    if (!units.empty()) issue_allgather(units, m);
+    if (!units.empty()) issue_allgather(units.data(), units.size(), m);
 }
 
 // release_sub_module: free the gathered params unless (trace complete) the
@@ -939,6 +956,7 @@ void Producer::release_all_gathered() {
         available_numel_ -= unit_numel_[u];
     }
     handles_.clear();
+    handle_units_.clear();
 }
 
 // ---------------------------------------------------------------------------

@@ -216,17 +216,21 @@ public:
     std::optional<uint64_t> get(const EstimateInput& in) {
         SimOptions opt;
         const std::string key = input_key(fragmentation_replay_input(in, opt));
+        const size_t h = std::hash<std::string>{}(key);
         {
+            // The hash first: the keys are about a kilobyte each and share long
+            // prefixes, and a plan looks up over a thousand times among up to
+            // kEntries of them.
             const std::lock_guard<std::mutex> lock(mu_);
-            for (const auto& [k, bytes] : entries_)
-                if (k == key) return bytes;
+            for (const Entry& e : entries_)
+                if (e.hash == h && e.key == key) return e.bytes;
         }
         const EventLog* log = fragmentation_events(in, opt);
         std::optional<uint64_t> bytes;
         if (log) bytes = by_log(*log, opt, in.residual.alloc_conf);
         const std::lock_guard<std::mutex> lock(mu_);
         if (entries_.size() == kEntries) entries_.erase(entries_.begin());
-        entries_.emplace_back(key, bytes);
+        entries_.push_back({h, key, bytes});
         return bytes;
     }
 
@@ -249,7 +253,12 @@ private:
 
     static constexpr size_t kEntries = 512;
     std::mutex mu_;
-    std::vector<std::pair<std::string, std::optional<uint64_t>>> entries_;
+    struct Entry {
+        size_t hash;
+        std::string key;
+        std::optional<uint64_t> bytes;
+    };
+    std::vector<Entry> entries_;
     std::vector<std::pair<LogFingerprint, uint64_t>> logs_;
 };
 

@@ -176,4 +176,18 @@ void BM_CompareMoEWithReplay(benchmark::State& state) {
 }
 BENCHMARK(BM_CompareMoEWithReplay)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 
+// `fit` (fewest GPUs per option) of a MoE preset with the replayed allowance,
+// a fresh cached provider per run, as `zeromem fit --model qwen3-30b-a3b
+// --gpu H100-80GB` runs it.
+void BM_FitMoEWithReplay(benchmark::State& state) {
+    using namespace zeromem;
+    const EstimateInput base = moe_input(state.range(0));
+    for (auto _ : state) {
+        EstimateInput in = base;
+        sim::use_replayed_fragmentation(in, false);
+        benchmark::DoNotOptimize(fewest_gpus(in, 8));
+    }
+}
+BENCHMARK(BM_FitMoEWithReplay)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+
 }  // namespace
