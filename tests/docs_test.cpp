@@ -78,6 +78,27 @@ std::set<std::string> anchors(const std::string& text) {
     return out;
 }
 
+
+// README's headline of the public-run ledger states the totals of the
+// generated docs/accuracy.md (scripts/ledger.py writes its Totals table).
+TEST(Docs, ReadmeStatesTheLedgerTotals) {
+    const std::string acc = read(root() / "docs" / "accuracy.md");
+    const std::regex row(R"(\| (GPU|HOST) \| (\d+) \| (\d+) of (\d+) \| (\d+) \| (\d+) \|)");
+    std::map<std::string, std::smatch> totals;
+    for (auto it = std::sregex_iterator(acc.begin(), acc.end(), row); it != std::sregex_iterator(); ++it)
+        totals[(*it)[1].str()] = *it;
+    ASSERT_EQ(totals.size(), 2u) << "no Totals table in docs/accuracy.md";
+    std::string readme = read(root() / "README.md");
+    std::replace(readme.begin(), readme.end(), '\n', ' ');
+    const auto& g = totals["GPU"];
+    const auto& h = totals["HOST"];
+    const std::string gpu = "GPU " + g[3].str() + " of " + g[4].str() + " right";
+    const std::string tight = g[6].str() + " tight";
+    const std::string host = "host " + h[3].str() + " of " + h[4].str();
+    for (const std::string& want : {gpu, tight, host})
+        EXPECT_NE(readme.find(want), std::string::npos) << "README.md does not say '" << want << "' (docs/accuracy.md)";
+}
+
 }  // namespace
 
 // .ci/run is the CI entry point and says it runs the README's second
