@@ -97,4 +97,52 @@ TEST(CliFlags, SeqLenHelpSaysTheLongestBatch) {
     EXPECT_NE(squeezed.find("group_by_length"), std::string::npos) << r.out;
 }
 
+// The flags HF Trainer users type get zeromem's flag for the same input
+// (transformers TrainingArguments: bf16, per_device_train_batch_size,
+// gradient_accumulation_steps; TRL SFTConfig: max_seq_length; the deepspeed
+// launcher's --num_gpus), not a "did you mean" of a similar spelling.
+TEST(CliFlags, HfTrainerFlagsGetZeromemsFlag) {
+    struct Case {
+        const char* typed;
+        const char* want;
+    };
+    for (const Case& c : {Case{"--bf16", "zeromem's is --dtype bf16"},
+                          Case{"--per_device_train_batch_size 4", "zeromem's is --micro-batch"},
+                          Case{"--gradient_accumulation_steps 4", "zeromem's is --grad-accum"},
+                          Case{"--max-seq-length 2048", "zeromem's is --seq-len"},
+                          Case{"--zero 3", "zeromem's is --stage"},
+                          Case{"--num_gpus 8", "zeromem's is --gpus"}}) {
+        const Outcome r = zeromem(std::string("estimate --model llama-2-7b --gpus 8 ") + c.typed);
+        EXPECT_EQ(r.exit_code, 2) << c.typed;
+        EXPECT_NE(r.err.find(c.want), std::string::npos) << c.typed << ": " << r.err;
+        EXPECT_EQ(lines(r.err), 1u) << r.err;
+    }
+}
+
+// The HF Trainer's --gradient_checkpointing is a boolean; zeromem's
+// --gradient-checkpointing given alone means mode full, the same as writing it.
+TEST(CliFlags, GradientCheckpointingAloneIsFull) {
+    const std::string base = "estimate --model llama-2-7b --gpus 8 --stage 3 --format json";
+    const Outcome alone = zeromem(base + " --gradient-checkpointing");
+    const Outcome full = zeromem(base + " --gradient-checkpointing full");
+    const Outcome last = zeromem("estimate --model llama-2-7b --gpus 8 --gradient-checkpointing --stage 3 --format json");
+    ASSERT_EQ(alone.exit_code, 0) << alone.err;
+    EXPECT_EQ(alone.out, full.out);
+    EXPECT_EQ(last.out, full.out);
+    EXPECT_NE(alone.out, zeromem(base).out);  // checkpointing changes the activations
+}
+
+// --gpu with the part alone names its one preset (data/gpus has one H100, the
+// H100-80GB); a part with two sizes (A100-40GB, A100-80GB) is refused, listing both.
+TEST(CliFlags, GpuPartAloneNamesItsOnlyPreset) {
+    const std::string base = "estimate --model llama-2-7b --gpus 8 --stage 3 --format json --gpu ";
+    const Outcome part = zeromem(base + "H100");
+    ASSERT_EQ(part.exit_code, 0) << part.err;
+    EXPECT_EQ(part.out, zeromem(base + "H100-80GB").out);
+    const Outcome two = zeromem(base + "A100");
+    EXPECT_EQ(two.exit_code, 2);
+    EXPECT_NE(two.err.find("A100-40GB"), std::string::npos) << two.err;
+    EXPECT_NE(two.err.find("A100-80GB"), std::string::npos) << two.err;
+}
+
 }  // namespace

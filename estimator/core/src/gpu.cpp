@@ -33,6 +33,12 @@ GpuSpec load_gpu_preset(const std::string& name, const std::string& data_dir) {
     std::string found;
     for (const auto& n : names)
         if (to_lower(n) == to_lower(name)) found = n;
+    if (found.empty()) {  // the part alone ("H100"): the one preset of that part, if there is only one
+        std::vector<std::string> parts;
+        for (const auto& n : names)
+            if (!name.empty() && to_lower(n).rfind(to_lower(name) + "-", 0) == 0) parts.push_back(n);
+        if (parts.size() == 1) found = parts.front();
+    }
     if (found.empty())
         throw InputError(unknown_preset_message("--gpu: unknown GPU", name, names, "or give --gpu-memory"));
     const std::string path = (fs::path(data_dir) / "gpus" / (found + ".json")).string();

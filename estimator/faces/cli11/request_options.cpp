@@ -84,7 +84,7 @@ void add_training_options(CLI::App* sub, zeromem::Request& req) {
             "group_by_length (LengthGroupedSampler) only groups similar lengths, and puts the longest batch first",
             gT)->type_name("N");
     opt_int(sub, "--grad-accum", req.grad_accum, "Gradient accumulation steps; default 1", gT)->type_name("N");
-    opt_str(sub, "--gradient-checkpointing", req.checkpointing, "none (default), full or selective", gT)->type_name("MODE");
+    opt_str(sub, "--gradient-checkpointing", req.checkpointing, "none (default), full or selective; alone: full (the HF Trainer's --gradient_checkpointing)", gT)->type_name("MODE");
     opt_str(sub, "--optimizer", req.optimizer, (std::string("optimizer whose states are counted: ") + zeromem::optimizer_names_help()).c_str(), gT)->type_name("NAME");
     opt_str(sub, "--attention", req.attention, "flash (default: no s^2 scores kept) or eager", gT)->type_name("KIND");
     sub->add_flag("--sequence-parallel", req.sequence_parallel, "Megatron sequence parallelism (with --tp > 1)")->group(gT);

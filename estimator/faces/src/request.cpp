@@ -401,6 +401,8 @@ void resolve_device_memory(const Request& req, const std::string& data_dir, Reso
     Provenance& prov = r.provenance;
     if (req.gpu) {
         r.gpu = load_gpu_preset(*req.gpu, data_dir);
+        if (to_lower(r.gpu->name) != to_lower(*req.gpu))
+            r.notes.push_back("--gpu " + *req.gpu + ": the " + r.gpu->name + " preset, the only one of that part");
         in.cluster.gpu_name = r.gpu->name;
         in.cluster.compute_capability = r.gpu->compute_capability;
         in.cluster.intra_interconnect = r.gpu->intra_interconnect;

@@ -29,8 +29,10 @@ struct GpuSpec {
     std::optional<double> pcie_bandwidth;     ///< effective GPU<->host bytes/s per direction ("pcie_bandwidth_bytes_per_s")
 };
 
-/// Loads `<data_dir>/gpus/<name>.json` (name matched case-insensitively).
-/// Throws InputError for an unknown name, listing the closest presets.
+/// Loads `<data_dir>/gpus/<name>.json` (name matched case-insensitively; the
+/// part alone, e.g. "H100", names the one preset "H100-<size>" when there is
+/// only one). Throws InputError for an unknown or ambiguous name, listing the
+/// closest presets.
 GpuSpec load_gpu_preset(const std::string& name, const std::string& data_dir);
 
 /// Names of all GPU presets, sorted.
