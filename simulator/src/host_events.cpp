@@ -118,7 +118,7 @@ HostProducer::HostProducer(const EstimateInput& in, int64_t steps) : in_(in), st
     log_.ranks_per_node = static_cast<uint64_t>(std::max<int64_t>(1, in.cluster.gpus_per_node()));
     if (stage_ == 3) {
         // stage3.py _create_fp16_sub_groups: a sub-group closes once its
-        // partition numel reaches sub_group_size (as event_producer.cpp).
+        // partition numel reaches sub_group_size (as producer_stage3.cpp).
         uint64_t sub = 0;
         for (const auto& m : mods_)
             for (uint64_t p : m.params) {
@@ -238,7 +238,7 @@ void HostProducer::zero_init_partition_params(bool build_on_host) {
 }
 
 // stage_1_and_2.py __init__ before DeepSpeed 0.18.7 (#7828), or when the
-// flat copy does not fit the GPU (as event_producer.cpp decides): every
+// flat copy does not fit the GPU (as producer_stage12.cpp decides): every
 // 16-bit parameter copied to the CPU (param.cpu_data) and flattened there
 // (flatten_dense_tensors_aligned use_cpu_data), then both freed.
 void HostProducer::engine_flatten_bit16_on_cpu() {

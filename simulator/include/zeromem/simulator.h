@@ -68,7 +68,7 @@ extern const char* const kComponents[kComponentCount];
 /// Hugging Face's dropless MoE blocks (no --ep-size, no fused experts; not
 /// encoder-decoder or encoder-only); no tensor over 2^50 bytes. Throws
 /// InputError naming the flag or field otherwise, or for steps outside
-/// 1..100. Sources per step: see event_producer.cpp.
+/// 1..100. Sources per step: see simulator/src/producer.h and the files it lists.
 EventLog produce_events(const EstimateInput& in, const SimOptions& opt);
 /// The same events written into `out` (cleared first), reusing its
 /// vectors' capacity: repeated replays (the fragmentation allowance of
