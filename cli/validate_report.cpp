@@ -4,7 +4,7 @@
 // and into zeromem-measure.
 #include "validate_report.h"
 
-#include "zeromem/runtime/compare.h"
+#include "measurement_compare.h"
 #include "zeromem/util.h"
 
 #include <cmath>
@@ -21,7 +21,7 @@ namespace {
 // Reads a `zeromem measure --output` file. Errors: InputError naming
 // --measurement and the file for a missing file, a directory, an empty file,
 // text that is not JSON, or a field of the measure result that is missing or
-// of the wrong type, named by its JSON pointer (runtime/compare.h check_measurement).
+// of the wrong type, named by its JSON pointer (measurement_compare.h check_measurement).
 json load_measurement(const std::string& path) {
     namespace fs = std::filesystem;
     std::error_code ec;
@@ -41,7 +41,7 @@ json load_measurement(const std::string& path) {
     } catch (const json::parse_error& e) {
         throw zeromem::InputError(at + " is not valid JSON (at byte " + std::to_string(e.byte) + ")" + expected);
     }
-    zeromem::runtime::check_measurement(m, at);  // names the first bad field by its JSON pointer
+    check_measurement(m, at);  // names the first bad field by its JSON pointer
     return m;
 }
 
@@ -106,7 +106,7 @@ int report_validation(const zeromem::EstimateInput& in, const json& m, const Mea
     const zeromem::Estimate e = zeromem::estimate(in);
     json cmp;
     try {
-        cmp = zeromem::runtime::compare_with_estimate(e, in, m, f.tolerance);
+        cmp = compare_with_estimate(e, in, m, f.tolerance);
     } catch (const json::exception& ex) {
         if (!from_file) throw;
         throw zeromem::InputError("--measurement: " + f.measurement + " is not a measure result: " + ex.what());

@@ -203,19 +203,19 @@ TEST(UserCases, C02_OomRequestIsTheTorchAdamTemporary) {
     s.bm = s.ba = s.bc = 2;
     s.Tr = 6740000000;
     s.Tn = 842500000;  // ceil(6.74e9 / 8)
-    s.kernel = terms::StepKernel::fused;
+    s.kernel = StepKernel::fused;
     const uint64_t fused = terms::zero12_step(s).optimizer.bytes;
-    s.kernel = terms::StepKernel::torch_foreach;
+    s.kernel = StepKernel::torch_foreach;
     const uint64_t torch = terms::zero12_step(s).optimizer.bytes;
     EXPECT_EQ(fused, 4ull * 842500000ull);
     const double diff = d(torch) - d(fused);
     EXPECT_NEAR(diff / GiB, 4.0 * P / N / GiB, 1e-6);
     EXPECT_NEAR(diff / GiB, 3.14, 0.005);  // observed OOM request
     // torch 2.0's foreach AdamW also builds `denom`: two temporaries.
-    s.kernel = terms::StepKernel::torch_foreach_2_0;
+    s.kernel = StepKernel::torch_foreach_2_0;
     EXPECT_EQ(terms::zero12_step(s).optimizer.bytes, (4ull + 8ull) * 842500000ull);
     // SGD has no Adam temporary.
-    s.kernel = terms::StepKernel::sgd;
+    s.kernel = StepKernel::sgd;
     EXPECT_EQ(terms::zero12_step(s).optimizer.bytes, fused);
 }
 

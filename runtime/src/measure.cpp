@@ -3,6 +3,7 @@
 
 #include "zeromem/runtime/model.h"
 #include "zeromem/runtime/zero.h"
+#include "zeromem/stack_facts.h"
 
 #include <mpi.h>
 
@@ -136,8 +137,7 @@ bool step_in_place(const EstimateInput& in) {
     if (t.fused_optimizer) return true;
     if (in.zero.offload_optimizer != OffloadDevice::none && t.optimizer_builder != OptimizerBuilder::client) return true;
     if (t.client_fused) return *t.client_fused;
-    return compare_versions(in.stack.torch, "2.8", "--torch-version") >= 0 &&
-           compare_versions(in.stack.transformers, "4.54", "--transformers-version") >= 0;
+    return stack_facts(in.stack).hf_trainer_defaults_to_fused_adamw;
 }
 
 }  // namespace

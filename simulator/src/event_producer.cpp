@@ -11,7 +11,7 @@
 #include "zeromem/optimizer_wrapper.h"
 #include "zeromem/simulator.h"
 
-#include "zeromem/terms.h"
+#include "zeromem/stack_facts.h"
 #include "zeromem/util.h"
 
 #include <algorithm>
@@ -177,7 +177,7 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt, EventLog&& bu
     const auto& t = in.train;
     const auto& z = in.zero;
     stage_ = z.stage;
-    step_temporary_ = terms::step_temporary_bytes_per_element(terms::step_kernel_for(in));
+    step_temporary_ = step_temporary_bytes_per_element(step_kernel_for(in));
     N_ = static_cast<uint64_t>(in.cluster.data_parallel());
     if (N_ == 0) throw InputError("--gpus: must be a positive number of GPUs");
     bm_ = static_cast<uint64_t>(dtype_bytes(t.dtype));

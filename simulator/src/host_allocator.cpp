@@ -1,7 +1,7 @@
 // The host allocator model and the host replay (host_allocator.h).
 #include "zeromem/host_allocator.h"
 
-#include "zeromem/estimate.h"
+#include "zeromem/stack_facts.h"
 #include "zeromem/types.h"
 
 #include <algorithm>
@@ -10,9 +10,12 @@
 namespace zeromem::sim {
 
 HostAllocatorConfig host_allocator_config(const std::string& torch_version) {
+    SoftwareStack stack;  // the torch version alone decides; the rest stays the built-in stack
+    stack.torch = torch_version;
+    const StackFacts f = stack_facts(stack);
     HostAllocatorConfig c;
-    c.round_pinned = compare_versions(torch_version, "1.11", "--torch-version") >= 0;
-    c.same_size_reuse = compare_versions(torch_version, "2.5", "--torch-version") >= 0;
+    c.round_pinned = f.rounds_pinned_to_power_of_two;
+    c.same_size_reuse = f.reuses_pinned_same_size_only;
     return c;
 }
 

@@ -10,7 +10,8 @@
 #include "zeromem/host_allocator.h"
 #include "zeromem/simulator.h"
 
-#include "zeromem/estimate.h"
+#include "zeromem/optimizer_wrapper.h"
+#include "zeromem/stack_facts.h"
 #include "zeromem/types.h"
 
 #include <algorithm>
@@ -84,12 +85,14 @@ private:
     uint64_t N_ = 1, bm_ = 2, ba_ = 2, T_ = 0, Tn_ = 0, largest_param_ = 0, param_files_ = 0;
     bool off_opt_cpu_ = false, off_opt_nvme_ = false, off_par_cpu_ = false, off_par_nvme_ = false;
     bool pin_opt_ = true, pin_par_ = true, lazy_states_ = true;
+    StackFacts facts_;  // the stack's version behaviours (stack_facts.h), as the estimator reads them
     std::vector<uint64_t> sub_groups_;  // ZeRO-3 sub-group partition numels
     std::vector<uint64_t> param_parts_;  // stage-3 per-parameter partition ids (zero.Init)
     uint64_t bit16_staging_source_ = 0;
 };
 
-HostProducer::HostProducer(const EstimateInput& in, int64_t steps) : in_(in), steps_(steps) {
+HostProducer::HostProducer(const EstimateInput& in, int64_t steps)
+    : in_(in), steps_(steps), facts_(stack_facts(in.stack)) {
     const auto& z = in.zero;
     // The CPU optimizer's fp32 state tensors per element: DeepSpeedCPUAdam's
     // m and v (2), DeepSpeedCPUAdagrad's or DeepSpeedCPULion's one, SGD's
@@ -105,7 +108,7 @@ HostProducer::HostProducer(const EstimateInput& in, int64_t steps) : in_(in), st
     off_par_cpu_ = z.offload_param == OffloadDevice::cpu;
     off_par_nvme_ = z.offload_param == OffloadDevice::nvme;
     pin_opt_ = z.offload_optimizer_pin_memory;
-    lazy_states_ = compare_versions(in.stack.deepspeed, "0.13.2", "--deepspeed-version") >= 0;
+    lazy_states_ = facts_.creates_cpu_adam_states_at_first_step;
     pin_par_ = z.offload_param_pin_memory;
     mods_ = build_modules(*in.model.arch);
     log_.modules.push_back("model");
@@ -192,7 +195,7 @@ void HostProducer::from_pretrained_host_copy() {
     const uint64_t lb = static_cast<uint64_t>(dtype_bytes(in_.residual.load_dtype));
     const LoadPath path = in_.residual.load_path.value_or(LoadPath::host_copy);
     uint64_t state_dict = 0;
-    if (path == LoadPath::single_file && compare_versions(in_.stack.transformers, "4.50", "--transformers-version") < 0)
+    if (path == LoadPath::single_file && facts_.single_file_loads_whole_state_dict)
         state_dict = alloc("model load", 2 * T_, HostKind::pageable);
     std::vector<uint64_t> ids;
     for (uint32_t i = 0; i < mods_.size(); ++i) {
@@ -245,7 +248,7 @@ void HostProducer::engine_flatten_bit16_on_cpu() {
     const uint64_t padded = ceil_div(T_, 2 * N_) * 2 * N_;
     const auto cap = in_.cluster.gpu_memory;
     const bool gpu_fits = !cap || bm_ * (T_ + padded) <= *cap;
-    if (compare_versions(in_.stack.deepspeed, "0.18.7", "--deepspeed-version") >= 0 && gpu_fits) return;
+    if (facts_.flattens_bit16_on_gpu_when_it_fits && gpu_fits) return;
     const char* term = "16-bit parameters copied to the CPU and flattened there";
     const uint64_t copies = alloc(term, bm_ * T_, HostKind::pageable);
     const uint64_t flat = alloc(term, bm_ * padded, HostKind::pageable);
@@ -264,12 +267,10 @@ void HostProducer::engine_flatten_bit16_on_cpu() {
 // (DeepSpeed >= 0.17.0). The name temp_buffer_bit16 keeps the pageable
 // source alive until __init__ returns (a Python local).
 void HostProducer::zero12_init_fp32_partition_and_bit16_staging() {
-    const bool ds_0_18_3 = compare_versions(in_.stack.deepspeed, "0.18.3", "--deepspeed-version") >= 0;
-    const bool ds_0_14_1 = compare_versions(in_.stack.deepspeed, "0.14.1", "--deepspeed-version") >= 0;
-    const bool master_pinned = ds_0_18_3 ? pin_opt_ : ds_0_14_1;
+    const bool master_pinned = facts_.pins_master_weights_only_with_pin_memory ? pin_opt_ : facts_.pins_master_weights;
     const char* master = "fp32 master (single_partition_of_fp32_groups)";
     pinned_or_pageable(master, 4 * Tn_, master_pinned, 0, "fp32 master's pageable source beside its pinned copy");
-    if (compare_versions(in_.stack.deepspeed, "0.17.0", "--deepspeed-version") < 0) return;
+    if (!facts_.stages_bit16_params_for_offload) return;
     const char* staging = "16-bit parameter staging (param_buffer_of_bit16_for_cpu_offload_groups)";
     if (pin_opt_) {
         bit16_staging_source_ = alloc("pageable source of a pinned copy", bm_ * Tn_, HostKind::pageable);
@@ -292,8 +293,7 @@ void HostProducer::zero12_temp_grad_buffer_for_cpu_offload() {
 // until the function returns (a Python local). Then __init__ returns and
 // temp_buffer_bit16 goes too.
 void HostProducer::zero12_initialize_optimizer_states() {
-    const bool ds_0_10_1 = compare_versions(in_.stack.deepspeed, "0.10.1", "--deepspeed-version") >= 0;
-    const bool pinned = ds_0_10_1 ? pin_opt_ : true;
+    const bool pinned = facts_.pins_grad_partition_only_with_pin_memory ? pin_opt_ : true;
     const char* term = "fp32 gradient partition";
     pinned_or_pageable(term, 4 * Tn_, pinned);
     if (bit16_staging_source_) release(bit16_staging_source_);
@@ -470,7 +470,7 @@ HostEventLog HostProducer::run() {
     }
     // engine.py _configure_optimizer builds DeepSpeedCPUAdam before the ZeRO
     // optimizer (offload_optimizer cpu, as the estimator counts it).
-    if (off_opt_cpu_ && compare_versions(in_.stack.deepspeed, "0.14.3", "--deepspeed-version") < 0) cpu_adam_tile_buffers();
+    if (off_opt_cpu_ && facts_.cpu_adam_pins_tile_buffer) cpu_adam_tile_buffers();
     if (z12) {
         engine_flatten_bit16_on_cpu();
         if (off_opt_cpu_) {

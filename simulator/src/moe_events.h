@@ -3,7 +3,8 @@
 // replayed, and the activations each MoE/MLA module saves for backward.
 #pragma once
 
-#include "zeromem/estimate.h"
+#include "zeromem/input.h"
+#include "zeromem/moe.h"
 #include "zeromem/simulator.h"
 
 #include <cstdint>

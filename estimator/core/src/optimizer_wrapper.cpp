@@ -48,4 +48,26 @@ OptimizerWrapper optimizer_wrapper(const EstimateInput& in) {
     return model == Dtype::fp32 ? OptimizerWrapper::none : OptimizerWrapper::fp16_optimizer;
 }
 
+// The optimizer the step really runs under ZeRO optimizer offload. DeepSpeed
+// refuses a client optimizer other than DeepSpeedCPUAdam there
+// (engine.py _configure_optimizer raises ZeRORuntimeException while
+// zero_force_ds_cpu_optimizer is true), but the HF Trainer prepares DeepSpeed
+// through accelerate, whose Accelerator._prepare_deepspeed (accelerator.py)
+// replaces the client optimizer with DeepSpeedCPUAdam(param_groups) in exactly
+// that case. zeromem follows the HF Trainer: the step is DeepSpeedCPUAdam, as
+// with an "optimizer" block. Sets `swapped` when it changed the input.
+EstimateInput with_accelerate_cpu_adam(const EstimateInput& in, bool& swapped) {
+    EstimateInput out = in;
+    swapped = in.zero.offload_optimizer != OffloadDevice::none && in.train.optimizer_builder == OptimizerBuilder::client &&
+              !in.train.fused_optimizer && in.zero.zero_force_ds_cpu_optimizer;
+    if (swapped) {
+        out.train.optimizer_builder = OptimizerBuilder::deepspeed;
+        out.train.fused_optimizer = true;
+        out.train.torch_adam = false;
+        // DeepSpeedCPUAdam whatever the client's optimizer was.
+        if (out.train.optimizer != Optimizer::adam) out.train.optimizer = Optimizer::adamw;
+    }
+    return out;
+}
+
 }  // namespace zeromem

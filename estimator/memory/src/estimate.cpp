@@ -365,7 +365,7 @@ GpuMemory generation_gpu(const FullContext& c, const GpuMemory& st, const Explai
         throw InputError("--eval-generate: needs an architecture for the KV cache (--model or --hf-config)");
     if (c.pp > 1) throw InputError("--eval-generate: generation with pipeline parallelism (--pp > 1) is not modelled");
     const GenerationShape sh = generation_shape(c.in);
-    const bool last_only = compare_versions(c.in.stack.transformers, "4.45", "--transformers-version") >= 0;
+    const bool last_only = c.facts.generate_keeps_last_logits_only;  // transformers >= 4.45
     const GenerationMemory gm = generation_memory(*c.in.model.arch, sh, c.bm, last_only);
     GpuMemory m = st;
     m.gradients = gradients_after_step(c, st);
@@ -557,28 +557,6 @@ uint64_t lora_params(const ModelArch& arch, int64_t rank, const std::string& tar
         pos = comma + 1;
     }
     return static_cast<uint64_t>(per_layer * arch.num_layers);
-}
-
-// The optimizer the step really runs under ZeRO optimizer offload. DeepSpeed
-// refuses a client optimizer other than DeepSpeedCPUAdam there
-// (engine.py _configure_optimizer raises ZeRORuntimeException while
-// zero_force_ds_cpu_optimizer is true), but the HF Trainer prepares DeepSpeed
-// through accelerate, whose Accelerator._prepare_deepspeed (accelerator.py)
-// replaces the client optimizer with DeepSpeedCPUAdam(param_groups) in exactly
-// that case. zeromem follows the HF Trainer: the step is DeepSpeedCPUAdam, as
-// with an "optimizer" block. Sets `swapped` when it changed the input.
-EstimateInput with_accelerate_cpu_adam(const EstimateInput& in, bool& swapped) {
-    EstimateInput out = in;
-    swapped = in.zero.offload_optimizer != OffloadDevice::none && in.train.optimizer_builder == OptimizerBuilder::client &&
-              !in.train.fused_optimizer && in.zero.zero_force_ds_cpu_optimizer;
-    if (swapped) {
-        out.train.optimizer_builder = OptimizerBuilder::deepspeed;
-        out.train.fused_optimizer = true;
-        out.train.torch_adam = false;
-        // DeepSpeedCPUAdam whatever the client's optimizer was.
-        if (out.train.optimizer != Optimizer::adam) out.train.optimizer = Optimizer::adamw;
-    }
-    return out;
 }
 
 namespace {

@@ -148,12 +148,12 @@ void set_host_sizes(FullContext& c) {
     s.pin_optimizer = z.offload_optimizer_pin_memory;
     s.pin_param = z.offload_param_pin_memory;
     s.zero_init = z.zero_init;
-    s.round_pinned = f.round_pinned;
-    s.master_pinned = f.ds_0_18_3 ? s.pin_optimizer : f.ds_0_14_1;
-    s.grads_pinned = f.ds_0_10_1 ? s.pin_optimizer : true;
-    s.bit16_staging = f.ds_0_17_0;
-    s.cpu_adam_tile_buffer = !f.ds_0_14_3;
-    s.lazy_cpu_adam_states = f.ds_0_13_2;
+    s.round_pinned = f.rounds_pinned_to_power_of_two;
+    s.master_pinned = f.pins_master_weights_only_with_pin_memory ? s.pin_optimizer : f.pins_master_weights;
+    s.grads_pinned = f.pins_grad_partition_only_with_pin_memory ? s.pin_optimizer : true;
+    s.bit16_staging = f.stages_bit16_params_for_offload;
+    s.cpu_adam_tile_buffer = f.cpu_adam_pins_tile_buffer;
+    s.lazy_cpu_adam_states = f.creates_cpu_adam_states_at_first_step;
     s.optimizer_state_bytes = c.osb;
     s.sub_group_size = static_cast<uint64_t>(std::max<int64_t>(1, z.sub_group_size));
     s.Pn = in.moe.ep() > 1 ? expert_split(in).partition : ceil_div(c.Pr, c.N);
@@ -295,8 +295,7 @@ void set_partial_offload(FullContext& c) {
     const uint64_t count = ceil_div(c.Tn, sub);
     const uint64_t on_gpu = static_cast<uint64_t>((1.0 - z.offload_optimizer_ratio) * double(count));
     s.partial_gpu_numel = on_gpu >= count ? c.Tn : on_gpu * sub;
-    s.partial_gpu_step_temporary = terms::step_temporary_bytes_per_element(
-        c.facts.torch_before_2_1 ? terms::StepKernel::torch_foreach_2_0 : terms::StepKernel::torch_foreach);
+    s.partial_gpu_step_temporary = step_temporary_bytes_per_element(foreach_kernel(c.facts));
 }
 
 // Notes on what the optimizer choice implies: paging, DeepSpeed's refusal of
@@ -493,7 +492,7 @@ void set_term_sizes(FullContext& c) {
     s.sub = std::min<uint64_t>(static_cast<uint64_t>(z.sub_group_size), c.Tn);
     s.grad_accum = t.grad_accum;
     c.facts = stack_facts(in.stack);
-    const KernelChoice kc = step_kernel(in, c.facts);
+    const StepKernelChoice kc = step_kernel(in, c.facts);
     s.kernel = kc.kernel;
     c.kernel_why = kc.why;
     s.bf16_optimizer = selects_bf16_optimizer(in);
@@ -519,7 +518,7 @@ std::string sizes_text(const FullContext& c) {
            ", sub=" + num(double(s.sub)) + ", reduce_bucket_size=" + num(double(s.bucket)) + ", L=" +
            num(double(s.L)) + ", layer=" + num(double(s.layer)) + ", b_m=" + num(double(s.bm)) + ", b_a=" +
            num(double(s.ba)) + ", b_c=" + num(double(s.bc)) + ", T=" +
-           num(double(terms::step_temporary_bytes_per_element(s.kernel))) + " B/element" +
+           num(double(step_temporary_bytes_per_element(s.kernel))) + " B/element" +
            (s.hpz > 1 || s.qwz || s.qgz || s.mics > 0
                 ? ", g=" + num(double(s.g)) + ", prefetch=" + num(double(s.prefetch)) + ", hpz=" + num(double(s.hpz)) +
                       ", mics_shard_size=" + num(double(s.mics)) + ", qgZ groups=" + num(double(s.qgz_groups))

@@ -1,12 +1,13 @@
 // Internal to the estimator: what the files of the estimate (estimate.cpp and the
-// estimate_*.cpp beside it) share: the --explain collector, the version-dependent
-// behaviours of the software stack, the context the full convention resolves once per
-// estimate, and the functions one file computes and another assembles.
+// estimate_*.cpp beside it) share: the --explain collector, the context the full
+// convention resolves once per estimate (with the software stack's behaviours,
+// stack_facts.h), and the functions one file computes and another assembles.
 #pragma once
 
 #include "zeromem/estimate.h"
 #include "zeromem/optimizer_state.h"
 #include "zeromem/process_terms.h"
+#include "zeromem/stack_facts.h"
 #include "zeromem/terms.h"
 
 #include <cmath>
@@ -47,22 +48,6 @@ struct Explainer {
     void note(const std::string& text) const { est->notes.push_back(text); }
 };
 
-// The version-dependent behaviours of the software stack, resolved once per
-// estimate: which AdamW implementation runs (torch 2.1 foreach; the HF
-// Trainer's adamw_torch_fused from torch 2.8, huggingface/transformers#37358),
-// whether pinned requests are rounded (torch 1.11, pytorch/pytorch#69299) and
-// which DeepSpeed host buffers exist and are pinned (deepspeedai/DeepSpeed
-// #4131 0.10.1, #5104 0.13.2, #5301 0.14.1, #5409 0.14.3, #7309 0.17.0,
-// #7689 0.18.3, #7828 0.18.7). Throws InputError naming the flag for a
-// malformed version.
-struct StackFacts {
-    bool torch_before_2_1 = false;  // foreach AdamW keeps two temporaries
-    bool hf_fused_default = true;   // HF Trainer default adamw_torch_fused (torch >= 2.8, transformers >= 4.54)
-    bool round_pinned = true;       // torch >= 1.11: PowerOf2Ceil pinned sizes
-    bool ds_0_10_1 = true, ds_0_13_2 = true, ds_0_14_1 = true, ds_0_14_3 = true, ds_0_17_0 = true,
-         ds_0_18_3 = true, ds_0_18_7 = true;
-};
-
 // Everything the full convention resolves once per estimate: parameter counts
 // per rank, the named sizes the terms read (terms::Sizes) and the source
 // strings.
@@ -76,7 +61,7 @@ struct FullContext {
     uint64_t bm = 2, ba = 2, bc = 2, osb = 8;
     double frozen_bytes = 0;          // frozen storage per tensor/pipeline rank, bytes
     const char* src = "";             // the stage's DeepSpeed source
-    StackFacts facts;                 // version-dependent behaviours
+    StackFacts facts;                 // version-dependent behaviours (stack_facts.h)
     std::string kernel_why;           // which optimizer implementation runs the step, and why
     OptimizerStateBytes opt_state;    // optimizer states of this rank (GPU, or host under offload)
     std::string opt_state_why;        // which tensors the optimizer is handed, for --explain
@@ -87,18 +72,6 @@ struct FullContext {
 inline constexpr const char* kSrcZ12 = "DeepSpeed v0.19.6 runtime/zero/stage_1_and_2.py (DeepSpeedZeroOptimizer)";
 inline constexpr const char* kSrcZ3 = "DeepSpeed v0.19.6 runtime/zero/stage3.py, partition_parameters.py";
 inline constexpr const char* kSrcZ0 = "DeepSpeed v0.19.6 runtime/fp16/fused_optimizer.py (FP16_Optimizer)";
-
-// The optimizer implementation that runs the step, and why.
-// DeepSpeed does not alter a client optimizer's foreach/fused
-// choice (engine.py _configure_optimizer: basic_optimizer =
-// client_optimizer); the HF Trainer's default is adamw_torch_fused from
-// torch 2.8 with transformers >= 4.54 (huggingface/transformers#37358, merged
-// 2025-07-10), adamw_torch (foreach) before. torch 2.0's foreach AdamW keeps
-// two temporaries (exp_avg_sq_sqrt and denom), later versions one.
-struct KernelChoice {
-    terms::StepKernel kernel;
-    std::string why;
-};
 
 // --- activations (Korthikanti et al. 2022 with GQA and the real MLP width) ---
 struct Activations {
@@ -129,10 +102,6 @@ void finish_gpu(GpuMemory& m, const FullContext& c);
 // estimate_conventions.cpp
 void estimate_paper(const EstimateInput& in, Estimate& out, const Explainer& ex);
 void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer& ex);
-
-// estimate_stack.cpp
-StackFacts stack_facts(const SoftwareStack& st);
-KernelChoice step_kernel(const EstimateInput& in, const StackFacts& facts);
 
 // estimate_context.cpp
 uint64_t persistent_numel(const ModelArch& a, uint64_t tp, int64_t threshold, int64_t model_threshold);

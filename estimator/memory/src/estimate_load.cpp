@@ -25,7 +25,7 @@ uint64_t module_bytes(const FullContext& c) { return c.bm * c.Tr + to_bytes(c.fr
 // GPU when the free memory holds the flat copy (DeepSpeed >= 0.18.7, PR
 // #7828), else on the CPU. Unknown capacity: the GPU path.
 bool zero12_flattens_on_gpu(const FullContext& c) {
-    if (!c.facts.ds_0_18_7) return false;
+    if (!c.facts.flattens_bit16_on_gpu_when_it_fits) return false;
     if (!c.in.cluster.gpu_memory) return true;
     const uint64_t used = c.proc.total() + module_bytes(c);
     return *c.in.cluster.gpu_memory >= used && *c.in.cluster.gpu_memory - used >= c.bm * c.Tr;
@@ -42,7 +42,7 @@ LoadPath effective_load_path(const EstimateInput& in) { return in.residual.load_
 // modeling_utils.py _load_pretrained_model).
 bool single_file_state_dict(const EstimateInput& in) {
     return effective_load_path(in) == LoadPath::single_file &&
-           compare_versions(in.stack.transformers, "4.50", "--transformers-version") < 0;
+           stack_facts(in.stack).single_file_loads_whole_state_dict;
 }
 
 // device_map without zero.Init: from_pretrained materialises every

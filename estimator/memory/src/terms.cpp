@@ -18,16 +18,6 @@ constexpr uint64_t kMemoryOptAllreduceSize = 500000000;
 uint64_t largest_slice(const Sizes& s) { return std::min(s.L, s.Tn); }
 }  // namespace
 
-uint64_t step_temporary_bytes_per_element(StepKernel k) {
-    switch (k) {
-        case StepKernel::torch_foreach: return 4;
-        case StepKernel::torch_foreach_2_0: return 8;
-        case StepKernel::fused:
-        case StepKernel::sgd: return 0;
-    }
-    return 0;
-}
-
 Term zero12_backward_gradients(const Sizes& s) {
     if (s.bf16_optimizer)
         return make("autograd param.grad (bf16, full)", "b_m · Ψ_t",

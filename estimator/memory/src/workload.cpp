@@ -5,6 +5,7 @@
 #include "zeromem/generation.h"
 #include "zeromem/moe.h"
 #include "zeromem/process_terms.h"
+#include "zeromem/stack_facts.h"
 #include "zeromem/util.h"
 
 #include <algorithm>
@@ -336,7 +337,7 @@ WorkloadPhase ppo_generation(const EstimateInput& in, const WorkloadSettings& w,
     shape.max_new_tokens = r.new_tokens;
     shape.tp = in.cluster.tp;
     // transformers >= 4.45: generate keeps only the last position's logits.
-    const bool last_only = compare_versions(in.stack.transformers, "4.45", "--transformers-version") >= 0;
+    const bool last_only = stack_facts(in.stack).generate_keeps_last_logits_only;
     const GenerationMemory gm = generation_memory(a, shape, bm, last_only);
     const uint64_t prefill = inference_activation_bytes(a, r.prompt_len, r.batch, in.cluster.tp, bm, false);
     // The prefill moment (prompt's cache, its forward's working set and

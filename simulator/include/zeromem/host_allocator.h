@@ -38,8 +38,9 @@ struct HostAllocatorConfig {
     bool same_size_reuse = true;
 };
 
-/// The rules PyTorch `torch_version` follows (the same version switches the
-/// estimator uses: round_pinned from 1.11). Throws InputError naming
+/// The rules PyTorch `torch_version` follows, read from the stack-facts table
+/// the estimator reads (stack_facts.h rounds_pinned_to_power_of_two from 1.11,
+/// reuses_pinned_same_size_only from 2.5). Throws InputError naming
 /// --torch-version for a malformed version.
 HostAllocatorConfig host_allocator_config(const std::string& torch_version);
 

@@ -6,8 +6,8 @@
 #pragma once
 
 #include "zeromem/caching_allocator.h"
-#include "zeromem/estimate.h"
 #include "zeromem/host_allocator.h"
+#include "zeromem/input.h"
 #include "zeromem/model.h"
 #include "zeromem/process_terms.h"
 #include "zeromem/sim_events.h"

@@ -49,4 +49,12 @@ std::optional<WrapperRefusal> optimizer_wrapper_refusal(const EstimateInput& in)
 /// raises.
 OptimizerWrapper optimizer_wrapper(const EstimateInput& in);
 
+/// `in` with the optimizer the step really runs under ZeRO optimizer offload:
+/// a client optimizer while zero_force_ds_cpu_optimizer is true becomes
+/// DeepSpeedCPUAdam (adamw), as accelerate substitutes it (accelerator.py
+/// _prepare_deepspeed); DeepSpeed itself raises ZeRORuntimeException there
+/// (engine.py _configure_optimizer). `swapped` says whether it changed. The
+/// estimator and the simulator both resolve the input through it.
+EstimateInput with_accelerate_cpu_adam(const EstimateInput& in, bool& swapped);
+
 }  // namespace zeromem

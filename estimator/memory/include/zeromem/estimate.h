@@ -1,6 +1,7 @@
 // The analytic memory estimate for one ZeRO configuration.
 #pragma once
 
+#include "zeromem/explain_term.h"
 #include "zeromem/input.h"
 #include "zeromem/generation.h"
 #include "zeromem/model.h"
@@ -81,16 +82,6 @@ struct PhaseMemory {
     std::optional<std::string> host_verdict;
 };
 
-/// One line of --explain: a component, its formula, the formula with
-/// numbers substituted, the result and the source of the formula.
-struct ExplainTerm {
-    std::string component;
-    std::string formula;
-    std::string substituted;
-    uint64_t bytes = 0;
-    std::string source;
-};
-
 /// What only global rank 0 holds, so that a multi-node job sees which rank peaks. With
 /// zero_optimization.stage3_gather_16bit_weights_on_model_save at ZeRO-3, DeepSpeed's
 /// engine.py _zero3_consolidated_16bit_state_dict gathers one module's parameters at a time on every
@@ -163,13 +154,6 @@ struct Estimate {
 /// outside 0..3, offload_param below stage 3, NVMe optimizer offload below
 /// stage 3).
 Estimate estimate(const EstimateInput& in, bool explain = false);
-
-/// `in` with the optimizer the step really runs under ZeRO optimizer offload:
-/// a client optimizer while zero_force_ds_cpu_optimizer is true becomes
-/// DeepSpeedCPUAdam (adamw), as accelerate substitutes it (accelerator.py
-/// _prepare_deepspeed); DeepSpeed itself raises ZeRORuntimeException there
-/// (engine.py _configure_optimizer). `swapped` says whether it changed.
-EstimateInput with_accelerate_cpu_adam(const EstimateInput& in, bool& swapped);
 
 /// Korthikanti et al. 2022 (arXiv:2205.05198) Table 2: activation bytes
 /// stored per transformer layer for sequence s, micro batch b, hidden h,

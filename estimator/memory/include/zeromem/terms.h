@@ -10,6 +10,8 @@
 // the dtypes and the optimizer wrapper.
 #pragma once
 
+#include "zeromem/stack_facts.h"  // StepKernel, step_temporary_bytes_per_element
+
 #include <cstdint>
 #include <vector>
 
@@ -17,27 +19,6 @@ namespace zeromem {
 struct EstimateInput;
 
 namespace terms {
-
-/// Which code runs the optimizer step, and so what temporary it allocates.
-///  - torch_foreach: torch.optim Adam(W) multi-tensor path, torch >= 2.1:
-///    one fp32 temporary per element stepped (adam.py `_multi_tensor_adam`,
-///    `exp_avg_sq_sqrt = torch._foreach_sqrt(...)`).
-///  - torch_foreach_2_0: the same on torch 2.0, which also builds `denom`
-///    (two temporaries).
-///  - fused: DeepSpeed FusedAdam, DeepSpeedCPUAdam or torch's fused AdamW
-///    (`_fused_adamw_`): updates in place, no temporary.
-///  - sgd: torch SGD with momentum: no Adam temporary.
-enum class StepKernel { torch_foreach, torch_foreach_2_0, fused, sgd };
-
-/// Bytes of the step's temporary per element stepped: 4 (torch >= 2.1
-/// foreach), 8 (torch 2.0 foreach), 0 (fused, SGD).
-uint64_t step_temporary_bytes_per_element(StepKernel k);
-
-/// The optimizer implementation that runs the step for `in` (the choice the
-/// full convention makes: optimizer block, torch_adam, offload, HF Trainer
-/// default by torch/transformers version), so the simulator replays the same
-/// temporary. Throws InputError for a malformed version string.
-StepKernel step_kernel_for(const EstimateInput& in);
 
 /// Every resolved size a term reads. Element counts are tensor elements,
 /// byte counts are bytes per element. Built once per estimate by

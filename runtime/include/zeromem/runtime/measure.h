@@ -4,9 +4,9 @@
 // collectives with nccl-tests' bandwidth definitions.
 #pragma once
 
-#include "zeromem/estimate.h"
+#include "zeromem/input.h"
+#include "zeromem/runtime/arch.h"  // runtime_arch
 #include "zeromem/runtime/backend.h"
-#include "zeromem/runtime/compare.h"  // runtime_arch, compare_with_estimate
 
 #include <nlohmann/json.hpp>
 

@@ -1,11 +1,14 @@
 // What a training process holds on its GPU beside DeepSpeed's own tensors:
 // the CUDA context, NCCL's communicator buffers and the cuBLAS/cuBLASLt
-// workspaces. Pure functions of the resolved input: the estimator and the
-// simulator both size these terms with process_memory(), so their readings
-// stay comparable without the simulator reading the estimator's byte counts.
+// workspaces. Pure functions of the resolved input, sized from tables (NCCL's
+// buffer sizes and ring search, PyTorch's workspace defaults, public context
+// measurements), not from DeepSpeed's tensors: the estimator and the simulator
+// both size these terms with process_memory(), so their readings stay
+// comparable without the simulator reading the estimator's byte counts.
 #pragma once
 
-#include "zeromem/estimate.h"
+#include "zeromem/explain_term.h"
+#include "zeromem/input.h"
 
 #include <cstdint>
 #include <string>
@@ -21,7 +24,8 @@ const char* to_string(GpuArch a);
 
 /// Whether CUDA loads kernels lazily: torch >= 1.13 sets
 /// CUDA_MODULE_LOADING=LAZY when the user did not (pytorch/pytorch#86509,
-/// torch/cuda/__init__.py _lazy_init), with CUDA >= 11.7.
+/// torch/cuda/__init__.py _lazy_init), with CUDA >= 11.7
+/// (stack_facts.h loads_cuda_modules_lazily).
 bool lazy_module_loading(const SoftwareStack& stack);
 
 /// The CUDA context of one process, bytes, and where the figure comes from.

@@ -1,21 +1,19 @@
-// What the runtime builds and how its measurement is held against the
+// How a measurement of the runtime (zeromem-measure) is held against the
 // estimate: needs neither MPI nor a device, so that `zeromem validate
-// --measurement` runs in the lean zeromem binary (library
-// zeromem::runtime_compare).
+// --measurement` runs in the lean zeromem binary. It reads the estimator's
+// byte counts, so it lives with the faces (zeromem_cli_common), not in
+// runtime/, which links the estimator's core only.
 #pragma once
 
 #include "zeromem/estimate.h"
+#include "zeromem/runtime/arch.h"  // runtime_arch
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
 
-namespace zeromem::runtime {
-
-/// The architecture the runtime builds: `in`'s ModelArch with `layers`
-/// blocks (0 keeps its own). Throws InputError when `in` has no architecture.
-ModelArch runtime_arch(const EstimateInput& in, int64_t layers);
+namespace zeromem_cli {
 
 /// Checks that `m` has what compare_with_estimate and `validate` read from a measure result
 /// (measure() JSON): objects "model" and "settings", a non-negative integer "world_size", a boolean
@@ -37,7 +35,7 @@ void check_measurement(const nlohmann::json& m, const std::string& where);
 /// (measured - estimated) / estimated; 0 when both are 0, 1 when only the
 /// estimate is 0. Returns {"components": [{"name","phase","estimated",
 /// "measured","rel_error"}], "pass": all |rel_error| <= tolerance}.
-nlohmann::json compare_with_estimate(const Estimate& est, const EstimateInput& in, const nlohmann::json& measured,
-                                     double tolerance);
+nlohmann::json compare_with_estimate(const zeromem::Estimate& est, const zeromem::EstimateInput& in,
+                                     const nlohmann::json& measured, double tolerance);
 
-}  // namespace zeromem::runtime
+}  // namespace zeromem_cli

@@ -1,5 +1,6 @@
 #include "zeromem/process_terms.h"
 
+#include "zeromem/stack_facts.h"
 #include "zeromem/util.h"
 
 #include <algorithm>
@@ -31,9 +32,7 @@ const char* to_string(GpuArch a) {
     return "unknown architecture";
 }
 
-bool lazy_module_loading(const SoftwareStack& stack) {
-    return compare_versions(stack.torch, "1.13", "--torch-version") >= 0;
-}
+bool lazy_module_loading(const SoftwareStack& stack) { return stack_facts(stack).loads_cuda_modules_lazily; }
 
 // The context a PyTorch process holds once its kernels run. Public
 // measurements (none isolates one architecture from a training process):
@@ -183,7 +182,7 @@ uint64_t nccl_ring_bytes(int channels, bool spans_nodes) {
 // was a per-call temporary, not counted.
 CublasWorkspaces cublas_workspaces(int cc, const SoftwareStack& stack) {
     CublasWorkspaces w;
-    if (compare_versions(stack.torch, "2.0", "--torch-version") < 0) {
+    if (!stack_facts(stack).cublas_workspace_in_caching_allocator) {
         w.cublas = 4ull << 20;
         w.cublaslt = 0;
         w.in_allocator = false;

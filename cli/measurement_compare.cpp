@@ -1,6 +1,6 @@
-// The runtime's architecture, and estimate vs measurement component by
-// component (see compare.h). No MPI, no device.
-#include "zeromem/runtime/compare.h"
+// Estimate vs measurement component by component (see measurement_compare.h).
+// No MPI, no device.
+#include "measurement_compare.h"
 
 #include "zeromem/types.h"
 
@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
-namespace zeromem::runtime {
+namespace zeromem_cli {
+
+using namespace zeromem;
 
 namespace {
 
@@ -97,15 +99,6 @@ void check_measurement(const nlohmann::json& m, const std::string& where) {
     }
 }
 
-ModelArch runtime_arch(const EstimateInput& in, int64_t layers) {
-    if (!in.model.arch)
-        throw InputError("measure: the runtime needs an architecture: give --model or --hf-config (not --params)");
-    ModelArch a = *in.model.arch;
-    if (layers < 0) throw InputError("--layers: must be a positive number of transformer blocks");
-    if (layers > 0) a.num_layers = layers;
-    return a;
-}
-
 nlohmann::json compare_with_estimate(const Estimate& est, const EstimateInput& in, const nlohmann::json& measured,
                                      double tolerance) {
     struct Map {
@@ -179,4 +172,4 @@ nlohmann::json compare_with_estimate(const Estimate& est, const EstimateInput& i
     return {{"components", rows}, {"pass", pass}, {"tolerance", tolerance}};
 }
 
-}  // namespace zeromem::runtime
+}  // namespace zeromem_cli

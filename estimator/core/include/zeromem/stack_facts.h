@@ -1,0 +1,115 @@
+// The software stack's version behaviours, one table named by behaviour: which buffers
+// DeepSpeed allocates and pins, how PyTorch's pinned host allocator sizes and reuses
+// blocks, which optimizer kernel runs the step, what transformers loads and keeps. The
+// estimator's memory part and the simulator read the same table, so a version switch is
+// decided once. Each field cites the release (and the pull request or commit) the
+// behaviour starts at.
+#pragma once
+
+#include "zeromem/input.h"
+#include "zeromem/types.h"
+
+#include <cstdint>
+#include <string>
+
+namespace zeromem {
+
+/// The version-dependent behaviours of `SoftwareStack`, resolved by stack_facts(). The
+/// defaults are those of the built-in stack (DeepSpeed 0.19.6, torch 2.8, transformers 5.0).
+struct StackFacts {
+    // --- PyTorch ---
+    /// torch < 2.1: the foreach Adam(W) step (adam.py _multi_tensor_adam) keeps two fp32
+    /// temporaries (exp_avg_sq_sqrt and denom); from 2.1 one.
+    bool foreach_adam_keeps_two_temporaries = false;
+    /// torch >= 1.11 (pytorch/pytorch#68906, #69299): CachingHostAllocator.h allocate rounds
+    /// a pinned request up to PowerOf2Ceil(bytes) and pins the whole block.
+    bool rounds_pinned_to_power_of_two = true;
+    /// torch >= 2.5 (pytorch/pytorch#134154, per-power-of-two free lists): a cached pinned
+    /// block serves only a request of the same rounded size; before, best fit.
+    bool reuses_pinned_same_size_only = true;
+    /// torch >= 1.13 (pytorch/pytorch#86509, torch/cuda/__init__.py _lazy_init) sets
+    /// CUDA_MODULE_LOADING=LAZY when the user did not: kernels load at first use.
+    bool loads_cuda_modules_lazily = true;
+    /// torch >= 2.0 (aten/src/ATen/cuda/CublasHandlePool.cpp allocateCUDABlasWorkspace):
+    /// cuBLAS's workspace comes from the caching allocator; before, cuBLAS's own pool.
+    bool cublas_workspace_in_caching_allocator = true;
+
+    // --- transformers (with torch) ---
+    /// torch >= 2.8 and transformers >= 4.54 (huggingface/transformers#37358, merged
+    /// 2025-07-10): the HF Trainer's default optimizer is adamw_torch_fused; before,
+    /// adamw_torch (foreach).
+    bool hf_trainer_defaults_to_fused_adamw = true;
+    /// transformers < ~4.50: from_pretrained of a single (non-sharded) file loads the whole
+    /// 16-bit state dict before building the model; from #36033 the model is built on the
+    /// meta device and filled one parameter at a time (modeling_utils.py
+    /// _load_pretrained_model).
+    bool single_file_loads_whole_state_dict = false;
+    /// transformers >= 4.45: generate passes num_logits_to_keep=1 (later logits_to_keep), so
+    /// the prefill keeps only the last position's logits.
+    bool generate_keeps_last_logits_only = true;
+
+    // --- DeepSpeed (ZeRO-Offload host buffers, ZeRO-1/2 init) ---
+    /// DeepSpeed >= 0.10.1 (deepspeedai/DeepSpeed#4131): ZeRO-1/2 offload pins its fp32
+    /// gradient partition (stage_1_and_2.py initialize_optimizer_states) only with
+    /// offload_optimizer.pin_memory; before, always.
+    bool pins_grad_partition_only_with_pin_memory = true;
+    /// DeepSpeed >= 0.13.2 (#5104): CPU Adam's m and v appear at the first step; before,
+    /// initialize_optimizer_states stepped once at init.
+    bool creates_cpu_adam_states_at_first_step = true;
+    /// DeepSpeed >= 0.14.1 (#5301): ZeRO-1/2 offload pins the fp32 master
+    /// (single_partition_of_fp32_groups); before, pageable.
+    bool pins_master_weights = true;
+    /// DeepSpeed >= 0.18.3 (#7689): the fp32 master is pinned only with
+    /// offload_optimizer.pin_memory (pins_master_weights unconditionally before).
+    bool pins_master_weights_only_with_pin_memory = true;
+    /// DeepSpeed < 0.14.3 (#5409 removed it): DeepSpeedCPUAdam pins 2 x 128 Mi fp32 elements
+    /// per instance (cpu_adam.h _doubled_buffer).
+    bool cpu_adam_pins_tile_buffer = false;
+    /// DeepSpeed >= 0.17.0 (#7309): ZeRO-1/2 offload keeps a 16-bit parameter staging buffer
+    /// (param_buffer_of_bit16_for_cpu_offload_groups).
+    bool stages_bit16_params_for_offload = true;
+    /// DeepSpeed >= 0.18.7 (#7828): ZeRO-1/2 init (stage_1_and_2.py __init__) flattens the
+    /// 16-bit parameter groups on the GPU when the free memory holds the flat copy; before,
+    /// always on the CPU.
+    bool flattens_bit16_on_gpu_when_it_fits = true;
+};
+
+/// The behaviours of `st`. Throws InputError naming the flag (--torch-version,
+/// --transformers-version, --deepspeed-version) for a malformed version.
+StackFacts stack_facts(const SoftwareStack& st);
+
+/// Which code runs the optimizer step, and so what temporary it allocates.
+///  - torch_foreach: torch.optim Adam(W) multi-tensor path, torch >= 2.1:
+///    one fp32 temporary per element stepped (adam.py `_multi_tensor_adam`,
+///    `exp_avg_sq_sqrt = torch._foreach_sqrt(...)`).
+///  - torch_foreach_2_0: the same on torch 2.0, which also builds `denom`
+///    (two temporaries).
+///  - fused: DeepSpeed FusedAdam, DeepSpeedCPUAdam or torch's fused AdamW
+///    (`_fused_adamw_`): updates in place, no temporary.
+///  - sgd: torch SGD with momentum: no Adam temporary.
+enum class StepKernel { torch_foreach, torch_foreach_2_0, fused, sgd };
+
+/// Bytes of the step's temporary per element stepped: 4 (torch >= 2.1
+/// foreach), 8 (torch 2.0 foreach), 0 (fused, SGD).
+uint64_t step_temporary_bytes_per_element(StepKernel k);
+
+/// torch's foreach kernel under `facts`: torch_foreach_2_0 where the foreach step keeps two
+/// temporaries, else torch_foreach.
+StepKernel foreach_kernel(const StackFacts& facts);
+
+/// The optimizer implementation that runs the step, and why (for --explain).
+/// DeepSpeed does not alter a client optimizer's foreach/fused choice
+/// (engine.py _configure_optimizer: basic_optimizer = client_optimizer); the
+/// HF Trainer's default follows hf_trainer_defaults_to_fused_adamw.
+struct StepKernelChoice {
+    StepKernel kernel;
+    std::string why;
+};
+/// The choice for `in` (after with_accelerate_cpu_adam where the caller applies it): the
+/// optimizer block, torch_adam, offload, the client's fused flag, the HF Trainer default.
+StepKernelChoice step_kernel(const EstimateInput& in, const StackFacts& facts);
+/// step_kernel(in, stack_facts(in.stack)).kernel: the estimator and the simulator replay the
+/// same temporary. Throws InputError for a malformed version string.
+StepKernel step_kernel_for(const EstimateInput& in);
+
+}  // namespace zeromem

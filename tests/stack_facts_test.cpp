@@ -1,0 +1,95 @@
+// The stack-facts table (stack_facts.h): each behaviour switches at the release the header cites, on the
+// first version that has it and not on the one before.
+#include "zeromem/stack_facts.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+using namespace zeromem;
+
+namespace {
+
+StackFacts torch_facts(const std::string& v) {
+    SoftwareStack s;
+    s.torch = v;
+    return stack_facts(s);
+}
+StackFacts ds_facts(const std::string& v) {
+    SoftwareStack s;
+    s.deepspeed = v;
+    return stack_facts(s);
+}
+StackFacts tf_facts(const std::string& v) {
+    SoftwareStack s;
+    s.transformers = v;
+    return stack_facts(s);
+}
+
+}  // namespace
+
+// torch: the foreach Adam's second temporary goes in 2.1; PowerOf2Ceil pinned sizes from 1.11
+// (pytorch/pytorch#69299); same-size pinned reuse from 2.5 (#134154); lazy module loading from 1.13
+// (#86509); cuBLAS's workspace in the caching allocator from 2.0.
+TEST(StackFacts, TorchBehavioursSwitchAtTheirRelease) {
+    EXPECT_TRUE(torch_facts("2.0.1").foreach_adam_keeps_two_temporaries);
+    EXPECT_FALSE(torch_facts("2.1").foreach_adam_keeps_two_temporaries);
+    EXPECT_FALSE(torch_facts("1.10").rounds_pinned_to_power_of_two);
+    EXPECT_TRUE(torch_facts("1.11").rounds_pinned_to_power_of_two);
+    EXPECT_FALSE(torch_facts("2.4.1").reuses_pinned_same_size_only);
+    EXPECT_TRUE(torch_facts("2.5").reuses_pinned_same_size_only);
+    EXPECT_FALSE(torch_facts("1.12").loads_cuda_modules_lazily);
+    EXPECT_TRUE(torch_facts("1.13").loads_cuda_modules_lazily);
+    EXPECT_FALSE(torch_facts("1.13").cublas_workspace_in_caching_allocator);
+    EXPECT_TRUE(torch_facts("2.0").cublas_workspace_in_caching_allocator);
+}
+
+// transformers: the HF Trainer's adamw_torch_fused default needs torch 2.8 and transformers 4.54
+// (huggingface/transformers#37358); the single-file state dict goes at 4.50 (#36033); generate keeps
+// the last logits only from 4.45.
+TEST(StackFacts, TransformersBehavioursSwitchAtTheirRelease) {
+    EXPECT_FALSE(tf_facts("4.53").hf_trainer_defaults_to_fused_adamw);
+    EXPECT_TRUE(tf_facts("4.54").hf_trainer_defaults_to_fused_adamw);
+    EXPECT_FALSE(torch_facts("2.7.1").hf_trainer_defaults_to_fused_adamw);
+    EXPECT_TRUE(tf_facts("4.49").single_file_loads_whole_state_dict);
+    EXPECT_FALSE(tf_facts("4.50").single_file_loads_whole_state_dict);
+    EXPECT_FALSE(tf_facts("4.44").generate_keeps_last_logits_only);
+    EXPECT_TRUE(tf_facts("4.45").generate_keeps_last_logits_only);
+}
+
+// DeepSpeed: deepspeedai/DeepSpeed #4131 (0.10.1), #5104 (0.13.2), #5301 (0.14.1), #5409 (0.14.3),
+// #7309 (0.17.0), #7689 (0.18.3), #7828 (0.18.7).
+TEST(StackFacts, DeepSpeedBehavioursSwitchAtTheirRelease) {
+    EXPECT_FALSE(ds_facts("0.10.0").pins_grad_partition_only_with_pin_memory);
+    EXPECT_TRUE(ds_facts("0.10.1").pins_grad_partition_only_with_pin_memory);
+    EXPECT_FALSE(ds_facts("0.13.1").creates_cpu_adam_states_at_first_step);
+    EXPECT_TRUE(ds_facts("0.13.2").creates_cpu_adam_states_at_first_step);
+    EXPECT_FALSE(ds_facts("0.14.0").pins_master_weights);
+    EXPECT_TRUE(ds_facts("0.14.1").pins_master_weights);
+    EXPECT_TRUE(ds_facts("0.14.2").cpu_adam_pins_tile_buffer);
+    EXPECT_FALSE(ds_facts("0.14.3").cpu_adam_pins_tile_buffer);
+    EXPECT_FALSE(ds_facts("0.16.9").stages_bit16_params_for_offload);
+    EXPECT_TRUE(ds_facts("0.17.0").stages_bit16_params_for_offload);
+    EXPECT_FALSE(ds_facts("0.18.2").pins_master_weights_only_with_pin_memory);
+    EXPECT_TRUE(ds_facts("0.18.3").pins_master_weights_only_with_pin_memory);
+    EXPECT_FALSE(ds_facts("0.18.6").flattens_bit16_on_gpu_when_it_fits);
+    EXPECT_TRUE(ds_facts("0.18.7").flattens_bit16_on_gpu_when_it_fits);
+}
+
+// A malformed version names its flag.
+TEST(StackFacts, MalformedVersionNamesTheFlag) {
+    try {
+        ds_facts("zero");
+        FAIL() << "no throw";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("--deepspeed-version"), std::string::npos) << e.what();
+    }
+}
+
+// torch's foreach kernel temporary: adam.py _multi_tensor_adam builds exp_avg_sq_sqrt (one fp32
+// tensor, 4 B/element) from 2.1, and denom too on 2.0 (8 B/element).
+TEST(StackFacts, ForeachKernelTemporaryFollowsTorch) {
+    EXPECT_EQ(step_temporary_bytes_per_element(foreach_kernel(torch_facts("2.0"))), 8u);
+    EXPECT_EQ(step_temporary_bytes_per_element(foreach_kernel(torch_facts("2.1"))), 4u);
+    EXPECT_EQ(step_temporary_bytes_per_element(StepKernel::fused), 0u);
+}
