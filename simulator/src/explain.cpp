@@ -17,7 +17,7 @@ struct Row {
     const char* source;
 };
 
-// One row per event term the producer emits (event_producer.cpp).
+// One row per event term the producer emits (producer*.cpp).
 const Row kRows[] = {
     {"parameter", "parameters", "engine.py _configure_distributed_model (module.to(device))"},
     {"fp32_master", "optimizer_states (fp32 master)", "fp16/fused_optimizer.py FP16_Optimizer.__init__ (fp32_groups_flat)"},
@@ -91,7 +91,7 @@ const Row kRows[] = {
      "transformers MoE block forward (expert(x) * routing_weights, then index_add_)"},
 };
 
-// Activations saved per module (event_producer.cpp saved_tensors).
+// Activations saved per module (producer.cpp saved_tensors).
 const char* const kActivations[] = {"embedding_dropout_mask", "layernorm_input", "attention_input", "query", "key", "value",
                                     "attention_scores", "attention_softmax", "attention_dropout_mask", "attention_output",
                                     "attention_residual_dropout_mask", "mlp_input", "mlp_gate", "mlp_up", "mlp_activation",

@@ -28,7 +28,7 @@ void Producer::adam_state_and_temporary(uint64_t numel, bool first, uint32_t m) 
     }
     // torch AdamW's multi-tensor step: an fp32 temporary of the partition
     // (two on torch 2.0); none for fused kernels and SGD. The kernel is the
-    // estimator's choice (terms::step_kernel_for).
+    // estimator's choice (step_kernel_for, stack_facts.h).
     if (step_temporary_ > 0) release(alloc("optimizer_temporary", step_temporary_ * numel, Stream::compute, m), m);
 }
 
