@@ -438,16 +438,7 @@ PhaseGpus phase_gpus(const FullContext& c, const GpuMemory& st, const Activation
     const terms::Sizes& sz = c.sz;
     const bool gather_save = sz.stage == 3 && in.zero.stage3_gather_16bit_weights_on_model_save;
     auto with = [&](uint64_t grads, bool moments, uint64_t activations_b, uint64_t tmp) {
-        GpuMemory m = st;
-        m.gradients = grads;
-        if (!moments) {
-            m.momentum = m.variance = 0;
-            m.optimizer_states = m.master_weights;
-        }
-        m.activations = activations_b;
-        m.temporary_buffers = tmp;
-        finish_gpu(m, c);
-        return m;
+        return moment(c, st, grads, moments, activations_b, tmp);
     };
     const GpuMemory ld = load_gpu(c, st, ex);
     // The first forward and backward run before Adam's m and v exist (the

@@ -6,8 +6,6 @@
 
 namespace zeromem::estimate_detail {
 
-namespace {
-
 // The model states of `st` with the phase's gradients, activations and
 // temporaries; m and v only from the first optimizer step on (the optimizer
 // allocates them lazily).
@@ -24,8 +22,6 @@ GpuMemory moment(const FullContext& c, const GpuMemory& st, uint64_t grads, bool
     finish_gpu(m, c);
     return m;
 }
-
-}  // namespace
 
 // ZeRO-1 with one micro step per optimizer step (gradient_accumulation_steps
 // = 1): every backward starts with no gradient. The previous step's

@@ -69,6 +69,12 @@ struct FullContext {
     explicit FullContext(const EstimateInput& i) : in(i) {}
 };
 
+// The model states of `st` with the phase's gradients, activations and
+// temporaries; m and v only from the first optimizer step on (the optimizer
+// allocates them lazily). estimate_backward.cpp.
+GpuMemory moment(const FullContext& c, const GpuMemory& st, uint64_t grads, bool moments, uint64_t activations_b,
+                 uint64_t tmp);
+
 inline constexpr const char* kSrcZ12 = "DeepSpeed v0.19.6 runtime/zero/stage_1_and_2.py (DeepSpeedZeroOptimizer)";
 inline constexpr const char* kSrcZ3 = "DeepSpeed v0.19.6 runtime/zero/stage3.py, partition_parameters.py";
 inline constexpr const char* kSrcZ0 = "DeepSpeed v0.19.6 runtime/fp16/fused_optimizer.py (FP16_Optimizer)";
