@@ -264,6 +264,7 @@ bool CachingAllocator::alloc_block(bool small, Stream stream, uint64_t seg_size,
     reserved_ += seg_size;
     free_segment_bytes_ += seg_size;
     record("segment_alloc", s.addr, seg_size, stream, time);
+    ++segment_allocs_;
     pool_insert(small, bi);
     fresh_ = bi;
     return true;
@@ -320,11 +321,20 @@ bool CachingAllocator::grow_expandable(bool small, Stream stream, uint64_t round
         last = bi;
     }
     record("segment_map", s.addr + s.size, map, stream, time);
+    ++segment_allocs_;
     s.size += map;
     reserved_ += map;
     pool_insert(small, last);
     fresh_ = last;
     return true;
+}
+
+uint64_t CachingAllocator::largest_free_block(bool small, Stream stream) const {
+    const FreeSet& p = small ? small_free_ : large_free_;
+    auto it = p.upper_bound(FreeKey{stream, UINT64_MAX, UINT64_MAX, 0});  // past the stream's largest
+    if (it == p.begin()) return 0;
+    --it;
+    return it->stream == stream ? it->size : 0;
 }
 
 // CCA should_split.

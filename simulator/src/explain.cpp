@@ -138,6 +138,49 @@ std::vector<EventExplanation> explain(const SimResult& r) {
     return out;
 }
 
+namespace {
+std::string gib(uint64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f GiB", double(b) / 1073741824.0);
+    return buf;
+}
+}  // namespace
+
+std::string render_fragmentation(const FragmentationReport& r) {
+    std::string s = "\nFragmentation, block by block (the estimator's allowance is this figure of its own replay: 2 optimizer "
+                    "steps, at most 3 micro steps): " + gib(r.allowance) + " reserved but unallocated " +
+                    (r.oom ? "at the out-of-memory" : "at the allocated peak") + " (" + r.term + " in " + r.module +
+                    ", " + to_string(r.phase) + "), in segments that also hold live blocks: allocated " +
+                    gib(r.allocated) + ", reserved " + gib(r.reserved) + ", of which " + gib(r.releasable) +
+                    " in wholly free segments (CUDACachingAllocator.cpp release_cached_blocks gives those back and "
+                    "retries before it raises an OOM, so they are not counted)\n";
+    uint64_t rest = 0, rest_n = 0;
+    size_t shown = 0;
+    for (const FragmentationReport::Group& g : r.groups) {
+        if (shown == 8 || g.free_block * g.count < (uint64_t(1) << 20)) {
+            rest += g.free_block * g.count;
+            rest_n += g.count;
+            continue;
+        }
+        ++shown;
+        s += "  " + std::to_string(g.count) + " free block" + (g.count > 1 ? "s" : "") + " of " + gib(g.free_block) +
+             (g.count > 1 ? " (" + gib(g.free_block * g.count) + ")" : "") + " in " + (g.count > 1 ? "" : "a ") +
+             gib(g.segment) + " segment" + (g.count > 1 ? "s" : "") + " holding " + g.holds + "\n";
+    }
+    if (rest_n) s += "  " + std::to_string(rest_n) + " smaller free blocks: " + gib(rest) + "\n";
+    if (r.has_miss) {
+        s += "  The last request that opened a segment, " + gib(r.miss_bytes) + " (" + r.miss_term + " in " +
+             r.miss_module + ", rounded to " + std::to_string(r.miss_rounded) + " B), is larger than every free block of " +
+             "its stream and pool (the largest: " + gib(r.miss_largest_free) + "): get_free_block takes only a free "
+             "block at least as large as the request, so alloc_block " +
+             (r.oom ? "had to cudaMalloc and failed even after release_cached_blocks" : "cudaMalloc'ed a new segment") +
+             ". A free block is left where a smaller request took a larger cached block: should_split (remainder over "
+             "1 MiB, max_split_size unlimited by default) splits it and the remainder stays in that segment until "
+             "every block of the segment is freed.\n";
+    }
+    return s;
+}
+
 std::string render_explain(const SimResult& r) {
     std::string s = "\nEvent terms (GiB = 2^30 B; live at the peak allocated, largest single request), "
                     "the estimator term each corresponds to, and the code that allocates it:\n";
@@ -153,6 +196,7 @@ std::string render_explain(const SimResult& r) {
         s += "      source:    " + (deepspeed ? "DeepSpeed v0.19.6 deepspeed/runtime/" + src
                                                : (src.rfind("torch/", 0) == 0 ? "PyTorch " + src : src)) + "\n";
     }
+    if (r.fragmentation) s += render_fragmentation(*r.fragmentation);
     return s + render_host_explain(r.host);
 }
 

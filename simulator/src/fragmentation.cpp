@@ -5,18 +5,29 @@
 #include "zeromem/util.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 namespace zeromem::sim {
 
 const char* const kFragmentationSource =
     "the simulator's replay (reserved - allocated at the allocated peak of 2 optimizer steps through the caching "
-    "allocator model, wholly free segments given back as PyTorch does before an OOM)";
+    "allocator model with the GPU's capacity, wholly free segments given back as PyTorch does before an OOM; at the "
+    "out-of-memory where the replay runs out)";
+
+std::optional<uint64_t> fragmentation_capacity(const EstimateInput& in) {
+    if (!in.cluster.gpu_memory) return std::nullopt;
+    const uint64_t total = *in.cluster.gpu_memory;
+    return total - std::min(total, process_memory(in).total());
+}
 
 EstimateInput fragmentation_replay_input(const EstimateInput& in, SimOptions& opt) {
     EstimateInput r = in;
@@ -49,6 +60,12 @@ const EventLog* fragmentation_events(const EstimateInput& in, SimOptions& opt) {
     return &buffer;
 }
 
+// The moment the allowance is read and the allowance there.
+struct Moment {
+    uint64_t t = 0, bytes = 0;
+    bool oom = false;
+};
+
 // Reserved minus allocated at the allocated peak, without the wholly free
 // segments: PyTorch gives those back (release_cached_blocks) and retries
 // before it reports an OOM, so only the unallocated parts of segments in use
@@ -57,31 +74,60 @@ const EventLog* fragmentation_events(const EstimateInput& in, SimOptions& opt) {
 // earlier value (or at the first event, when nothing is ever allocated), it
 // notes memory_reserved() less what torch.cuda.empty_cache() would release
 // there (CachingAllocator::releasable). The same figure as replaying up to
-// replay()'s peak_allocated_t and then empty_cache.
-uint64_t reserved_minus_allocated(const EventLog& log, const SimOptions& opt) {
-    CachingAllocator a(opt.alloc, std::nullopt, false);
+// replay()'s peak_allocated_t and then empty_cache. With a capacity the
+// allocator fails a cudaMalloc past it, frees its cached segments and retries
+// (CCA malloc); a request that still fails is the job's OOM: the replay stops
+// there and the allowance is what stays reserved but unallocated at that
+// request (every wholly free segment already given back), the figure
+// PyTorch's OutOfMemoryError prints as "reserved by PyTorch but unallocated".
+Moment allowance_moment(const EventLog& log, const SimOptions& opt, std::optional<uint64_t> capacity) {
+    CachingAllocator a(opt.alloc, capacity, false);
     thread_local std::vector<uint32_t> handle;  // reused: its pages stay mapped between replays
     handle.assign(log.events.size() + 1, 0);
-    uint64_t t = 0, peak = 0, at_peak = 0;
+    uint64_t t = 0, peak = 0;
+    Moment m;
+    const auto unallocated = [&a] {
+        const uint64_t reserved = a.reserved() - a.releasable();
+        return reserved - std::min(reserved, a.allocated());
+    };
     for (const Event& e : log.events) {
         if (e.action == Action::span_begin || e.action == Action::span_end) continue;
         if (e.action == Action::empty_cache) {
             a.empty_cache(t);
         } else if (e.action == Action::alloc) {
-            const std::optional<uint32_t> h = a.malloc(e.bytes, e.stream, t);  // unlimited: never nullopt
+            const std::optional<uint32_t> h = a.malloc(e.bytes, e.stream, t);
+            if (!h) return {t, unallocated(), true};
             if (handle.size() <= e.tensor) handle.resize(e.tensor + 1, 0);
-            handle[e.tensor] = h.value_or(0);
+            handle[e.tensor] = *h;
         } else {
             a.free(handle[e.tensor], t);
         }
         if (t == 0 || a.allocated() > peak) {
             peak = std::max(peak, a.allocated());
-            const uint64_t reserved = a.reserved() - a.releasable();
-            at_peak = reserved - std::min(reserved, a.allocated());
+            m = {t, unallocated(), false};
         }
         ++t;
     }
-    return at_peak;
+    return m;
+}
+
+uint64_t reserved_minus_allocated(const EventLog& log, const SimOptions& opt, std::optional<uint64_t> capacity) {
+    return allowance_moment(log, opt, capacity).bytes;
+}
+
+std::string gib3(uint64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f GiB", double(b) / 1073741824.0);
+    return buf;
+}
+
+// "ipg_bucket 0.049 GiB", or for many: "12 live blocks, largest checkpoint_input 0.250 GiB".
+std::string holders(std::vector<std::pair<uint64_t, std::string>> live) {
+    std::sort(live.begin(), live.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    if (live.size() > 3) return std::to_string(live.size()) + " live blocks, largest " + live[0].second + " " + gib3(live[0].first);
+    std::string s;
+    for (const auto& [bytes, term] : live) s += (s.empty() ? "" : " + ") + term + " " + gib3(bytes);
+    return s;
 }
 
 // The replay's input written out field by field: two inputs with the same
@@ -215,7 +261,10 @@ class FragmentationCache {
 public:
     std::optional<uint64_t> get(const EstimateInput& in) {
         SimOptions opt;
-        const std::string key = input_key(fragmentation_replay_input(in, opt));
+        const std::optional<uint64_t> capacity = fragmentation_capacity(in);
+        InputKey cap;  // the per-process terms it subtracts are not all in input_key
+        cap.add(capacity);
+        const std::string key = input_key(fragmentation_replay_input(in, opt)) + cap.str();
         const size_t h = std::hash<std::string>{}(key);
         {
             // The hash first: the keys are about a kilobyte each and share long
@@ -227,7 +276,7 @@ public:
         }
         const EventLog* log = fragmentation_events(in, opt);
         std::optional<uint64_t> bytes;
-        if (log) bytes = by_log(*log, opt, in.residual.alloc_conf);
+        if (log) bytes = by_log(*log, opt, in.residual.alloc_conf, capacity);
         const std::lock_guard<std::mutex> lock(mu_);
         if (entries_.size() == kEntries) entries_.erase(entries_.begin());
         entries_.push_back({h, key, bytes});
@@ -235,16 +284,18 @@ public:
     }
 
 private:
-    // The allocator's configuration is part of what it sees: folded in.
-    uint64_t by_log(const EventLog& log, const SimOptions& opt, const std::string& alloc_conf) {
+    // The allocator's configuration and capacity are part of what it sees: folded in.
+    uint64_t by_log(const EventLog& log, const SimOptions& opt, const std::string& alloc_conf,
+                    std::optional<uint64_t> capacity) {
         LogFingerprint f = fingerprint(log);
         f.add(std::hash<std::string>{}(alloc_conf));
+        f.add(capacity ? *capacity : UINT64_MAX);
         {
             const std::lock_guard<std::mutex> lock(mu_);
             for (const auto& [g, bytes] : logs_)
                 if (g == f) return bytes;
         }
-        const uint64_t bytes = reserved_minus_allocated(log, opt);
+        const uint64_t bytes = reserved_minus_allocated(log, opt, capacity);
         const std::lock_guard<std::mutex> lock(mu_);
         if (logs_.size() == kEntries) logs_.erase(logs_.begin());
         logs_.emplace_back(f, bytes);
@@ -268,7 +319,83 @@ std::optional<uint64_t> replay_fragmentation(const EstimateInput& in) {
     SimOptions opt;
     const EventLog* log = fragmentation_events(in, opt);
     if (!log) return std::nullopt;
-    return reserved_minus_allocated(*log, opt);
+    return reserved_minus_allocated(*log, opt, fragmentation_capacity(in));
+}
+
+// Two passes: the first finds the moment (allowance_moment), the second
+// replays up to it, naming each live block by its event's term, and notes the
+// last request that missed every free block.
+FragmentationReport fragmentation_report(const EventLog& log, const SimOptions& opt, std::optional<uint64_t> capacity) {
+    const Moment m = allowance_moment(log, opt, capacity);
+    FragmentationReport r;
+    r.allowance = m.bytes;
+    r.oom = m.oom;
+    r.t = m.t;
+    CachingAllocator a(opt.alloc, capacity, false);
+    std::vector<uint32_t> handle(log.events.size() + 1, 0);
+    std::unordered_map<uint32_t, const char*> live;  // handle -> term
+    uint64_t t = 0;
+    for (const Event& e : log.events) {
+        if (e.action == Action::span_begin || e.action == Action::span_end) continue;
+        if (t > m.t) break;
+        if (t == m.t) {
+            r.term = e.term;
+            r.module = log.modules[e.module];
+            r.phase = e.phase;
+        }
+        if (e.action == Action::empty_cache) {
+            a.empty_cache(t);
+        } else if (e.action == Action::alloc) {
+            const uint64_t rounded = round_size(e.bytes, opt.alloc);
+            const uint64_t largest = a.largest_free_block(rounded <= kSmallSize, e.stream);
+            const uint64_t segments = a.segment_allocs();
+            const std::optional<uint32_t> h = a.malloc(e.bytes, e.stream, t);
+            if (!h || a.segment_allocs() > segments) {
+                r.has_miss = true;
+                r.miss_term = e.term;
+                r.miss_module = log.modules[e.module];
+                r.miss_bytes = e.bytes;
+                r.miss_rounded = rounded;
+                r.miss_largest_free = largest;
+            }
+            if (!h) break;  // the OOM of the moment: the state after release_cached_blocks
+            if (handle.size() <= e.tensor) handle.resize(e.tensor + 1, 0);
+            handle[e.tensor] = *h;
+            live[*h] = e.term;
+        } else {
+            a.free(handle[e.tensor], t);
+            live.erase(handle[e.tensor]);
+        }
+        ++t;
+    }
+    r.allocated = a.allocated();
+    r.reserved = a.reserved();
+    r.releasable = a.releasable();
+    std::unordered_map<uint64_t, const char*> term_at;  // block address -> term
+    for (const auto& [h, term] : live) term_at[a.block_address(h)] = term;
+    std::map<std::tuple<uint64_t, uint64_t, std::string>, uint64_t> groups;  // (free size, segment, holders) -> count
+    for (const SegmentInfo& s : a.segments()) {
+        std::vector<std::pair<uint64_t, std::string>> held;
+        for (const BlockInfo& b : s.blocks)
+            if (b.allocated) held.emplace_back(b.size, term_at.count(b.address) ? term_at[b.address] : "?");
+        if (held.empty()) continue;  // wholly free: releasable, not the allowance
+        const std::string h = holders(held);
+        for (const BlockInfo& b : s.blocks)
+            if (!b.allocated) ++groups[{b.size, s.size, h}];
+    }
+    for (const auto& [k, n] : groups) r.groups.push_back({std::get<0>(k), n, std::get<1>(k), std::get<2>(k)});
+    std::sort(r.groups.begin(), r.groups.end(), [](const auto& x, const auto& y) {
+        return x.free_block * x.count != y.free_block * y.count ? x.free_block * x.count > y.free_block * y.count
+                                                                : x.free_block > y.free_block;
+    });
+    return r;
+}
+
+std::optional<FragmentationReport> fragmentation_report(const EstimateInput& in) {
+    SimOptions opt;
+    const EventLog* log = fragmentation_events(in, opt);
+    if (!log) return std::nullopt;
+    return fragmentation_report(*log, opt, fragmentation_capacity(in));
 }
 
 std::function<std::optional<uint64_t>(const EstimateInput&)> fragmentation_provider() {

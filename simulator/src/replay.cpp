@@ -149,6 +149,7 @@ SimResult simulate(const EstimateInput& in, const SimOptions& opt) {
     std::optional<uint64_t> capacity;
     if (in.cluster.gpu_memory) capacity = *in.cluster.gpu_memory - std::min(*in.cluster.gpu_memory, proc.total());
     SimResult r = replay(log, opt, capacity);
+    r.fragmentation = fragmentation_report(log, opt, capacity);
     r.process = std::move(proc);
     if (r.oom && in.cluster.gpu_memory) r.oom->device_total = *in.cluster.gpu_memory;
     // The job stops at a GPU out-of-memory: the host replay stops with it.

@@ -115,6 +115,15 @@ public:
     uint64_t releasable() const;
     /// Size of the block behind a live handle, bytes.
     uint64_t block_size(uint32_t handle) const { return blocks_[handle].size; }
+    /// Address of the block behind a live handle (the segments() listing's).
+    uint64_t block_address(uint32_t handle) const { return blocks_[handle].addr; }
+    /// The largest free block of `stream` in the small or large pool, bytes
+    /// (0 if none): a request that rounds above it finds no block in CCA
+    /// get_free_block, whatever the other streams and pools hold.
+    uint64_t largest_free_block(bool small, Stream stream) const;
+    /// Segments created (or expandable pages mapped) so far: CCA alloc_block's
+    /// successful cudaMalloc calls.
+    uint64_t segment_allocs() const { return segment_allocs_; }
     const std::optional<OomInfo>& oom() const { return oom_; }
     /// Segments and blocks in address order (the snapshot's "segments").
     std::vector<SegmentInfo> segments() const;
@@ -218,7 +227,7 @@ private:
     uint32_t fresh_ = 0;  ///< block made by the last alloc_block
     uint64_t next_addr_ = 0x7f0000000000ULL;
     uint64_t allocated_ = 0, reserved_ = 0, requested_ = 0;
-    uint64_t peak_allocated_ = 0, peak_reserved_ = 0, retries_ = 0;
+    uint64_t peak_allocated_ = 0, peak_reserved_ = 0, retries_ = 0, segment_allocs_ = 0;
     uint64_t free_segment_bytes_ = 0;  ///< sizes of the non-expandable segments that are one free block
     std::optional<OomInfo> oom_;
     std::vector<TraceEntry> trace_;

@@ -112,6 +112,31 @@ struct SimOom {
     uint64_t t = 0;
 };
 
+/// What the fragmentation allowance is made of, block by block, at the moment
+/// it is read (fragmentation_report): the free blocks of segments that also
+/// hold live blocks, which CCA release_cached_blocks cannot give back.
+struct FragmentationReport {
+    uint64_t allowance = 0;   ///< the allowance: reserved - allocated - releasable there, bytes
+    uint64_t allocated = 0, reserved = 0;
+    uint64_t releasable = 0;  ///< wholly free segments there (given back before an OOM), bytes
+    bool oom = false;         ///< read at an out-of-memory (capacity replay), not at the allocated peak
+    uint64_t t = 0;           ///< event index (allocator events only) of the moment
+    std::string term, module; ///< the event of the moment
+    Phase phase = Phase::load;
+    /// Free blocks of one size in segments of one size that hold the same live blocks.
+    struct Group {
+        uint64_t free_block = 0, count = 0, segment = 0;
+        std::string holds;  ///< the live blocks beside them: "ipg_bucket 0.049 GiB"
+    };
+    std::vector<Group> groups;  ///< largest total (free_block x count) first
+    /// The last request up to the moment that found no free block and
+    /// cudaMalloc'ed a segment (CCA get_free_block miss, alloc_block).
+    bool has_miss = false;
+    std::string miss_term, miss_module;
+    uint64_t miss_bytes = 0, miss_rounded = 0;
+    uint64_t miss_largest_free = 0;  ///< the largest free block of its stream and pool just before it
+};
+
 /// Everything the writers need.
 struct SimResult {
     std::vector<std::string> modules;
@@ -135,6 +160,9 @@ struct SimResult {
     /// the CUDA context and NCCL buffers outside the caching allocator, the
     /// cuBLAS workspaces inside it.
     ProcessMemory process;
+    /// The reserved-but-unallocated memory of this replay, block by block, at
+    /// the moment replay_fragmentation reads it (simulate() only; render_explain).
+    std::optional<FragmentationReport> fragmentation;
 };
 
 /// Feeds `log` to a CachingAllocator (config opt.alloc, capacity
@@ -158,10 +186,20 @@ namespace zeromem::sim {
 /// (the first creates Adam's m and v, the second runs the steady backward with
 /// them live) and at most 3 gradient accumulation micro steps (the first, a
 /// middle and the boundary one; more micro steps repeat the middle one:
-/// llama-2-7b at stages 0-3 peaks alike with 3, 4, 8 and 16), unlimited capacity.
+/// llama-2-7b at stages 0-3 peaks alike with 3, 4, 8 and 16); the capacity is
+/// fragmentation_capacity's.
 /// Returns the input to replay; `opt` receives the steps (its allocator
 /// configuration is set by the caller from in.residual.alloc_conf).
 EstimateInput fragmentation_replay_input(const EstimateInput& in, SimOptions& opt);
+
+/// What the replay's allocator may reserve for `in`: in.cluster.gpu_memory
+/// minus the per-process terms of process_memory (as simulate() gives it);
+/// unlimited without a GPU size. With it, a cudaMalloc that would pass the
+/// capacity fails and the allocator frees its cached segments and retries
+/// (CUDACachingAllocator.cpp malloc: release_available_cached_blocks,
+/// release_cached_blocks, alloc_block), so the blocks later requests split
+/// are the ones a run on that GPU would have.
+std::optional<uint64_t> fragmentation_capacity(const EstimateInput& in);
 
 /// The caching allocator's fragmentation allowance for `in`, bytes: the
 /// replay's memory_reserved() minus memory_allocated() at the moment
@@ -169,7 +207,10 @@ EstimateInput fragmentation_replay_input(const EstimateInput& in, SimOptions& op
 /// given back, as CUDACachingAllocator.cpp release_cached_blocks does before
 /// it reports an OOM): the unallocated parts of the segments in use (512 B
 /// rounding, pools, splitting: CUDACachingAllocator.cpp round_size, get_pool,
-/// should_split).
+/// should_split). The replay runs with fragmentation_capacity(in); when it
+/// runs out of memory there, the allowance is read at the failed request
+/// (reserved minus allocated after release_cached_blocks: the "reserved by
+/// PyTorch but unallocated" of PyTorch's OutOfMemoryError).
 /// Not the unlimited replay's peak reserved: that can be set at another
 /// moment (e.g. Adam's moments created while the cache holds freed segments
 /// too small for them) by memory PyTorch would free and retry. Replays with
@@ -179,6 +220,20 @@ EstimateInput fragmentation_replay_input(const EstimateInput& in, SimOptions& op
 /// architecture (--params only), or an input produce_events refuses (--ep-size,
 /// encoder models, tp/pp, LoRA, ...). Never throws InputError.
 std::optional<uint64_t> replay_fragmentation(const EstimateInput& in);
+
+/// The allowance of `log` replayed with `capacity` (opt.alloc's
+/// configuration), read as replay_fragmentation reads it, with the free
+/// blocks that make it up and the request that could not use them.
+FragmentationReport fragmentation_report(const EventLog& log, const SimOptions& opt, std::optional<uint64_t> capacity);
+
+/// fragmentation_report of replay_fragmentation's replay of `in`; nullopt
+/// where replay_fragmentation is.
+std::optional<FragmentationReport> fragmentation_report(const EstimateInput& in);
+
+/// The report as --explain prints it: the allowance, its free blocks grouped
+/// by size with the live blocks beside them, and why the request could not
+/// use them (CCA get_free_block, should_split, release_cached_blocks).
+std::string render_fragmentation(const FragmentationReport& r);
 
 /// The source text the faces pass as ResidualSettings::fragmentation_provider_source.
 extern const char* const kFragmentationSource;
