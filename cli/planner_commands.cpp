@@ -60,9 +60,7 @@ zeromem::ReplayFits simulator_replay() {
             opt.alloc = sim::parse_alloc_conf(in.residual.alloc_conf);
             opt.record_spans = false;
             const sim::EventLog log = sim::produce_events(at, opt);
-            const uint64_t total = *in.cluster.gpu_memory;
-            const uint64_t capacity = total - std::min(total, process_memory(at).total());
-            const sim::SimResult r = sim::replay(log, opt, capacity);
+            const sim::SimResult r = sim::replay(log, opt, sim::fragmentation_capacity(at));
             ReplayVerdict v;
             v.peak_reserved = r.peak_reserved;
             v.fits = !r.oom;

@@ -2,6 +2,7 @@
 // it corresponds to and the DeepSpeed v0.19.6 / PyTorch code that allocates
 // it, so a disagreement with the estimator points at one term.
 #include "zeromem/sim_writers.h"
+#include "zeromem/util.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -139,11 +140,7 @@ std::vector<EventExplanation> explain(const SimResult& r) {
 }
 
 namespace {
-std::string gib(uint64_t b) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3f GiB", double(b) / 1073741824.0);
-    return buf;
-}
+std::string gib(uint64_t b) { return format_gib(double(b), 3) + " GiB"; }
 }  // namespace
 
 std::string render_fragmentation(const FragmentationReport& r) {

@@ -115,11 +115,7 @@ uint64_t reserved_minus_allocated(const EventLog& log, const SimOptions& opt, st
     return allowance_moment(log, opt, capacity).bytes;
 }
 
-std::string gib3(uint64_t b) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3f GiB", double(b) / 1073741824.0);
-    return buf;
-}
+std::string gib3(uint64_t b) { return format_gib(double(b), 3) + " GiB"; }
 
 // "ipg_bucket 0.049 GiB", or for many: "12 live blocks, largest checkpoint_input 0.250 GiB".
 std::string holders(std::vector<std::pair<uint64_t, std::string>> live) {

@@ -146,8 +146,7 @@ SimResult replay(const EventLog& log, const SimOptions& opt, std::optional<uint6
 SimResult simulate(const EstimateInput& in, const SimOptions& opt) {
     const EventLog log = produce_events(in, opt);
     ProcessMemory proc = process_memory(in);
-    std::optional<uint64_t> capacity;
-    if (in.cluster.gpu_memory) capacity = *in.cluster.gpu_memory - std::min(*in.cluster.gpu_memory, proc.total());
+    const std::optional<uint64_t> capacity = fragmentation_capacity(in);
     SimResult r = replay(log, opt, capacity);
     r.fragmentation = fragmentation_report(log, opt, capacity);
     r.process = std::move(proc);
