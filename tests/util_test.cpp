@@ -61,3 +61,12 @@ TEST(ParseInt, WholeNumbersOnly) {
         EXPECT_NE(std::string(e.what()).find("--micro-batch: must be a whole number"), std::string::npos);
     }
 }
+
+// GiB is 2^30 bytes; three decimals and the unit, as the simulator's and the
+// process terms' explanations print it: 1.5 x 2^30 = 1610612736 B, and
+// 10^9 B / 2^30 = 0.93132... GiB.
+TEST(GibText, BinaryGibWithThreeDecimalsAndUnit) {
+    EXPECT_EQ(zeromem::gib_text(1610612736ull), "1.500 GiB");
+    EXPECT_EQ(zeromem::gib_text(1000000000ull), "0.931 GiB");
+    EXPECT_EQ(zeromem::gib_text(0), "0.000 GiB");
+}

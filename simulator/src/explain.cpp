@@ -139,16 +139,13 @@ std::vector<EventExplanation> explain(const SimResult& r) {
     return out;
 }
 
-namespace {
-std::string gib(uint64_t b) { return format_gib(double(b), 3) + " GiB"; }
-}  // namespace
 
 std::string render_fragmentation(const FragmentationReport& r) {
     std::string s = "\nFragmentation, block by block (the estimator's allowance is this figure of its own replay: 2 optimizer "
-                    "steps, at most 3 micro steps): " + gib(r.allowance) + " reserved but unallocated " +
+                    "steps, at most 3 micro steps): " + gib_text(r.allowance) + " reserved but unallocated " +
                     (r.oom ? "at the out-of-memory" : "at the allocated peak") + " (" + r.term + " in " + r.module +
                     ", " + to_string(r.phase) + "), in segments that also hold live blocks: allocated " +
-                    gib(r.allocated) + ", reserved " + gib(r.reserved) + ", of which " + gib(r.releasable) +
+                    gib_text(r.allocated) + ", reserved " + gib_text(r.reserved) + ", of which " + gib_text(r.releasable) +
                     " in wholly free segments (CUDACachingAllocator.cpp release_cached_blocks gives those back and "
                     "retries before it raises an OOM, so they are not counted)\n";
     uint64_t rest = 0, rest_n = 0;
@@ -160,15 +157,15 @@ std::string render_fragmentation(const FragmentationReport& r) {
             continue;
         }
         ++shown;
-        s += "  " + std::to_string(g.count) + " free block" + (g.count > 1 ? "s" : "") + " of " + gib(g.free_block) +
-             (g.count > 1 ? " (" + gib(g.free_block * g.count) + ")" : "") + " in " + (g.count > 1 ? "" : "a ") +
-             gib(g.segment) + " segment" + (g.count > 1 ? "s" : "") + " holding " + g.holds + "\n";
+        s += "  " + std::to_string(g.count) + " free block" + (g.count > 1 ? "s" : "") + " of " + gib_text(g.free_block) +
+             (g.count > 1 ? " (" + gib_text(g.free_block * g.count) + ")" : "") + " in " + (g.count > 1 ? "" : "a ") +
+             gib_text(g.segment) + " segment" + (g.count > 1 ? "s" : "") + " holding " + g.holds + "\n";
     }
-    if (rest_n) s += "  " + std::to_string(rest_n) + " smaller free blocks: " + gib(rest) + "\n";
+    if (rest_n) s += "  " + std::to_string(rest_n) + " smaller free blocks: " + gib_text(rest) + "\n";
     if (r.has_miss) {
-        s += "  The last request that opened a segment, " + gib(r.miss_bytes) + " (" + r.miss_term + " in " +
+        s += "  The last request that opened a segment, " + gib_text(r.miss_bytes) + " (" + r.miss_term + " in " +
              r.miss_module + ", rounded to " + std::to_string(r.miss_rounded) + " B), is larger than every free block of " +
-             "its stream and pool (the largest: " + gib(r.miss_largest_free) + "): get_free_block takes only a free "
+             "its stream and pool (the largest: " + gib_text(r.miss_largest_free) + "): get_free_block takes only a free "
              "block at least as large as the request, so alloc_block " +
              (r.oom ? "had to cudaMalloc and failed even after release_cached_blocks" : "cudaMalloc'ed a new segment") +
              ". A free block is left where a smaller request took a larger cached block: should_split (remainder over "

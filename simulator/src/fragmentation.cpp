@@ -115,14 +115,12 @@ uint64_t reserved_minus_allocated(const EventLog& log, const SimOptions& opt, st
     return allowance_moment(log, opt, capacity).bytes;
 }
 
-std::string gib3(uint64_t b) { return format_gib(double(b), 3) + " GiB"; }
-
 // "ipg_bucket 0.049 GiB", or for many: "12 live blocks, largest checkpoint_input 0.250 GiB".
 std::string holders(std::vector<std::pair<uint64_t, std::string>> live) {
     std::sort(live.begin(), live.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
-    if (live.size() > 3) return std::to_string(live.size()) + " live blocks, largest " + live[0].second + " " + gib3(live[0].first);
+    if (live.size() > 3) return std::to_string(live.size()) + " live blocks, largest " + live[0].second + " " + gib_text(live[0].first);
     std::string s;
-    for (const auto& [bytes, term] : live) s += (s.empty() ? "" : " + ") + term + " " + gib3(bytes);
+    for (const auto& [bytes, term] : live) s += (s.empty() ? "" : " + ") + term + " " + gib_text(bytes);
     return s;
 }
 

@@ -194,12 +194,6 @@ CublasWorkspaces cublas_workspaces(int cc, const SoftwareStack& stack) {
     return w;
 }
 
-namespace {
-
-std::string gib_text(uint64_t b) { return format_gib(double(b), 3) + " GiB"; }
-
-}  // namespace
-
 ProcessMemory process_memory(const EstimateInput& in) {
     ProcessMemory m;
     const ResidualSettings& r = in.residual;

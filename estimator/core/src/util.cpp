@@ -126,6 +126,8 @@ std::string format_gib(double bytes, int decimals) {
     return buf;
 }
 
+std::string gib_text(uint64_t bytes) { return format_gib(double(bytes), 3) + " GiB"; }
+
 std::string format_gb(double bytes, int decimals) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.*f", decimals, bytes / 1e9);

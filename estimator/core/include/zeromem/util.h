@@ -34,6 +34,8 @@ std::string to_lower(std::string s);
 
 /// bytes / 2^30 formatted with `decimals` decimals, no unit.
 std::string format_gib(double bytes, int decimals = 2);
+/// bytes / 2^30 with 3 decimals and its unit: "1.500 GiB".
+std::string gib_text(uint64_t bytes);
 /// bytes / 10^9 formatted with `decimals` decimals, no unit.
 std::string format_gb(double bytes, int decimals = 2);
 
