@@ -55,6 +55,12 @@ TEST(StackFacts, TransformersBehavioursSwitchAtTheirRelease) {
     EXPECT_FALSE(tf_facts("4.50").single_file_loads_whole_state_dict);
     EXPECT_FALSE(tf_facts("4.44").generate_keeps_last_logits_only);
     EXPECT_TRUE(tf_facts("4.45").generate_keeps_last_logits_only);
+    // LlamaForCausalLM.forward's own logits.float() until 4.45; loss_utils.py ForCausalLMLoss from 4.46.
+    EXPECT_TRUE(tf_facts("4.45.2").upcasts_logits_in_model_forward);
+    EXPECT_FALSE(tf_facts("4.46").upcasts_logits_in_model_forward);
+    // shift_logits .contiguous() until 4.48; labels padded from 4.49 (huggingface/transformers#35646).
+    EXPECT_TRUE(tf_facts("4.48.3").shifts_logits_with_contiguous_copy);
+    EXPECT_FALSE(tf_facts("4.49").shifts_logits_with_contiguous_copy);
 }
 
 // DeepSpeed: deepspeedai/DeepSpeed #4131 (0.10.1), #5104 (0.13.2), #5301 (0.14.1), #5409 (0.14.3),

@@ -202,6 +202,15 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt, EventLog&& bu
     const auto& a = *in.model.arch;
     sbh_ = static_cast<uint64_t>(t.seq_len) * static_cast<uint64_t>(t.micro_batch) * static_cast<uint64_t>(a.hidden_size);
     sbV_ = static_cast<uint64_t>(t.seq_len) * static_cast<uint64_t>(t.micro_batch) * static_cast<uint64_t>(a.vocab_size);
+    {
+        const StackFacts f = stack_facts(in.stack);
+        upcasts_in_forward_ = f.upcasts_logits_in_model_forward;
+        shifts_copy_ = f.shifts_logits_with_contiguous_copy;
+        // The shifted logits: b·(s-1)·V elements (transformers < 4.49); else the loss sees all b·s·V.
+        sb1V_ = shifts_copy_ ? static_cast<uint64_t>(std::max<int64_t>(t.seq_len - 1, 0)) *
+                                   static_cast<uint64_t>(t.micro_batch) * static_cast<uint64_t>(a.vocab_size)
+                             : sbV_;
+    }
     saved_.resize(mods_.size());
     full_grads_.resize(mods_.size());
     for (size_t i = 0; i < mods_.size(); ++i) full_grads_[i].assign(mods_[i].params.size(), 0);

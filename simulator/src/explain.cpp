@@ -48,8 +48,19 @@ const Row kRows[] = {
     {"fp32_gradient_buffer", "terms::zero3_init_gradient_buffer", "zero/stage3.py initialize_optimizer_states"},
     {"checkpoint_input", "activations (full checkpointing: 2sbh per layer)", "torch.utils.checkpoint (the block's input)"},
     {"attention_core_recompute", "activations (selective recompute)", "Korthikanti et al. 2022 Sec. 4.1; torch.utils.checkpoint"},
-    {"logits_grad_fp32", "not in the estimator (cross-entropy backward)", "torch nn.functional.cross_entropy backward (fp32 grad of the upcast logits)"},
-    {"logits_grad", "not in the estimator (cross-entropy backward)", "autograd: .float() backward to the 16-bit logits"},
+    {"logits", "activations: LM head and loss (forward)",
+     "the LM head's output; transformers >= 4.46 LlamaForCausalLM.forward holds it while loss/loss_utils.py "
+     "ForCausalLMLoss runs (< 4.46: freed at logits.float())"},
+    {"logits_fp32", "activations: LM head and loss (forward)", "loss/loss_utils.py ForCausalLMLoss logits.float() (freed when the loss returns)"},
+    {"shift_logits_fp32", "activations: LM head and loss (forward)",
+     "transformers < 4.49 shift_logits = logits[..., :-1, :].contiguous() (freed when the loss returns)"},
+    {"log_softmax", "activations: LM head and loss (forward, cross-entropy backward)",
+     "torch aten/src/ATen/native/LossNLL.cpp cross_entropy_loss_symint -> log_softmax; saved by LogSoftmaxBackward0 (derivatives.yaml: result)"},
+    {"nll_loss_grad_fp32", "activations: LM head and loss (cross-entropy backward)",
+     "NllLossBackward0: nll_loss_backward's grad_input (fp32, the log-softmax output's shape)"},
+    {"logits_grad_fp32", "activations: LM head and loss (cross-entropy backward)",
+     "LogSoftmaxBackward0: _log_softmax_backward_data (fp32 gradient of the upcast logits; < 4.49 also SliceBackward0's zero-padded copy)"},
+    {"logits_grad", "activations: LM head and loss (LM head backward)", "ToCopyBackward0: the .float() backward to the 16-bit logits"},
     {"gradient", "gradients / terms::zero2_autograd_grad_before_bucket_copy / terms::zero3_module_grad",
      "autograd param.grad; zero/stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads; zero/stage3.py __add_grad_to_ipg_bucket"},
     {"allreduce_flat_buffer", "terms::zero12_allreduce_bucket_flatten",
@@ -96,7 +107,7 @@ const Row kRows[] = {
 const char* const kActivations[] = {"embedding_dropout_mask", "layernorm_input", "attention_input", "query", "key", "value",
                                     "attention_scores", "attention_softmax", "attention_dropout_mask", "attention_output",
                                     "attention_residual_dropout_mask", "mlp_input", "mlp_gate", "mlp_up", "mlp_activation",
-                                    "mlp_product", "mlp_dropout_mask", "lm_head_input", "logits", "logits_fp32", "log_softmax"};
+                                    "mlp_product", "mlp_dropout_mask", "lm_head_input"};
 
 }  // namespace
 

@@ -126,13 +126,7 @@ std::vector<Saved> Producer::saved_tensors(uint32_t m, bool with_scores) const {
         if (a.gated_mlp) v.push_back({"mlp_product", k * 2 * sbf});
         if (a.mlp_residual_dropout > 0.0) v.push_back({"mlp_dropout_mask", k * sbh_});
     } else if (r == "final_norm") v.push_back({"layernorm_input", k * 2 * sbh_});
-    else if (r == "lm_head") {
-        // HF models: 16-bit logits, their fp32 upcast, the fp32 log-softmax of the cross-entropy.
-        v.push_back({"lm_head_input", k * 2 * sbh_});
-        v.push_back({"logits", bm_ * sbV_});
-        if (half_) v.push_back({"logits_fp32", 4 * sbV_});
-        v.push_back({"log_softmax", 4 * sbV_});
-    }
+    else if (r == "lm_head") v.push_back({"lm_head_input", k * 2 * sbh_});  // the matmul's input; the loss: loss_forward
     return v;
 }
 
@@ -153,6 +147,33 @@ void Producer::save_activations(uint32_t m, Pass p) {
     if (memo.empty()) memo.resize(mods_.size());
     if (!memo[m]) memo[m] = saved_tensors(m, scores);
     for (const Saved& s : *memo[m]) saved_[m].push_back(alloc(s.term, s.bytes, Stream::compute, m + 1));
+    if (p == Pass::forward && mods_[m].role == "lm_head") loss_forward(m);
+}
+
+// The causal-LM loss after the LM head (transformers loss/loss_utils.py
+// ForCausalLMLoss from 4.46; LlamaForCausalLM.forward before): the 16-bit
+// logits, their fp32 upcast (`logits.float()`; an fp32 model's returns the
+// tensor itself), before transformers 4.49 the shift's `.contiguous()` fp32
+// copy of b(s-1)V, and cross_entropy = log_softmax + nll_loss (torch
+// aten/src/ATen/native/LossNLL.cpp cross_entropy_loss_symint), whose
+// LogSoftmaxBackward0 saves only its output (derivatives.yaml _log_softmax:
+// result). Nothing else is saved: the upcast and the copy die when the loss
+// returns, the 16-bit logits when the model's output is dropped (the HF
+// Trainer's compute_loss returns the loss only); before 4.46 the model's forward
+// rebinds `logits = logits.float()`, freeing the 16-bit logits at the upcast.
+void Producer::loss_forward(uint32_t m) {
+    const uint64_t l16 = alloc("logits", bm_ * sbV_, Stream::compute, m + 1);
+    const uint64_t l32 = half_ ? alloc("logits_fp32", 4 * sbV_, Stream::compute, m + 1) : 0;
+    uint64_t l16_live = l16;
+    if (half_ && upcasts_in_forward_) {
+        release(l16, m + 1);
+        l16_live = 0;
+    }
+    const uint64_t shift = shifts_copy_ ? alloc("shift_logits_fp32", 4 * sb1V_, Stream::compute, m + 1) : 0;
+    log_softmax_ = alloc("log_softmax", 4 * sb1V_, Stream::compute, m + 1);
+    release(shift, m + 1);
+    release(l32, m + 1);
+    release(l16_live, m + 1);
 }
 
 void Producer::free_saved(uint32_t m) {
@@ -173,10 +194,32 @@ void Producer::forward_module(uint32_t m, size_t visit, Pass p) {
     span(Action::span_end, m, p);
 }
 
-// Cross-entropy backward: the fp32 gradient of the log-softmax input, then
-// the 16-bit gradient of the logits.
+// Cross-entropy backward, before the LM head's pre-backward hook (DeepSpeed's
+// PreBackwardFunctionForModule wraps the module's output, parameter_offload.py,
+// so its backward runs after the loss's nodes): NllLossBackward0's fp32
+// gradient of the log-softmax output (nll_loss_backward: grad_input of the
+// input's shape), LogSoftmaxBackward0's fp32 gradient of its input
+// (_log_softmax_backward_data), beside the saved output; autograd then frees
+// the first and the saved output (engine.cpp evaluate_function ->
+// release_variables). Before transformers 4.49 SliceBackward0 pads the
+// shifted gradient into a zero fp32 gradient of the full logits; for a 16-bit
+// model ToCopyBackward0 casts it to the 16-bit gradient of the logits, which
+// lives through the LM head's matmul backward.
 void Producer::loss_backward(uint32_t m) {
-    const uint64_t g32 = alloc("logits_grad_fp32", 4 * sbV_, Stream::compute, m + 1);
+    const uint64_t nll = alloc("nll_loss_grad_fp32", 4 * sb1V_, Stream::compute, m + 1);
+    uint64_t g32 = alloc("logits_grad_fp32", 4 * sb1V_, Stream::compute, m + 1);
+    release(nll, m + 1);
+    release(log_softmax_, m + 1);
+    log_softmax_ = 0;
+    if (shifts_copy_) {
+        const uint64_t padded = alloc("logits_grad_fp32", 4 * sbV_, Stream::compute, m + 1);
+        release(g32, m + 1);
+        g32 = padded;
+    }
+    if (!half_) {  // fp32 model: the gradient of the logits is g32 itself
+        saved_[m].push_back(g32);
+        return;
+    }
     const uint64_t g16 = alloc("logits_grad", bm_ * sbV_, Stream::compute, m + 1);
     release(g32, m + 1);
     saved_[m].push_back(g16);
@@ -184,8 +227,8 @@ void Producer::loss_backward(uint32_t m) {
 
 void Producer::backward_module(uint32_t m, size_t visit) {
     span(Action::span_begin, m, Pass::backward);
-    if (stage_ == 3) fetch_sub_module(m, visit);
     if (mods_[m].role == "lm_head") loss_backward(m);
+    if (stage_ == 3) fetch_sub_module(m, visit);
     uint64_t recomputed = 0;
     if (in_.train.checkpointing == Checkpointing::selective && !in_.train.flash_attention && mods_[m].role == "o_proj") {
         // Selective recompute: the attention core (scores, softmax, the dropout mask where p > 0) is rebuilt

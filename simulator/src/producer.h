@@ -62,6 +62,7 @@ private:
     void backward_module(uint32_t m, size_t visit);
     std::vector<Saved> saved_tensors(uint32_t m, bool with_scores) const;
     void save_activations(uint32_t m, Pass p);
+    void loss_forward(uint32_t m);
     void loss_backward(uint32_t m);
     void free_saved(uint32_t m);
 
@@ -109,6 +110,10 @@ private:
     uint64_t bucket_ = 0, T_ = 0, Tn_ = 0;
     uint64_t step_temporary_ = 0;  // optimizer temporary bytes per element stepped
     uint64_t sbh_ = 0, sbV_ = 0;
+    uint64_t sb1V_ = 0;                // elements the loss sees: b·(s-1)·V with the shift copy, else sbV_
+    bool upcasts_in_forward_ = false;  // StackFacts::upcasts_logits_in_model_forward
+    bool shifts_copy_ = false;         // StackFacts::shifts_logits_with_contiguous_copy
+    uint64_t log_softmax_ = 0;         // the cross-entropy's saved log-softmax output (forward to its backward)
     bool complete_ = false;  // ZeRO-3 trace recorded (second micro step on)
     bool boundary_ = false;  // this micro step ends a gradient accumulation
 

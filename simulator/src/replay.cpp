@@ -27,7 +27,7 @@ const char* estimator_component(const std::string& t) {
                                        "attention_residual_dropout_mask", "mlp_input", "mlp_gate", "mlp_up", "mlp_activation",
                                        "mlp_product", "mlp_dropout_mask", "lm_head_input", "logits", "logits_fp32",
                                        "log_softmax", "checkpoint_input", "attention_core_recompute", "logits_grad",
-                                       "logits_grad_fp32", "moe_router_logits",
+                                       "logits_grad_fp32", "shift_logits_fp32", "nll_loss_grad_fp32", "moe_router_logits",
                                        "moe_router_probabilities", "moe_routed_tokens", "moe_expert_output"};
     for (const char* a : acts)
         if (t == a) return kComponents[3];

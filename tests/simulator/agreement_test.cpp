@@ -77,18 +77,18 @@ const KnownDifference kKnownDifferences[] = {
     {"zero3 backward: reduce_scatter_coalesced cat + module gradient + gathered params (recompute)",
      "bloom-176b,falcon-40b,gpt2-xl,gpt3-175b,llama-2-13b,llama-2-70b,llama-2-7b,llama-3-70b,llama-3-8b,mistral-7b,"
      "opt-1.3b,opt-6.7b,qwen2.5-32b,qwen2.5-7b,deepseek-v2-lite,qwen3-30b-a3b",
-     3, "cpu", "full", 0.70, 0.99,
+     3, "cpu", "full", 0.60, 0.99,
      "optimizer offload + full checkpointing leaves little besides temporaries: the estimator's backward adds the "
      "reduce-scatter concatenation (reduce_bucket_size x b_c), the module gradient and the gathered look-ahead to a "
      "recomputed block and the LM head's logits; DeepSpeed reduces a bucket only when the next gradient would "
      "overflow it (stage3.py reduce_independent_p_g_buckets_and_remove_grads), after the LM head backward, whose "
      "logits are then freed (tested: Zero3ReduceScatterComesAfterTheLmHeadBackward)"},
     {"zero3 backward: reduce_scatter_coalesced cat + module gradient (activation peak)",
-     "gpt2-xl,llama-3-8b,opt-1.3b,opt-6.7b,qwen2.5-7b", 3, "none", "full", 0.85, 0.96,
+     "gpt2-xl,llama-3-8b,opt-1.3b,opt-6.7b,qwen2.5-7b", 3, "none", "full", 0.80, 0.96,
      "as above, without offload: at the LM-head backward no reduce-scatter has run yet"},
     {"zero3 backward: reduce_scatter_coalesced cat + module gradient (activation peak)",
      "bloom-176b,gpt2-xl,llama-2-13b,llama-2-7b,llama-3-8b,mistral-7b,opt-1.3b,opt-6.7b,qwen2.5-7b,deepseek-v2-lite", 3,
-     "", "!full", 0.86, 0.99, "as above, all activations stored; 5-12% for models whose activations are small next to 1e9 B"},
+     "", "!full", 0.80, 0.99, "as above, all activations stored; 5-12% for models whose activations are small next to 1e9 B"},
     {"zero3: gathered params look-ahead (estimator: L + one prefetch; DeepSpeed: filled to stage3_max_live_parameters)",
      "mixtral-8x7b", 3, "cpu", "full", 1.05, 1.30,
      "the simulator is the higher here: Mixtral's MoE block (1,451,270,144 parameters in 28 fetched modules: q, k, "
@@ -100,7 +100,7 @@ const KnownDifference kKnownDifferences[] = {
      "persists and is not fetched) add to the look-ahead until "
      "__n_available_params reaches stage3_max_live_parameters = 1e9 (tested: Zero3MixtralLookAheadFillsToMaxLive)"},
     {"zero1 backward: offload boundary transient (8 x Lp .double() norm)", "llama-3-8b,qwen2.5-7b", 1, "cpu", "",
-     0.93, 0.96,
+     0.90, 0.96,
      "ZeRO-1 without overlap_comm reduces at the accumulation boundary (reduce_gradients after the backward), so "
      "set_norm_for_param_grad_in_gpu's .double() norm of the largest slice (stage_1_and_2.py) comes after the "
      "activations are freed; the estimator counts it at the activation peak of the second micro step. The IPG "
@@ -118,17 +118,28 @@ const KnownDifference kKnownDifferences[] = {
      "by at most their sum; the peak is the activation peak for models whose activations exceed them "
      "(tested: Zero1BoundaryComesAfterTheActivations). With one micro step the estimator takes the later moment "
      "and the two agree (tested: GradAccumOneAtEveryStage)"},
-    {"zero2 backward: offload boundary transient + ipg bucket (tied LM head)", "gpt2-xl,opt-1.3b", 2, "cpu", "", 0.80,
+    {"zero2 backward: offload boundary transient + ipg bucket (tied LM head)", "gpt2-xl,opt-1.3b", 2, "cpu", "", 0.75,
      0.93,
      "tied LM head: its backward produces no gradient (the shared weight's hook fires at the embedding), so the "
      "IPG bucket and the .double() norm come after most activations are freed; with an untied head (llama-3-8b, "
      "qwen2.5-7b) the simulator replays the norm at the LM-head backward and agrees within 2%"},
     {"zero12 backward: ipg bucket + allreduce_bucket flatten + autograd grad (tied LM head)", "gpt2-xl,opt-1.3b,opt-6.7b",
-     -1, "none", "", 0.82, 1.0,
+     -1, "none", "", 0.78, 1.0,
      "buckets exist from the first gradient hook (setup_buckets in process_gradients) and are flattened when full; "
      "with a tied LM head (gpt2-xl, opt-*) the LM-head backward produces no gradient (the shared weight's hook fires "
      "at the embedding), so at the activation peak none of the estimator's bucket terms is live "
      "(tested: Zero12TiedHeadHasNoBucketAtTheActivationPeak)"},
+    // The estimator keeps (b_m + 8) x sbV at the LM head's matmul backward (lm_head_loss_bytes
+    // head_backward, a bound kept for the public LLaDA-8B OOM) beside the backward's
+    // temporaries; the replay frees the forward's loss tensors when the loss returns and the
+    // cross-entropy's fp32 gradients before the LM head's hooks run (producer.cpp
+    // loss_forward, loss_backward), so where the LM-head backward is the peak the estimator
+    // is the higher, by at most (b_m + 8 - b_m) x sbV + the backward temporaries. Every
+    // preset row not named above ("" model: any).
+    {"LM head backward: the (b_m + 8) x sbV bound beside the backward temporaries", "", -1, "", "", 0.88, 1.05,
+     "the replay holds the 16-bit logits' gradient alone there (tested: SimLmHeadLoss.CrossEntropyBackwardIsThePeak)"},
+    {"LM head backward: the (b_m + 8) x sbV bound beside the backward temporaries", "", 3, "", "", 0.88, 1.05,
+     "as above, ZeRO-3"},
 };
 
 const KnownDifference* known(const Case& c) {
@@ -136,7 +147,7 @@ const KnownDifference* known(const Case& c) {
         const bool stage = k.stage == c.stage || (k.stage == -1 && (c.stage == 1 || c.stage == 2));
         const std::string ck = k.checkpointing;
         const bool ckpt = ck.empty() || (ck == "!full" ? c.checkpointing != "full" : c.checkpointing == ck);
-        if (("," + std::string(k.model) + ",").find("," + c.model + ",") != std::string::npos && stage &&
+        if ((!*k.model || ("," + std::string(k.model) + ",").find("," + c.model + ",") != std::string::npos) && stage &&
             (!*k.offload_optimizer || c.offload_optimizer == k.offload_optimizer) && ckpt)
             return &k;
     }
@@ -258,7 +269,7 @@ TEST(SimAgreement, Zero3ReduceScatterComesAfterTheLmHeadBackward) {
         const auto& p = s.timeline[t];
         if (p.phase != sim::Phase::steady_backward) continue;
         const std::string term = p.term;
-        if (term == "logits" && p.bytes < 0 && !logits_freed) logits_freed = t;
+        if (term == "log_softmax" && p.bytes < 0 && !logits_freed) logits_freed = t;
         if (term == "reduce_scatter_concat_buffer" && p.bytes > 0 && !first_cat) first_cat = t;
     }
     ASSERT_GT(logits_freed, 0u);
@@ -618,4 +629,36 @@ TEST(SimAgreement, GradAccumOneAtEveryStage) {
                     << name(c) << ": sim " << gib(sim_peak) << " GiB, estimator " << gib(est) << " GiB"
                     << (k ? std::string(", outside the named range for ") + k->term : std::string());
             }
+}
+
+// The 70B plan's winner (`zeromem plan --model llama-3-70b --gpus 16 --nodes 2 --gpu
+// H100-80GB --network ib-ndr400`: ZeRO-3 + optimizer offload, full checkpointing, micro batch
+// 8 x accumulation 2, overlap_comm off, reduce bucket 16777216; tests/data/
+// plan_llama3_70b_16xh100.json is its emitted config): a 128256 vocabulary at 8 x 2048 tokens
+// makes the LM head and the loss the peak. Both readings count the cross-entropy's backward,
+// 12 x b·s·V bytes (the saved log-softmax, NllLossBackward0's and LogSoftmaxBackward0's fp32
+// gradients; tests/lm_head_loss_test.cpp, lm_head_loss_sim_test.cpp), with the 80 checkpoints
+// (80 x 2sbh) and the 16-bit partition; peak allocated within 5%.
+TEST(SimAgreement, Llama3_70bPlanWinnerLmHeadPeakWithinFivePercent) {
+    Request r;
+    r.model = "llama-3-70b";
+    r.gpus = 16;
+    r.nodes = 2;
+    r.gpu = "H100-80GB";
+    r.ds_config = std::string(ZEROMEM_TEST_DATA_DIR) + "/plan_llama3_70b_16xh100.json";
+    r.checkpointing = "full";
+    r.stack = "defaults";
+    r.cuda_context = "0";
+    r.nccl_buffers = "0";
+    r.cublas_workspace = "0";
+    r.fragmentation = 0.0;
+    const Resolved res = resolve_request(r, ZEROMEM_SOURCE_DATA_DIR);
+    const Estimate e = estimate(res.input);
+    const sim::SimResult s = sim::simulate(res.input, sim::SimOptions{});
+    EXPECT_EQ(s.peak_module, "lm_head");
+    EXPECT_EQ(e.peak_phase, "backward");
+    const double sbV4 = 8.0 * 2048 * 128256 * 4;
+    EXPECT_EQ(double(live_at_peak(s, {"log_softmax", "nll_loss_grad_fp32", "logits_grad_fp32"})), 3 * sbV4);
+    EXPECT_NEAR(double(s.peak_allocated) / double(e.per_gpu.total), 1.0, 0.05)
+        << "sim " << gib(double(s.peak_allocated)) << " GiB, estimator " << gib(double(e.per_gpu.total)) << " GiB";
 }

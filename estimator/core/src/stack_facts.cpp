@@ -33,6 +33,8 @@ StackFacts stack_facts(const SoftwareStack& st) {
     f.cublas_workspace_in_caching_allocator = torch_at_least("2.0");
     f.single_file_loads_whole_state_dict = !tf_at_least("4.50");
     f.generate_keeps_last_logits_only = tf_at_least("4.45");
+    f.upcasts_logits_in_model_forward = !tf_at_least("4.46");
+    f.shifts_logits_with_contiguous_copy = !tf_at_least("4.49");
     return f;
 }
 

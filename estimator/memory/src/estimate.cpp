@@ -215,6 +215,21 @@ std::vector<terms::Term> backward_temporaries(const terms::Sizes& s) {
             terms::zero3_retained_linear_weights(s, true)};
 }
 
+// The temporaries live at the cross-entropy's backward, before the LM head's
+// pre-backward hook (parameter_offload.py PreBackwardFunctionForModule wraps the
+// module's output, so its backward runs after the loss's nodes): the forward's
+// without the all-gather's transients (cat copy, qwZ, MiCS clone): ZeRO-3 keeps
+// the LM head's gathered weight from its forward to its backward
+// (partitioned_param_coordinator.py __params_to_release: reused within
+// stage3_max_reuse_distance) with the look-ahead, and the IPG bucket; ZeRO-1/2
+// the offload staging buffer.
+std::vector<terms::Term> loss_backward_temporaries(const terms::Sizes& s) {
+    if (s.stage == 3)
+        return {terms::zero3_ipg_bucket(s), terms::zero3_gathered_params(s, false),
+                terms::zero3_retained_linear_weights(s, false)};
+    return persistent_temporaries(s);
+}
+
 // Buffers live from init to the end of training: the ZeRO-3 IPG bucket and
 // the ZeRO-1/2 offload staging buffer.
 std::vector<terms::Term> persistent_temporaries(const terms::Sizes& s) {
@@ -519,7 +534,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     const PhaseGpus ph = phase_gpus(c, st, act, tmp_fwd, tmp_bwd, ex);
     const uint64_t host_act = act.host * c.g;
     record_phases(c, st, ph, host, host_act, out, ex);
-    summarize_phases(c, st, act.backward, host, host_act, out, ex);
+    summarize_phases(c, st, std::max(act.backward, act.loss_backward), host, host_act, out, ex);
     if (host.save_rank0 > 0)  // the gather (L · b_m per GPU, phase_gpus) runs on every rank
         set_rank0_only(out, "checkpoint_save", host.save_rank0, {"consolidated 16-bit state dict"}, c.L * c.bm);
     out.optimizer_step_kernel = c.kernel_why;

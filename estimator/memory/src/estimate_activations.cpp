@@ -22,7 +22,8 @@ namespace estimate_detail {
 // recomputes them with one layer; the all-to-all buffers are live while one
 // block runs (forward and backward). Dense models: no change.
 void add_moe_activations(const FullContext& c, const Explainer& ex, uint64_t layers, uint64_t in_flight, double scale,
-                         double stored, double recompute, double io, Activations& r) {
+                         double stored, double recompute, uint64_t io_fwd, uint64_t io_bwd, uint64_t io_loss,
+                         Activations& r) {
     const auto& in = c.in;
     const auto& a = *in.model.arch;
     const auto& t = in.train;
@@ -42,9 +43,10 @@ void add_moe_activations(const FullContext& c, const Explainer& ex, uint64_t lay
                          "give a smaller factor");
     const uint64_t moe_stored = full ? 0 : moe_layers * in_flight * per_block;
     const uint64_t moe_recompute = full ? per_block : 0;
-    r.forward = to_bytes(scale * (stored + io)) + moe_stored + transient;
+    r.forward = to_bytes(scale * stored) + io_fwd + moe_stored + transient;
     r.backward = to_bytes(scale * stored) + moe_stored +
-                 std::max(to_bytes(scale * recompute) + moe_recompute + transient, to_bytes(scale * io));
+                 std::max(to_bytes(scale * recompute) + moe_recompute + transient, io_bwd);
+    r.loss_backward = io_loss > 0 ? to_bytes(scale * stored) + moe_stored + io_loss : 0;
     if (!ex.on) return;
     for (const MoeTerm& m : list) {
         const uint64_t blocks = m.transient ? 1 : (full ? 1 : moe_layers * in_flight);
@@ -96,26 +98,38 @@ Activations activations(const FullContext& c, const Explainer& ex) {
         }
         // Embedding output and the loss: sbh (embedding dropout mask, where
         // the model has embedding dropout) on every first stage; with pp = 1
-        // also the output layer's input and the logits: 16-bit logits, their
-        // fp32 upcast and the fp32 log-softmax kept for the cross-entropy
-        // backward (HF models upcast logits).
+        // also the final norm's and the output layer's inputs (4sbh) and the
+        // logits and cross-entropy tensors (lm_head_loss_bytes, in their own
+        // dtypes: not scaled by the model dtype).
         const double embed_mask = a.embedding_dropout > 0.0 ? sbh : 0.0;
-        double io = embed_mask;
-        if (c.pp == 1) io += 4.0 * sbh + double(sq) * double(b) * double(a.vocab_size) * double(c.bm + 8) / double(ti);
-        r.forward = to_bytes(scale * (double(stored) + io));
-        // Backward: autograd frees the loss's saved tensors (logits, their
-        // fp32 copies, the final norm's input) as their nodes run, which is
-        // before the last layer's checkpoint is recomputed (PyTorch
+        const double io_h = embed_mask + (c.pp == 1 ? 4.0 * sbh : 0.0);
+        LmHeadLossBytes head;
+        if (c.pp == 1)
+            head = lm_head_loss_bytes(sq, b, a.vocab_size, ti, c.bm, t.dtype != Dtype::fp32,
+                                      c.facts.upcasts_logits_in_model_forward,
+                                      c.facts.shifts_logits_with_contiguous_copy);
+        const uint64_t io_fwd = to_bytes(scale * io_h) + head.forward;
+        const uint64_t io_bwd = to_bytes(scale * io_h) + head.head_backward;
+        const uint64_t io_loss = c.pp == 1 ? to_bytes(scale * io_h) + head.loss_backward : 0;
+        r.forward = to_bytes(scale * double(stored)) + io_fwd;
+        // Backward: autograd frees each node's saved tensors as it runs (PyTorch
         // torch/csrc/autograd/engine.cpp evaluate_function ->
-        // Node::release_variables without retain_graph;
-        // torch/utils/checkpoint.py recomputes inside the layer's backward).
-        // So the peak is stored + the larger of io and one recomputed layer.
-        r.backward = to_bytes(scale * (double(stored) + std::max(double(recompute), io)));
-        add_moe_activations(c, ex, layers, in_flight, scale, double(stored), double(recompute), io, r);
+        // Node::release_variables without retain_graph), so the cross-entropy's
+        // backward (loss_backward) comes first, before the LM head's
+        // pre-backward hook, and the rest of the backward holds the logits'
+        // gradient at most, before the last layer's checkpoint is recomputed
+        // (torch/utils/checkpoint.py recomputes inside the layer's backward):
+        // stored + the larger of that and one recomputed layer.
+        r.backward = to_bytes(scale * double(stored)) + std::max(to_bytes(scale * double(recompute)), io_bwd);
+        r.loss_backward = io_loss > 0 ? to_bytes(scale * double(stored)) + io_loss : 0;
+        add_moe_activations(c, ex, layers, in_flight, scale, double(stored), double(recompute), io_fwd, io_bwd, io_loss,
+                            r);
         if (ex.on) ex.term("activations",
-                std::string("forward: layers · in-flight micro batches · per_layer + io; backward: the same stored part + "
-                            "max(io, one recomputed layer); io = ") + (embed_mask > 0 ? "sbh (embedding dropout mask) + " : "") +
-                    "4sbh + sbV(b_m + 8)/t; per_layer by Korthikanti with GQA, the real MLP width and a 1-byte mask "
+                std::string("forward: layers · in-flight micro batches · per_layer + io + LM head and loss (forward); "
+                            "backward: the same stored part + max(io + the logits' gradient b_m·sbV/t, one recomputed "
+                            "layer), and at the cross-entropy's backward stored + io + LM head and loss (cross-entropy "
+                            "backward); io = ") + (embed_mask > 0 ? "sbh (embedding dropout mask) + " : "") +
+                    "4sbh; per_layer by Korthikanti with GQA, the real MLP width and a 1-byte mask "
                     "per element only where the model's dropout p > 0",
                 "s=" + n2s(uint64_t(sq)) + ", b=" + n2s(uint64_t(b)) + ", h=" + n2s(uint64_t(h)) + ", a=" +
                     n2s(uint64_t(a.num_heads)) + ", kv=" + n2s(uint64_t(a.num_kv_heads)) + ", f=" +
@@ -125,6 +139,28 @@ Activations activations(const FullContext& c, const Explainer& ex) {
                     dropout_masks_named(a) +
                     (scale != 1.0 ? ", x2 for fp32" : ""),
                 r.backward, kSrcKorthikanti);
+        if (ex.on && c.pp == 1) {
+            const std::string n = "b=" + n2s(uint64_t(b)) + ", s=" + n2s(uint64_t(sq)) + ", V=" + n2s(uint64_t(a.vocab_size)) +
+                                  ", t=" + n2s(c.tp) + ", b_m=" + n2s(c.bm) + ", transformers " + in.stack.transformers;
+            const bool up = c.facts.upcasts_logits_in_model_forward, sh = c.facts.shifts_logits_with_contiguous_copy;
+            const bool half = t.dtype != Dtype::fp32;
+            ex.term("activations: LM head and loss (forward)",
+                    std::string(!half ? "logits b_m·n + " : up ? "max(logits b_m·n + fp32 upcast 4n, " : "logits b_m·n + fp32 upcast 4n + ") +
+                        (up && half ? "fp32 logits 4n + " : "") + (sh ? "shift_logits copy 4·n1 + log-softmax 4·n1" : "log-softmax 4n") +
+                        (up && half ? ")" : "") + ", n = bsV/t" + (sh ? ", n1 = b(s-1)V/t" : ""),
+                    n, head.forward, kSrcLmHeadLoss);
+            ex.term("activations: LM head and loss (cross-entropy backward)",
+                    std::string("log-softmax output + NllLossBackward0's fp32 gradient + LogSoftmaxBackward0's fp32 gradient = 12·") +
+                        (sh ? "n1" : "n") + " (only the temporaries kept from the forward are live then)",
+                    n, head.loss_backward, kSrcLmHeadLoss);
+            ex.term("activations: LM head and loss (LM head backward)",
+                    std::string("max((b_m + 8)·n (a bound, kept), the largest moment after the "
+                                "cross-entropy's nodes: ") +
+                        (sh ? "max(SliceBackward0's zero-padded fp32 4n beside the fp32 4·n1 it pads, " : "") +
+                        (half ? "ToCopyBackward0's 16-bit b_m·n beside the fp32 4n it casts" : "the fp32 gradient 4n") +
+                        (sh ? ")" : "") + ") (the backward's temporaries counted beside it)",
+                    n, head.head_backward, kSrcLmHeadLoss);
+        }
     } else {
         ex.note("activations not estimated: no architecture (--params, or a module tree without one); give --model "
                 "or --hf-config for the Korthikanti et al. activation formula.");
@@ -193,6 +229,35 @@ uint64_t layer_activation_bytes(const ModelArch& arch, int64_t s, int64_t b, int
     if (mode == Checkpointing::none && !flash_attention)
         factor += attention_score_factor(arch) * double(a) * double(s) / (double(h) * td);
     return to_bytes(sbh * factor);
+}
+
+LmHeadLossBytes lm_head_loss_bytes(int64_t s, int64_t b, int64_t vocab, int64_t t, uint64_t bm, bool half,
+                                   bool upcasts_logits_in_model_forward, bool shifts_logits_with_contiguous_copy) {
+    if (s <= 0 || b <= 0 || vocab <= 0 || t <= 0)
+        throw InputError("LM head: sequence, batch, vocabulary and tensor-parallel size must be positive");
+    const double n = double(s) * double(b) * double(vocab) / double(t);
+    const double n1 = shifts_logits_with_contiguous_copy ? double(s - 1) * double(b) * double(vocab) / double(t) : n;
+    const double copy = shifts_logits_with_contiguous_copy ? 4.0 * n1 : 0.0;
+    const double upcast = half ? 4.0 * n : 0.0;  // .float() of an fp32 tensor returns it
+    // Until transformers 4.46 LlamaForCausalLM.forward rebinds `logits = logits.float()`: the
+    // 16-bit logits die at the upcast; from 4.46 the model's forward holds them while the loss runs.
+    const bool logits16_die_at_upcast = upcasts_logits_in_model_forward && half;
+    const double at_loss = (logits16_die_at_upcast ? 0.0 : double(bm) * n) + upcast + copy + 4.0 * n1;
+    const double at_upcast = half ? double(bm) * n + 4.0 * n : 0.0;
+    LmHeadLossBytes r;
+    r.forward = to_bytes(std::max(at_loss, at_upcast));
+    const double slice = shifts_logits_with_contiguous_copy ? 4.0 * n1 + 4.0 * n : 0.0;
+    const double cast = half ? 4.0 * n + double(bm) * n : 0.0;
+    r.loss_backward = to_bytes(12.0 * n1);
+    // The bound the estimator keeps for the LM head's matmul backward, where it counts the
+    // backward's temporaries (the LM head's gradient, ZeRO's buckets and norms) beside the
+    // logits' gradient: no less than (b_m + 8)·n, the loss tensors it counted there before the
+    // cross-entropy's backward was its own moment. By the code path the moment holds less
+    // (the cast, b_m·n + 4n, before the gradient hooks run); the bound stays because the
+    // public OOM of LLaDA-8B under ZeRO-2 offload (tests/cases/ledger N12: dllm's own
+    // diffusion loss, not ForCausalLMLoss) is predicted only with it.
+    r.head_backward = to_bytes(std::max({slice, cast, double(bm + 8) * n}));
+    return r;
 }
 
 double attention_score_factor(const ModelArch& arch) { return arch.attention_dropout > 0.0 ? 5.0 : 4.0; }

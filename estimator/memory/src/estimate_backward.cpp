@@ -55,8 +55,30 @@ bool zero1_backward_starts_without_gradients(const terms::Sizes& s) {
     return s.stage == 1 && !s.bf16_optimizer && s.grad_accum == 1;
 }
 
+GpuMemory backward_after_loss(const FullContext& c, const GpuMemory& st, const Activations& act, uint64_t tmp_bwd,
+                              bool moments, const Explainer& ex);
+
+// The cross-entropy's backward (Activations::loss_backward): the stored
+// activations with the loss's fp32 tensors, the gradients the backward starts
+// with and only the temporaries kept from the forward. `grads`: the gradients
+// alive then.
+GpuMemory loss_backward_moment(const FullContext& c, const GpuMemory& st, const Activations& act, uint64_t grads,
+                               bool moments) {
+    return moment(c, st, grads, moments, act.loss_backward, sum_bytes(loss_backward_temporaries(c.sz)));
+}
+
+GpuMemory larger(const GpuMemory& a, const GpuMemory& b) { return b.total > a.total ? b : a; }
+
 GpuMemory backward_gpu(const FullContext& c, const GpuMemory& st, const Activations& act, uint64_t tmp_bwd,
                        bool moments, const Explainer& ex) {
+    const GpuMemory rest = backward_after_loss(c, st, act, tmp_bwd, moments, ex);
+    if (act.loss_backward == 0) return rest;
+    const uint64_t grads = zero1_backward_starts_without_gradients(c.sz) ? 0 : st.gradients;
+    return larger(rest, loss_backward_moment(c, st, act, grads, moments));
+}
+
+GpuMemory backward_after_loss(const FullContext& c, const GpuMemory& st, const Activations& act, uint64_t tmp_bwd,
+                              bool moments, const Explainer& ex) {
     const terms::Sizes& sz = c.sz;
     if (zero1_backward_starts_without_gradients(sz)) {
         const uint64_t first_grad = std::min(sz.L, sz.Tr) * (sz.bm + (sz.ba != sz.bm ? sz.ba : 0));

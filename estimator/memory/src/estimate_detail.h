@@ -22,6 +22,11 @@ inline constexpr const char* kSrcPaper = "ZeRO paper (Rajbhandari et al. 2020, a
 inline constexpr const char* kSrcDsZ2 = "DeepSpeed estimate_zero2_model_states_mem_needs, runtime/zero/stage_1_and_2.py";
 inline constexpr const char* kSrcDsZ3 = "DeepSpeed estimate_zero3_model_states_mem_needs, runtime/zero/stage3.py";
 inline constexpr const char* kSrcKorthikanti = "Korthikanti et al. 2022 (arXiv:2205.05198) Table 2 and Sec. 4.3";
+inline constexpr const char* kSrcLmHeadLoss =
+    "transformers src/transformers/loss/loss_utils.py ForCausalLMLoss (>= 4.46), models/llama/modeling_llama.py "
+    "LlamaForCausalLM.forward (< 4.46: logits.float(), shift_logits .contiguous()); torch "
+    "aten/src/ATen/native/LossNLL.cpp cross_entropy_loss_symint (log_softmax + nll_loss), "
+    "tools/autograd/derivatives.yaml (_log_softmax saves result; nll_loss_backward, _log_softmax_backward_data)";
 
 inline std::string num(double v) {
     char buf[64];
@@ -82,7 +87,11 @@ inline constexpr const char* kSrcZ0 = "DeepSpeed v0.19.6 runtime/fp16/fused_opti
 // --- activations (Korthikanti et al. 2022 with GQA and the real MLP width) ---
 struct Activations {
     uint64_t forward = 0;   // stored at the end of forward
-    uint64_t backward = 0;  // stored + max(io, one layer's recompute)
+    uint64_t backward = 0;  // stored + max(the LM head's matmul backward, one layer's recompute)
+    // stored + the cross-entropy's backward (lm_head_loss_bytes: the log-softmax output, the
+    // fp32 gradients of its output and input), before the LM head's pre-backward hook: only
+    // the temporaries kept from the forward are live then (loss_backward_temporaries)
+    uint64_t loss_backward = 0;
     uint64_t host = 0;      // per rank, cpu_checkpointing
 };
 
@@ -102,6 +111,7 @@ struct HostFigures {
 
 // estimate.cpp
 std::vector<terms::Term> persistent_temporaries(const terms::Sizes& s);
+std::vector<terms::Term> loss_backward_temporaries(const terms::Sizes& s);
 uint64_t sum_bytes(const std::vector<terms::Term>& list);
 void finish_gpu(GpuMemory& m, const FullContext& c);
 

@@ -47,6 +47,20 @@ struct StackFacts {
     /// transformers >= 4.45: generate passes num_logits_to_keep=1 (later logits_to_keep), so
     /// the prefill keeps only the last position's logits.
     bool generate_keeps_last_logits_only = true;
+    /// transformers < 4.46: LlamaForCausalLM.forward upcasts the logits itself
+    /// (`logits = logits.float()` after self.lm_head), so the 16-bit logits are freed at the
+    /// upcast and the fp32 logits are the model's output; from 4.46 (src/transformers/loss/loss_utils.py,
+    /// self.loss_function) the model returns the 16-bit logits and ForCausalLMLoss upcasts
+    /// inside the loss (`logits = logits.float()`), the 16-bit tensor still held by the model's
+    /// forward while the loss runs.
+    bool upcasts_logits_in_model_forward = false;
+    /// transformers < 4.49: the causal-LM loss shifts the logits,
+    /// `shift_logits = logits[..., :-1, :].contiguous()` (LlamaForCausalLM.forward before 4.46,
+    /// loss_utils.py ForCausalLMLoss from 4.46), an fp32 copy of b(s-1)V elements, and its
+    /// backward (SliceBackward0) builds a zero-padded fp32 gradient of the full logits; from
+    /// 4.49 (huggingface/transformers#35646, merged 2025-01-13) ForCausalLMLoss pads the
+    /// labels instead (`nn.functional.pad(labels, (0, 1), value=ignore_index)`): no copy.
+    bool shifts_logits_with_contiguous_copy = false;
 
     // --- DeepSpeed (ZeRO-Offload host buffers, ZeRO-1/2 init) ---
     /// DeepSpeed >= 0.10.1 (deepspeedai/DeepSpeed#4131): ZeRO-1/2 offload pins its fp32

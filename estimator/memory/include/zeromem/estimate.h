@@ -182,6 +182,37 @@ uint64_t activation_bytes_per_layer(int64_t s, int64_t b, int64_t h, int64_t a, 
 uint64_t layer_activation_bytes(const ModelArch& arch, int64_t s, int64_t b, int64_t t, Checkpointing mode,
                                 bool flash_attention, bool sequence_parallel);
 
+/// The LM head's logits and the causal-LM cross-entropy, per GPU (pipeline's last stage),
+/// at three moments. n = b·s·V/t elements, n1 = b·(s-1)·V/t (the shifted logits), b_m the
+/// model dtype's bytes; `half` a 16-bit model (HF upcasts its logits to fp32; an fp32 model's
+/// .float() returns the tensor itself). torch's cross_entropy is log_softmax + nll_loss
+/// (aten/src/ATen/native/LossNLL.cpp cross_entropy_loss_symint); LogSoftmaxBackward0 saves
+/// only its output (tools/autograd/derivatives.yaml _log_softmax: result), ToCopyBackward0
+/// nothing, so the upcast logits are freed when the loss returns, and the HF Trainer drops the
+/// model's output (trainer.py compute_loss returns the loss only) before accelerator.backward.
+///  - forward: b_m·n (16-bit logits, live to the model's return; from transformers 4.46 the
+///    upcast is in loss_utils.py ForCausalLMLoss) + 4n (the upcast) [+ 4·n1, shift_logits'
+///    .contiguous() copy, transformers < 4.49] + 4·(n1 or n) (the log-softmax output); before
+///    4.46 (LlamaForCausalLM.forward upcasts) the 16-bit logits die at the upcast: the larger of
+///    b_m·n + 4n and the rest;
+///  - loss_backward: 12·(n1 or n): the saved log-softmax output, NllLossBackward0's fp32
+///    gradient (nll_loss_backward: grad_input zeros of the input's shape) and
+///    LogSoftmaxBackward0's (_log_softmax_backward_data) fp32 gradient of its input, beside
+///    each other;
+///  - head_backward: the estimator's bound for the LM head's matmul backward, no less than
+///    (b_m + 8)·n (kept: with it the public LLaDA-8B ZeRO-2 offload OOM is predicted), and the
+///    largest moment after those nodes: SliceBackward0's zero-padded 4n
+///    beside the 4·n1 it pads (transformers < 4.49), ToCopyBackward0's b_m·n beside the fp32
+///    4n it casts (16-bit models), at least the logits' gradient b_m·n that lives through the
+///    LM head's matmul backward; the estimator counts the backward's temporaries (the LM
+///    head's gradient, ZeRO's buckets) beside it, an upper bound: they appear from the matmul
+///    backward on, after the fp32 gradient is freed.
+struct LmHeadLossBytes {
+    uint64_t forward = 0, loss_backward = 0, head_backward = 0;
+};
+LmHeadLossBytes lm_head_loss_bytes(int64_t s, int64_t b, int64_t vocab, int64_t t, uint64_t bm, bool half,
+                                   bool upcasts_logits_in_model_forward, bool shifts_logits_with_contiguous_copy);
+
 /// A dense decoder's shape for a parameter count alone: GPT-3's width-depth
 /// ratio h = 128 L (Brown et al. 2020 Table 2.1: 6.7B 4096 x 32, 175B 12288
 /// x 96) with 12 h^2 parameters per layer (Korthikanti et al. 2022 Sec. 2):

@@ -1,0 +1,75 @@
+// The simulator's replay of the LM head and the causal-LM loss (producer.cpp loss_forward,
+// loss_backward), byte counts written from the code path: transformers loss/loss_utils.py
+// ForCausalLMLoss (logits.float(); from 4.49 the labels are padded, before it
+// shift_logits = logits[..., :-1, :].contiguous()), torch cross_entropy = log_softmax +
+// nll_loss (LossNLL.cpp cross_entropy_loss_symint), LogSoftmaxBackward0 saving its output,
+// NllLossBackward0 and LogSoftmaxBackward0 each allocating an fp32 gradient of the input's
+// shape; the HF Trainer drops the model's output before backward.
+#include "zeromem/request.h"
+#include "zeromem/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <string>
+
+using namespace zeromem;
+
+namespace {
+
+constexpr uint64_t kB = 8, kS = 2048, kV = 128256;
+constexpr uint64_t kN = kB * kS * kV;
+
+Resolved plan_winner(const char* transformers) {
+    Request r;
+    r.model = "llama-3-70b";
+    r.gpus = 16;
+    r.nodes = 2;
+    r.gpu = "H100-80GB";
+    r.ds_config = std::string(ZEROMEM_TEST_DATA_DIR) + "/plan_llama3_70b_16xh100.json";
+    r.checkpointing = "full";
+    r.stack = std::string("deepspeed=0.19.6,torch=2.8,transformers=") + transformers;
+    return resolve_request(r, ZEROMEM_SOURCE_DATA_DIR);
+}
+
+int64_t live_at(const sim::SimResult& s, size_t at, std::initializer_list<const char*> names) {
+    int64_t live = 0;
+    for (size_t t = 0; t <= at && t < s.timeline.size(); ++t)
+        for (const char* n : names)
+            if (std::string(s.timeline[t].term) == n) live += s.timeline[t].bytes;
+    return live;
+}
+
+// The largest single request of `term`.
+int64_t largest(const sim::SimResult& s, const char* term) {
+    int64_t m = 0;
+    for (const auto& p : s.timeline)
+        if (std::string(p.term) == term && p.bytes > m) m = p.bytes;
+    return m;
+}
+
+}  // namespace
+
+// transformers 5.0: at the peak (LogSoftmaxBackward0's output) the saved log-softmax, the
+// NLL gradient and the log-softmax input's gradient, 3 x 4 x b·s·V, are live, and neither
+// the 16-bit logits nor their fp32 upcast (freed when the loss and the model returned).
+TEST(SimLmHeadLoss, CrossEntropyBackwardIsThePeak) {
+    const sim::SimResult s = sim::simulate(plan_winner("5.0").input, sim::SimOptions{});
+    EXPECT_EQ(s.peak_event, "logits_grad_fp32");
+    EXPECT_EQ(s.peak_module, "lm_head");
+    EXPECT_EQ(live_at(s, s.peak_allocated_t, {"log_softmax", "nll_loss_grad_fp32", "logits_grad_fp32"}),
+              int64_t(12 * kN));
+    EXPECT_EQ(live_at(s, s.peak_allocated_t, {"logits", "logits_fp32", "logits_grad"}), 0);
+    EXPECT_EQ(largest(s, "logits"), int64_t(2 * kN));
+    EXPECT_EQ(largest(s, "shift_logits_fp32"), 0);
+}
+
+// transformers 4.47: the shift's contiguous fp32 copy of b·(s-1)·V and the log-softmax of it.
+TEST(SimLmHeadLoss, ShiftCopyBefore449) {
+    const sim::SimResult s = sim::simulate(plan_winner("4.47").input, sim::SimOptions{});
+    const uint64_t n1 = kB * (kS - 1) * kV;
+    EXPECT_EQ(largest(s, "shift_logits_fp32"), int64_t(4 * n1));
+    EXPECT_EQ(largest(s, "log_softmax"), int64_t(4 * n1));
+    // SliceBackward0's zero-padded gradient of the full logits.
+    EXPECT_EQ(largest(s, "logits_grad_fp32"), int64_t(4 * kN));
+}
