@@ -236,17 +236,17 @@ TEST(MoeActivations, TermsByHand) {
 }
 
 // In the estimate, without checkpointing, the per-block terms are stored for
-// all 32 blocks; the loss's io term (logits) outweighs the all-to-all buffers
-// in backward, so DeepSpeed-MoE minus HF activations is 32 x the per-block
+// all 32 blocks; the cross-entropy's backward outweighs a block's all-to-all
+// buffers, so DeepSpeed-MoE minus HF activations is 32 x the per-block
 // difference: 32 x ((67,239,936 + 134,217,728) - (196,608 + 134,217,728)).
 TEST(MoeActivations, EstimateStoresEveryBlock) {
     const Estimate hf = estimate(resolve("mixtral-8x7b", 8, 2, std::nullopt).input, true);
     const Estimate ds = estimate(resolve("mixtral-8x7b", 8, 2, 8).input, true);
-    // The summary's activations are those of the phase that holds the most
-    // (estimate.h GpuMemory): there the dispatched tokens of all 32 blocks
-    // replace the dropless copies, and one block's all-to-all buffers
-    // (134,217,728 B, below) are live on top.
-    EXPECT_EQ(ds.per_gpu.activations - hf.per_gpu.activations, 32ull * (67239936ull - 196608ull) + 134217728ull);
+    // The summary's activations are those of the moment that holds the most
+    // (estimate.h GpuMemory): the cross-entropy's backward (12 sbV of fp32
+    // log-softmax and gradients), where the dispatched tokens of all 32 blocks
+    // replace the dropless copies and no block runs, so no all-to-all buffer is live.
+    EXPECT_EQ(ds.per_gpu.activations - hf.per_gpu.activations, 32ull * (67239936ull - 196608ull));
     EXPECT_EQ(term_bytes(hf, "activations: MoE routed token copies (dropless)"), 32ull * 134217728ull);
     EXPECT_EQ(term_bytes(ds, "activations: MoE all-to-all buffers"), 134217728ull);
 }

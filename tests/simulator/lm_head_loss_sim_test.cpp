@@ -5,6 +5,7 @@
 // nll_loss (LossNLL.cpp cross_entropy_loss_symint), LogSoftmaxBackward0 saving its output,
 // NllLossBackward0 and LogSoftmaxBackward0 each allocating an fp32 gradient of the input's
 // shape; the HF Trainer drops the model's output before backward.
+#include "zeromem/estimate.h"
 #include "zeromem/request.h"
 #include "zeromem/simulator.h"
 
@@ -72,4 +73,36 @@ TEST(SimLmHeadLoss, ShiftCopyBefore449) {
     EXPECT_EQ(largest(s, "log_softmax"), int64_t(4 * n1));
     // SliceBackward0's zero-padded gradient of the full logits.
     EXPECT_EQ(largest(s, "logits_grad_fp32"), int64_t(4 * kN));
+}
+
+// The 70B plan's winner (`zeromem plan --model llama-3-70b --gpus 16 --nodes 2 --gpu
+// H100-80GB --network ib-ndr400`: ZeRO-3 + optimizer offload, full checkpointing, micro batch
+// 8 x accumulation 2, overlap_comm off, reduce bucket 16777216; tests/data/
+// plan_llama3_70b_16xh100.json is its emitted config): a 128256 vocabulary at 8 x 2048 tokens
+// makes the LM head and the loss the peak. Both readings count the cross-entropy's backward,
+// 12 x b·s·V bytes (the saved log-softmax, NllLossBackward0's and LogSoftmaxBackward0's fp32
+// gradients; tests/lm_head_loss_test.cpp and the tests above), with the 80 checkpoints
+// (80 x 2sbh) and the 16-bit partition; peak allocated within 5%.
+TEST(SimLmHeadLoss, Llama3_70bPlanWinnerAgreesWithTheEstimateWithinFivePercent) {
+    Request r;
+    r.model = "llama-3-70b";
+    r.gpus = 16;
+    r.nodes = 2;
+    r.gpu = "H100-80GB";
+    r.ds_config = std::string(ZEROMEM_TEST_DATA_DIR) + "/plan_llama3_70b_16xh100.json";
+    r.checkpointing = "full";
+    r.stack = "defaults";
+    r.cuda_context = "0";
+    r.nccl_buffers = "0";
+    r.cublas_workspace = "0";
+    r.fragmentation = 0.0;
+    const Resolved res = resolve_request(r, ZEROMEM_SOURCE_DATA_DIR);
+    const Estimate e = estimate(res.input);
+    const sim::SimResult s = sim::simulate(res.input, sim::SimOptions{});
+    EXPECT_EQ(s.peak_module, "lm_head");
+    EXPECT_EQ(e.peak_phase, "backward");
+    const double sbV4 = 8.0 * 2048 * 128256 * 4;
+    EXPECT_EQ(double(live_at(s, s.peak_allocated_t, {"log_softmax", "nll_loss_grad_fp32", "logits_grad_fp32"})), 3 * sbV4);
+    EXPECT_NEAR(double(s.peak_allocated) / double(e.per_gpu.total), 1.0, 0.05)
+        << "sim " << double(s.peak_allocated) / 1073741824.0 << " GiB, estimator " << double(e.per_gpu.total) / 1073741824.0 << " GiB";
 }
