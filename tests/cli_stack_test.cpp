@@ -208,3 +208,25 @@ TEST(CliStack, BadInstallsAndSettingsAreErrors) {
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_TRUE(has(r.err, "is a directory, not a pip freeze output")) << r.err;
 }
+
+// The settings line says where the attention kind came from. --attention auto on the 2021 stack
+// (torch 1.8.1, transformers 4.6.1: no SDPA default before transformers 4.36 with torch 2.1.1) keeps the
+// s^2 scores and says why; T5 says its class has no SDPA path; --attention flash overrides; without the
+// flag flash is assumed and a note names the stack's eager default.
+TEST(CliStack, AttentionLineSaysWhereTheKindCameFrom) {
+    const std::string base = "estimate --model gpt2-xl --gpus 1 --gpu-memory 80GiB --seq-len 1024 "
+                             "--stack deepspeed=0.4.2,torch=1.8.1,transformers=4.6.1";
+    const Outcome a = with_env("", base + " --attention auto");
+    EXPECT_EQ(a.exit_code, 0) << a.err;
+    EXPECT_TRUE(has(a.out, "attention eager (--attention auto: transformers 4.6.1 with torch 1.8.1 has no SDPA default "
+                           "(from transformers 4.36 with torch >= 2.1.1); s^2 scores kept)")) << a.out;
+    const Outcome f = with_env("", base + " --attention flash");
+    EXPECT_TRUE(has(f.out, "attention flash (--attention flash: no s^2 scores)")) << f.out;
+    const Outcome u = with_env("", base);
+    EXPECT_TRUE(has(u.out, "attention flash (no s^2 scores)")) << u.out;
+    EXPECT_TRUE(has(u.err, "--attention not given: flash assumed")) << u.err;
+    const Outcome t5 = with_env("", "estimate --hf-config " + std::string(ZEROMEM_TEST_DATA_DIR) +
+                                        "/ledger/t5-11b.json --gpus 1 --gpu-memory 80GiB --seq-len 512 --stack defaults --attention auto");
+    EXPECT_TRUE(has(t5.out, "attention eager (--attention auto: the t5 model class has no SDPA path in transformers 5.0")) << t5.out;
+    EXPECT_NE(with_env("", base + " --attention sdpa").exit_code, 0);
+}

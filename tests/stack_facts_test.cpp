@@ -99,3 +99,55 @@ TEST(StackFacts, ForeachKernelTemporaryFollowsTorch) {
     EXPECT_EQ(step_temporary_bytes_per_element(foreach_kernel(torch_facts("2.1"))), 4u);
     EXPECT_EQ(step_temporary_bytes_per_element(StepKernel::fused), 0u);
 }
+
+// The Hugging Face default attention: modeling_utils.py _autoset_attn_implementation takes SDPA when the
+// class supports it and utils/import_utils.py is_torch_sdpa_available holds (torch >= 2.1.1), from
+// transformers 4.36 (huggingface/transformers#26572, #27940; "SDPA is used by default for PyTorch v2.1.1
+// and greater when an implementation is available"). 4.35.2, or torch 2.1.0, run the eager attention.
+TEST(StackFacts, SdpaDefaultStartsAtTransformers436WithTorch211) {
+    SoftwareStack s;
+    s.transformers = "4.36.0";
+    s.torch = "2.1.1";
+    EXPECT_TRUE(stack_facts(s).hf_default_attention_is_sdpa);
+    s.transformers = "4.35.2";
+    EXPECT_FALSE(stack_facts(s).hf_default_attention_is_sdpa);
+    s.transformers = "4.36.0";
+    s.torch = "2.1.0";
+    EXPECT_FALSE(stack_facts(s).hf_default_attention_is_sdpa);
+    EXPECT_TRUE(stack_facts(SoftwareStack{}).hf_default_attention_is_sdpa);  // the built-in 5.0 with torch 2.8
+}
+
+// The model class decides too: T5PreTrainedModel and GPTJPreTrainedModel set no _supports_sdpa, so
+// they run eager on any stack; FalconPreTrainedModel._check_and_enable_sdpa turns SDPA on from torch 2.0
+// ("Falcon supported SDPA from PyTorch 2.0"); a Llama follows the stack. The reason names the stack.
+TEST(StackFacts, DefaultAttentionFollowsTheModelClass) {
+    SoftwareStack s;
+    s.transformers = "4.36.2";
+    s.torch = "2.1.2";
+    StackFacts f = stack_facts(s);
+    EXPECT_TRUE(default_attention(s, f, "llama").flash);
+    EXPECT_TRUE(default_attention(s, f, "").flash);  // no architecture: the stack's default
+    EXPECT_FALSE(default_attention(s, f, "t5").flash);
+    EXPECT_FALSE(default_attention(s, f, "gptj").flash);
+    EXPECT_FALSE(default_attention(SoftwareStack{}, stack_facts(SoftwareStack{}), "t5").flash);
+    s.torch = "2.0.1";
+    f = stack_facts(s);
+    EXPECT_FALSE(default_attention(s, f, "llama").flash);
+    EXPECT_TRUE(default_attention(s, f, "falcon").flash);
+    s.transformers = "4.6.1";
+    s.torch = "1.8.1";
+    f = stack_facts(s);
+    const AttentionChoice c = default_attention(s, f, "llama");
+    EXPECT_FALSE(c.flash);
+    EXPECT_NE(c.why.find("transformers 4.6.1 with torch 1.8.1 has no SDPA default"), std::string::npos) << c.why;
+    EXPECT_NE(default_attention(s, f, "t5").why.find("the t5 model class has no SDPA path"), std::string::npos);
+}
+
+// A family whose SDPA class zeromem has not checked says so.
+TEST(StackFacts, UncheckedFamilySaysItsSdpaPathIsAssumed) {
+    const SoftwareStack s;
+    const StackFacts f = stack_facts(s);
+    EXPECT_EQ(default_attention(s, f, "llama").why.find("assumed"), std::string::npos);
+    EXPECT_NE(default_attention(s, f, "bloom").why.find("that the bloom class has an SDPA path is assumed"),
+              std::string::npos);
+}

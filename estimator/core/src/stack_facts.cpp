@@ -35,7 +35,27 @@ StackFacts stack_facts(const SoftwareStack& st) {
     f.generate_keeps_last_logits_only = tf_at_least("4.45");
     f.upcasts_logits_in_model_forward = !tf_at_least("4.46");
     f.shifts_logits_with_contiguous_copy = !tf_at_least("4.49");
+    f.hf_default_attention_is_sdpa = tf_at_least("4.36") && torch_at_least("2.1.1");
     return f;
+}
+
+AttentionChoice default_attention(const SoftwareStack& st, const StackFacts& facts, const std::string& family) {
+    const std::string stack = "transformers " + st.transformers + " with torch " + st.torch;
+    if (family == "t5" || family == "gptj")
+        return {false, "the " + family + " model class has no SDPA path in transformers " + st.transformers +
+                           "; s^2 scores kept"};
+    // FalconPreTrainedModel._check_and_enable_sdpa: "Falcon supported SDPA from PyTorch 2.0".
+    if (family == "falcon" && compare_versions(st.transformers, "4.36", "--transformers-version") >= 0 &&
+        compare_versions(st.torch, "2.0", "--torch-version") >= 0)
+        return {true, "SDPA, falcon's default from torch 2.0 (" + stack + "): no s^2 scores"};
+    if (!facts.hf_default_attention_is_sdpa)
+        return {false, stack + " has no SDPA default (from transformers 4.36 with torch >= 2.1.1); s^2 scores kept"};
+    // Llama and Mistral/Mixtral have SDPA classes from 4.36 (huggingface/transformers#26572); other
+    // families are taken to have one, said aloud.
+    const bool checked = family.empty() || family == "llama" || family == "mistral" || family == "mixtral";
+    return {true, "SDPA, the default of " + stack + " (from transformers 4.36 with torch >= 2.1.1): its flash or "
+                  "memory-efficient kernel keeps no s^2 scores" +
+                  (checked ? "" : " (that the " + family + " class has an SDPA path is assumed, not checked)")};
 }
 
 uint64_t step_temporary_bytes_per_element(StepKernel k) {

@@ -86,7 +86,7 @@ void add_training_options(CLI::App* sub, zeromem::Request& req) {
     opt_int(sub, "--grad-accum", req.grad_accum, "Gradient accumulation steps; default 1", gT)->type_name("N");
     opt_str(sub, "--gradient-checkpointing", req.checkpointing, "none (default), full or selective; alone: full (the HF Trainer's --gradient_checkpointing)", gT)->type_name("MODE");
     opt_str(sub, "--optimizer", req.optimizer, (std::string("optimizer whose states are counted: ") + zeromem::optimizer_names_help()).c_str(), gT)->type_name("NAME");
-    opt_str(sub, "--attention", req.attention, "flash (default: no s^2 scores kept) or eager", gT)->type_name("KIND");
+    opt_str(sub, "--attention", req.attention, "flash (default: no s^2 scores kept), eager, or auto: what the stack and model class run (SDPA from transformers 4.36 with torch >= 2.1.1, else eager)", gT)->type_name("KIND");
     sub->add_flag("--sequence-parallel", req.sequence_parallel, "Megatron sequence parallelism (with --tp > 1)")->group(gT);
 }
 

@@ -233,7 +233,8 @@ std::string settings_line(const Resolved& res) {
     if (z.stage == 3)
         s += std::string("; stage3_gather_16bit_weights_on_model_save ") +
              (z.stage3_gather_16bit_weights_on_model_save ? "on" : "off");
-    s += std::string("; attention ") + (in.train.flash_attention ? "flash (no s^2 scores)" : "eager (s^2 scores kept)");
+    s += std::string("; attention ") + (in.train.flash_attention ? "flash (" : "eager (") +
+         prov_of(res, "attention", in.train.flash_attention ? "no s^2 scores" : "s^2 scores kept") + ")";
     if (in.generation) s += "; " + describe_generation(*in.generation, in.train.seq_len);
     return s;
 }

@@ -6,6 +6,7 @@
 
 #include "zeromem/ds_config.h"
 #include "zeromem/host_capacity.h"
+#include "zeromem/stack_facts.h"
 #include "zeromem/util.h"
 
 #include <algorithm>
@@ -513,11 +514,30 @@ void apply_training_flags(const Request& req, TrainingSettings& train, Provenanc
         train.optimizer = parse_optimizer(*req.optimizer, "--optimizer");
         prov["optimizer.type"] = "--optimizer";
     }
+}
+
+// --attention flash|eager, or auto: the attention the software stack and the model class run when the
+// script asks for none (stack_facts.h default_attention: eager before transformers 4.36 / torch 2.1.1
+// and for classes without an SDPA path). Not given: flash, with a note where auto would say eager.
+void resolve_attention(const Request& req, Resolved& r) {
+    EstimateInput& in = r.input;
+    const std::string kind = req.attention.value_or("flash");
+    if (kind != "flash" && kind != "eager" && kind != "auto")
+        throw InputError("--attention: '" + kind + "' is not flash, eager or auto");
+    const AttentionChoice stack_default =
+        default_attention(in.stack, stack_facts(in.stack), in.model.arch ? in.model.arch->family : "");
+    if (kind == "auto") {
+        in.train.flash_attention = stack_default.flash;
+        r.provenance["attention"] = "--attention auto: " + stack_default.why;
+        return;
+    }
+    in.train.flash_attention = kind == "flash";
     if (req.attention) {
-        if (*req.attention == "flash") train.flash_attention = true;
-        else if (*req.attention == "eager") train.flash_attention = false;
-        else throw InputError("--attention: '" + *req.attention + "' is not flash or eager");
-        prov["attention"] = "--attention";
+        r.provenance["attention"] =
+            "--attention " + kind + (in.train.flash_attention ? ": no s^2 scores" : ": s^2 scores kept");
+    } else if (!stack_default.flash && in.model.arch) {
+        r.notes.push_back("--attention not given: flash assumed (no s^2 scores), but " + stack_default.why +
+                          ": pass --attention auto (or eager) to count them");
     }
 }
 
@@ -769,6 +789,7 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     apply_trainable_flags(req, in, prov);
     apply_optimizer_impl(req, in.train, prov);
     apply_version_defaults(req, in, prov);
+    resolve_attention(req, r);
     apply_ds_checkpointing(req, ds_cfg, in.train, prov);
     check_stage_and_save(req, r);
     apply_zeropp_flags(req, in.zero, prov);

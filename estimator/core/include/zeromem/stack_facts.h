@@ -61,6 +61,14 @@ struct StackFacts {
     /// 4.49 (huggingface/transformers#35646, merged 2025-01-13) ForCausalLMLoss pads the
     /// labels instead (`nn.functional.pad(labels, (0, 1), value=ignore_index)`): no copy.
     bool shifts_logits_with_contiguous_copy = false;
+    /// transformers >= 4.36 with torch >= 2.1.1: a model class that supports SDPA loads with
+    /// attn_implementation "sdpa" when the script asks for none (modeling_utils.py
+    /// PreTrainedModel._autoset_attn_implementation calls _check_and_enable_sdpa, which needs
+    /// cls._supports_sdpa and utils/import_utils.py is_torch_sdpa_available, torch >= 2.1.1;
+    /// huggingface/transformers#26572 and #27940, released in 4.36: "SDPA is used by default for
+    /// PyTorch v2.1.1 and greater when an implementation is available", perf_infer_gpu_one.md).
+    /// Before, every class runs its eager attention, which keeps s^2 scores per head.
+    bool hf_default_attention_is_sdpa = true;
 
     // --- DeepSpeed (ZeRO-Offload host buffers, ZeRO-1/2 init) ---
     /// DeepSpeed >= 0.10.1 (deepspeedai/DeepSpeed#4131): ZeRO-1/2 offload pins its fp32
@@ -91,6 +99,24 @@ struct StackFacts {
 /// The behaviours of `st`. Throws InputError naming the flag (--torch-version,
 /// --transformers-version, --deepspeed-version) for a malformed version.
 StackFacts stack_facts(const SoftwareStack& st);
+
+/// The attention a Hugging Face model runs when the script asks for none: flash (no s^2 score
+/// tensor: SDPA's flash or memory-efficient kernel) or eager (the softmax output, and with
+/// attention dropout p > 0 its mask and output, s^2 per head and layer), and why, for the report.
+/// SDPA's math fallback (a dtype, head size or mask no fused kernel takes) would keep s^2
+/// tensors; it is not modelled.
+struct AttentionChoice {
+    bool flash;
+    std::string why;
+};
+/// The default for `family` (ModelArch::family, the config's model_type; empty when no
+/// architecture is known) under `st`: eager without hf_default_attention_is_sdpa; eager for the
+/// classes that have no SDPA path (t5: T5PreTrainedModel sets no _supports_sdpa, the SDPA path
+/// came with huggingface/transformers#47014, merged 2026-07, after every release the stack table
+/// covers; gptj: GPTJPreTrainedModel sets _supports_flash_attn and no _supports_sdpa); with
+/// transformers >= 4.36 Falcon's own _check_and_enable_sdpa turns SDPA on from torch 2.0; otherwise
+/// SDPA. Families not named here are taken to have an SDPA path (not checked per class).
+AttentionChoice default_attention(const SoftwareStack& st, const StackFacts& facts, const std::string& family);
 
 /// Which code runs the optimizer step, and so what temporary it allocates.
 ///  - torch_foreach: torch.optim Adam(W) multi-tensor path, torch >= 2.1:

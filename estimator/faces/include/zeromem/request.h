@@ -32,7 +32,7 @@ struct Request {
     std::optional<int64_t> grad_accum;           ///< --grad-accum
     std::optional<std::string> checkpointing;    ///< --gradient-checkpointing
     std::optional<std::string> optimizer;        ///< --optimizer
-    std::optional<std::string> attention;        ///< --attention flash|eager
+    std::optional<std::string> attention;        ///< --attention flash|eager|auto (unset: flash)
     std::optional<int64_t> stage;                ///< --stage
     std::optional<std::string> offload_optimizer;  ///< --offload-optimizer
     std::optional<std::string> offload_param;    ///< --offload-param
