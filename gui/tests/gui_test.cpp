@@ -663,7 +663,8 @@ private slots:
     // table's fits column, ranked after every option that fits with the margin
     // (compare's order, planner.h ranks_before); a plan step and the plan's chosen configuration say
     // "tight" exactly when their candidate is. Inputs: the two screenshots of docs/ (llama-3-70b on 16 x
-    // H100-80GB, mixtral-8x7b on 8 x H100-80GB at 8192 tokens), each with a tight option in compare.
+    // H100-80GB at 2048 tokens and 16 accumulation steps,
+    // mixtral-8x7b on 8 x H100-80GB at 6144 tokens), each with a tight option in compare.
     void tight_options_are_shown_apart_and_ranked_after_fitting_ones() {
         Request llama = default_request();
         llama.model = "llama-3-70b";
@@ -671,11 +672,13 @@ private slots:
         llama.gpus = 16;
         llama.nodes = 2;
         llama.host_memory = "2TiB";
+        llama.seq_len = 2048;
+        llama.grad_accum = 16;
         Request mixtral = default_request();
         mixtral.model = "mixtral-8x7b";
         mixtral.gpu = "H100-80GB";
         mixtral.host_memory = "2TiB";
-        mixtral.seq_len = 8192;
+        mixtral.seq_len = 6144;
         mixtral.grad_accum = 16;
         for (const auto& [r, network] : {std::pair{llama, std::string("ib-ndr400")}, std::pair{mixtral, std::string()}}) {
             MainWindow w(r, SpeedChoice{"", network}, kData, false);
