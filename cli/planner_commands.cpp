@@ -187,6 +187,23 @@ void print_winner_notes(const zeromem::Candidate& w, const SpeedFlags& f) {
     }
 }
 
+// With --for hf-trainer at ZeRO-3: whether the emitted config gathers the 16-bit weights at save, and what it
+// costs or what is lost.
+void print_gather_on_save(const zeromem::PlanResult& r) {
+    using namespace zeromem;
+    if (r.gather_on_save.empty() || r.winner->option.stage != 3) return;
+    if (r.gather_on_save == "on") {
+        const auto& z = r.winner->memory.rank0_only;
+        std::printf("stage3_gather_16bit_weights_on_model_save on, so trainer.save_model() writes consolidated 16-bit "
+                    "weights: it costs rank 0's node %s GiB of host RAM in checkpoint_save, inside the host figure above.\n",
+                    gib(z ? z->host_bytes : 0).c_str());
+    } else {
+        std::printf("stage3_gather_16bit_weights_on_model_save off: with it on nothing fits (rank 0's host RAM at "
+                    "save), so trainer.save_model() writes a DeepSpeed checkpoint only; recover the weights with its "
+                    "zero_to_fp32.py.\n");
+    }
+}
+
 }  // namespace
 
 // `compare --convention deepspeed`: the table DeepSpeed users know from
@@ -419,7 +436,12 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
     const SpeedHardware& hw = run.hw;
     const int64_t global = run.global;
     const Resolved& res = run.res;
-    const PlanResult r = plan(in, hw, global, PlanSpace{}, SpeedConstants{}, simulator_replay());
+    PlanSpace space;
+    // --for hf-trainer: trainer.save_model() writes consolidated weights only with the 16-bit gather at save, so
+    // plan keeps it on where the host has room, unless the user set it.
+    space.prefer_gather_on_save =
+        f.target == "hf-trainer" && !res.provenance.count("zero_optimization.stage3_gather_16bit_weights_on_model_save");
+    const PlanResult r = plan(in, hw, global, space, SpeedConstants{}, simulator_replay());
     end_replay_progress();
     if (json_out) {
         nlohmann::json j;
@@ -483,8 +505,11 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
                      tight_words(r.winner->memory).c_str(), gib(r.winner->memory.per_gpu.total).c_str(),
                      gib(*in.cluster.gpu_memory).c_str(), f.emit.empty() ? "" : ", and it is what --emit writes");
     if (!json_out) print_winner_notes(*r.winner, f);
+    if (!json_out) print_gather_on_save(r);
     if (!f.emit.empty()) {
-        const nlohmann::json cfg = emit_ds_config(*r.winner, in, f.target == "hf-trainer");
+        EstimateInput emitted = in;
+        if (r.gather_on_save == "on") emitted.zero.stage3_gather_16bit_weights_on_model_save = true;
+        const nlohmann::json cfg = emit_ds_config(*r.winner, emitted, f.target == "hf-trainer");
         std::ofstream out(f.emit);
         if (!out) throw InputError("--emit: cannot write " + f.emit);
         out << cfg.dump(2) << "\n";
