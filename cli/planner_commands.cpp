@@ -295,6 +295,10 @@ nlohmann::json candidate_json(const zeromem::Candidate& c, const zeromem::Estima
                           {"tokens_per_s", c.time.tokens_per_s},
                           {"tflops_per_gpu", c.time.tflops_per_gpu},
                           {"mfu", c.time.mfu}};
+    // ZeRO-Infinity host-RAM settings plan's step 10 chose (zero_optimization paths, as emitted)
+    if (c.offload_param_buffer_size) j["offload_param_buffer_size"] = *c.offload_param_buffer_size;
+    if (c.sub_group_size) j["sub_group_size"] = *c.sub_group_size;
+    if (c.offload_optimizer_pin_memory) j["offload_optimizer_pin_memory"] = *c.offload_optimizer_pin_memory;
     if (c.generation)
         j["generation"] = {{"num_beams", c.generation->num_beams},
                            {"eval_batch", c.generation->eval_batch},
@@ -455,6 +459,8 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
         j["replays"] = r.replays;
         j["winner_replayed"] = r.winner_replayed;
         j["winner"] = r.winner ? candidate_json(*r.winner, in, hw) : nlohmann::json(nullptr);
+        if (!r.gather_on_save.empty())  // --for hf-trainer: the 16-bit gather at save the emitted config carries
+            j["stage3_gather_16bit_weights_on_model_save"] = r.gather_on_save == "on";
         std::cout << j.dump(2) << "\n";
     } else {
         std::printf("%s (%.2f B params), %lld x %s, global batch %lld, seq %lld tokens: the ZeRO tuning recipe, step by step\n%s\n\n",

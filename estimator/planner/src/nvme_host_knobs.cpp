@@ -70,15 +70,25 @@ std::optional<Candidate> shrink_host_buffers(const Candidate& failed, EstimateIn
         Candidate c = failed;
         const ZeroSettings& was = in.zero;
         const ZeroSettings& now = trial.zero;
-        if (now.offload_param_buffer_size != was.offload_param_buffer_size)
+        std::string action = "ZeRO-Infinity's host buffers:";  // the settings this trial changes, as emitted
+        auto name = [&](const std::string& path) {
+            for (const SettingChange& ch : knobs.changes)
+                if (ch.path == path) action += " " + ch.path + "=" + ch.value;
+        };
+        if (now.offload_param_buffer_size != was.offload_param_buffer_size) {
             c.offload_param_buffer_size = now.offload_param_buffer_size;
-        if (now.sub_group_size != was.sub_group_size) c.sub_group_size = now.sub_group_size;
-        if (now.offload_optimizer_pin_memory != was.offload_optimizer_pin_memory)
+            name("zero_optimization.offload_param.buffer_size");
+        }
+        if (now.sub_group_size != was.sub_group_size) {
+            c.sub_group_size = now.sub_group_size;
+            name("zero_optimization.sub_group_size");
+        }
+        if (now.offload_optimizer_pin_memory != was.offload_optimizer_pin_memory) {
             c.offload_optimizer_pin_memory = now.offload_optimizer_pin_memory;
+            name("zero_optimization.offload_optimizer.pin_memory");
+        }
         evaluate(c, trial, hw, k);
         ++r.candidates;
-        std::string action = "ZeRO-Infinity's host buffers:";
-        for (const SettingChange& ch : knobs.changes) action += " " + ch.path + "=" + ch.value;
         action += " (" + knobs.why + ")";
         std::string outcome;
         if (c.fits)
