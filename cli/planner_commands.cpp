@@ -187,6 +187,23 @@ void print_winner_notes(const zeromem::Candidate& w, const SpeedFlags& f) {
     }
 }
 
+// With --for hf-trainer at ZeRO-3: whether the emitted config gathers the 16-bit weights at save, and what it
+// costs or what is lost.
+void print_gather_on_save(const zeromem::PlanResult& r) {
+    using namespace zeromem;
+    if (r.gather_on_save.empty() || r.winner->option.stage != 3) return;
+    if (r.gather_on_save == "on") {
+        const auto& z = r.winner->memory.rank0_only;
+        std::printf("stage3_gather_16bit_weights_on_model_save on, so trainer.save_model() writes consolidated 16-bit "
+                    "weights: it costs rank 0's node %s GiB of host RAM in checkpoint_save, inside the host figure above.\n",
+                    gib(z ? z->host_bytes : 0).c_str());
+    } else {
+        std::printf("stage3_gather_16bit_weights_on_model_save off: with it on nothing fits (rank 0's host RAM at "
+                    "save), so trainer.save_model() writes a DeepSpeed checkpoint only; recover the weights with its "
+                    "zero_to_fp32.py.\n");
+    }
+}
+
 }  // namespace
 
 // `compare --convention deepspeed`: the table DeepSpeed users know from
@@ -278,6 +295,10 @@ nlohmann::json candidate_json(const zeromem::Candidate& c, const zeromem::Estima
                           {"tokens_per_s", c.time.tokens_per_s},
                           {"tflops_per_gpu", c.time.tflops_per_gpu},
                           {"mfu", c.time.mfu}};
+    // ZeRO-Infinity host-RAM settings plan's step 10 chose (zero_optimization paths, as emitted)
+    if (c.offload_param_buffer_size) j["offload_param_buffer_size"] = *c.offload_param_buffer_size;
+    if (c.sub_group_size) j["sub_group_size"] = *c.sub_group_size;
+    if (c.offload_optimizer_pin_memory) j["offload_optimizer_pin_memory"] = *c.offload_optimizer_pin_memory;
     if (c.generation)
         j["generation"] = {{"num_beams", c.generation->num_beams},
                            {"eval_batch", c.generation->eval_batch},
@@ -419,7 +440,12 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
     const SpeedHardware& hw = run.hw;
     const int64_t global = run.global;
     const Resolved& res = run.res;
-    const PlanResult r = plan(in, hw, global, PlanSpace{}, SpeedConstants{}, simulator_replay());
+    PlanSpace space;
+    // --for hf-trainer: trainer.save_model() writes consolidated weights only with the 16-bit gather at save, so
+    // plan keeps it on where the host has room, unless the user set it.
+    space.prefer_gather_on_save =
+        f.target == "hf-trainer" && !res.provenance.count("zero_optimization.stage3_gather_16bit_weights_on_model_save");
+    const PlanResult r = plan(in, hw, global, space, SpeedConstants{}, simulator_replay());
     end_replay_progress();
     if (json_out) {
         nlohmann::json j;
@@ -433,6 +459,8 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
         j["replays"] = r.replays;
         j["winner_replayed"] = r.winner_replayed;
         j["winner"] = r.winner ? candidate_json(*r.winner, in, hw) : nlohmann::json(nullptr);
+        if (!r.gather_on_save.empty())  // --for hf-trainer: the 16-bit gather at save the emitted config carries
+            j["stage3_gather_16bit_weights_on_model_save"] = r.gather_on_save == "on";
         std::cout << j.dump(2) << "\n";
     } else {
         std::printf("%s (%.2f B params), %lld x %s, global batch %lld, seq %lld tokens: the ZeRO tuning recipe, step by step\n%s\n\n",
@@ -483,8 +511,11 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
                      tight_words(r.winner->memory).c_str(), gib(r.winner->memory.per_gpu.total).c_str(),
                      gib(*in.cluster.gpu_memory).c_str(), f.emit.empty() ? "" : ", and it is what --emit writes");
     if (!json_out) print_winner_notes(*r.winner, f);
+    if (!json_out) print_gather_on_save(r);
     if (!f.emit.empty()) {
-        const nlohmann::json cfg = emit_ds_config(*r.winner, in, f.target == "hf-trainer");
+        EstimateInput emitted = in;
+        if (r.gather_on_save == "on") emitted.zero.stage3_gather_16bit_weights_on_model_save = true;
+        const nlohmann::json cfg = emit_ds_config(*r.winner, emitted, f.target == "hf-trainer");
         std::ofstream out(f.emit);
         if (!out) throw InputError("--emit: cannot write " + f.emit);
         out << cfg.dump(2) << "\n";

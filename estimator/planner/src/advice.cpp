@@ -310,37 +310,8 @@ std::vector<HostChange> host_changes() {
                      in.zero.zero_init = true;
                      return true;
                  }});
-    c.push_back({{{"zero_optimization.offload_param.buffer_size", "1e8"}, {"zero_optimization.sub_group_size", "1e8"}},
-                 "smaller pinned NVMe swap buffers (DeepSpeed defaults: buffer_size 1e8, sub_group_size 1e9)",
-                 [](EstimateInput& in) {
-                     bool changed = false;
-                     if (in.zero.offload_param == OffloadDevice::nvme && in.zero.offload_param_buffer_size > 100000000) {
-                         in.zero.offload_param_buffer_size = 100000000;
-                         changed = true;
-                     }
-                     if (in.zero.offload_optimizer == OffloadDevice::nvme && in.zero.sub_group_size > 100000000) {
-                         in.zero.sub_group_size = 100000000;
-                         changed = true;
-                     }
-                     return changed;
-                 }});
-    // The 16-bit gradient flat buffer is pinned from a pageable torch.zeros
-    // of the same size (stage3.py _setup_for_real_optimizer): without
-    // pin_memory neither the copy nor its power-of-two rounding exists.
-    c.push_back({{{"zero_optimization.offload_param.buffer_size", "1e8"},
-                  {"zero_optimization.sub_group_size", "1e8"},
-                  {"zero_optimization.offload_optimizer.pin_memory", "false"}},
-                 "smaller NVMe swap buffers and a pageable 16-bit gradient buffer (pinning it copies it from a "
-                 "pageable buffer of the same size at init, rounded up to a power of two)",
-                 [](EstimateInput& in) {
-                     if (in.zero.offload_optimizer != OffloadDevice::nvme || !in.zero.offload_optimizer_pin_memory)
-                         return false;
-                     if (in.zero.offload_param == OffloadDevice::nvme)
-                         in.zero.offload_param_buffer_size = std::min<int64_t>(in.zero.offload_param_buffer_size, 100000000);
-                     in.zero.sub_group_size = std::min<int64_t>(in.zero.sub_group_size, 100000000);
-                     in.zero.offload_optimizer_pin_memory = false;
-                     return true;
-                 }});
+    for (const planner_detail::NvmeHostKnobs& k : planner_detail::nvme_host_knobs())
+        c.push_back({k.changes, k.why, k.apply});
     c.push_back({{{"zero_optimization.offload_optimizer.device", "nvme"}},
                  "ZeRO-Infinity: optimizer states on NVMe instead of host RAM",
                  [](EstimateInput& in) {

@@ -177,6 +177,9 @@ void apply_candidate(const Candidate& c, EstimateInput& in) {
     in.zero.reduce_bucket_size = c.reduce_bucket_size;
     in.zero.allgather_bucket_size = c.reduce_bucket_size;
     if (c.generation) in.generation = c.generation;
+    if (c.offload_param_buffer_size) in.zero.offload_param_buffer_size = *c.offload_param_buffer_size;
+    if (c.sub_group_size) in.zero.sub_group_size = *c.sub_group_size;
+    if (c.offload_optimizer_pin_memory) in.zero.offload_optimizer_pin_memory = *c.offload_optimizer_pin_memory;
 }
 
 int64_t search_global_batch(const EstimateInput& in, bool batch_given) {
@@ -480,6 +483,8 @@ static std::optional<Candidate> escalate_until_fit(const EstimateInput& base, Es
         s.outcome = fit_outcome(c.memory);
         r.steps.push_back(s);
         if (c.fits) return c;
+        if (rung.step == 10)
+            if (std::optional<Candidate> smaller = shrink_host_buffers(c, in, plan_base, hw, k, r)) return smaller;
         if (rung.step == 7) {
             PlanStep s8 = lower_generation_defaults(c, in, hw, k, r.candidates);
             r.steps.push_back(s8);
@@ -686,6 +691,20 @@ static void tune_for_speed(const EstimateInput& base, EstimateInput& in, const E
 PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t global_batch, const PlanSpace& space,
                 const SpeedConstants& k, const ReplayFits& replay_fits) {
     require_capacity(base, "plan");
+    if (space.prefer_gather_on_save && !base.zero.stage3_gather_16bit_weights_on_model_save) {
+        PlanSpace once = space;
+        once.prefer_gather_on_save = false;
+        EstimateInput on = base;
+        on.zero.stage3_gather_16bit_weights_on_model_save = true;
+        PlanResult r = plan(on, hw, global_batch, once, k, replay_fits);
+        if (r.winner) {
+            r.gather_on_save = "on";
+            return r;
+        }
+        r = plan(base, hw, global_batch, once, k, replay_fits);
+        if (r.winner) r.gather_on_save = "off";
+        return r;
+    }
     const int64_t per_gpu = per_gpu_batch(global_batch, base.cluster.gpus);
     const auto divs = divisors(per_gpu);
     PlanResult r;
@@ -699,6 +718,9 @@ PlanResult plan(const EstimateInput& base, const SpeedHardware& hw, int64_t glob
     }
     raise_micro_batch(*fit, divs, per_gpu, in, hw, k, r);
     tune_for_speed(base, in, plan_base, *fit, divs, per_gpu, hw, space, k, replay_fits, r);
+    // Step 10's host-RAM settings hold for every configuration evaluated after it (`in` carries them).
+    carry_host_knobs(*fit, *r.first_fit);
+    if (r.winner) carry_host_knobs(*fit, *r.winner);
     return r;
 }
 

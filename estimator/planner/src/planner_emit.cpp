@@ -81,14 +81,21 @@ nlohmann::json emit_ds_config(const Candidate& c, const EstimateInput& base, boo
         if (d.zero_quantized_gradients) z["zero_quantized_gradients"] = true;
         if (d.mics_shard_size > 0) z["mics_shard_size"] = d.mics_shard_size;
         if (d.mics_hierarchical_params_gather) z["mics_hierarchical_params_gather"] = true;
+        if (c.sub_group_size) z["sub_group_size"] = *c.sub_group_size;  // plan's step 10 (nvme_host_knobs)
     }
     auto offload = [](OffloadDevice dev) {
         json o = {{"device", to_string(dev)}, {"pin_memory", true}};
         if (dev == OffloadDevice::nvme) o["nvme_path"] = "/local_nvme";
         return o;
     };
-    if (c.option.offload_optimizer != OffloadDevice::none) z["offload_optimizer"] = offload(c.option.offload_optimizer);
-    if (c.option.offload_param != OffloadDevice::none) z["offload_param"] = offload(c.option.offload_param);
+    if (c.option.offload_optimizer != OffloadDevice::none) {
+        z["offload_optimizer"] = offload(c.option.offload_optimizer);
+        if (c.offload_optimizer_pin_memory) z["offload_optimizer"]["pin_memory"] = *c.offload_optimizer_pin_memory;
+    }
+    if (c.option.offload_param != OffloadDevice::none) {
+        z["offload_param"] = offload(c.option.offload_param);
+        if (c.offload_param_buffer_size) z["offload_param"]["buffer_size"] = *c.offload_param_buffer_size;
+    }
     j["zero_optimization"] = z;
     j["steps_per_print"] = 100;
     j["wall_clock_breakdown"] = false;

@@ -1,6 +1,7 @@
 // The search helpers compare, plan (planner.cpp) and fit (fit.cpp) share; private to the library.
 #pragma once
 
+#include "zeromem/advice.h"
 #include "zeromem/planner.h"
 
 #include <optional>
@@ -36,5 +37,23 @@ std::optional<std::string> option_refusal(const EstimateInput& base, const ZeroO
 bool option_allowed(const EstimateInput& base, const ZeroOption& o, int64_t data_parallel);
 /// The settings the emitted config sets (HF Trainer stage-3 bucket rules, DeepSpeed's optimizer), applied to `in`.
 void apply_emitted_settings(EstimateInput& in);
+
+/// One set of ZeRO-Infinity host-RAM knobs (nvme_host_knobs.cpp).
+struct NvmeHostKnobs {
+    std::vector<SettingChange> changes;  ///< DeepSpeed config paths and values, as the user writes them
+    std::string why;
+    bool (*apply)(EstimateInput& in);    ///< applies the set to `in`; false when it changes nothing there
+};
+/// The sets, in the order tried: what `estimate`'s host advice proposes and
+/// plan's step 10 searches when the GPU fits but the node's RAM does not.
+const std::vector<NvmeHostKnobs>& nvme_host_knobs();
+/// Plan's step 10 when `failed` (the ZeRO-Infinity rung at micro batch 1)
+/// fits the GPU but not the node's RAM: tries each nvme_host_knobs set, one
+/// plan step each, and returns the first candidate that fits, carrying the
+/// settings it changed; `in` and `plan_base` then keep them for steps 11-12.
+std::optional<Candidate> shrink_host_buffers(const Candidate& failed, EstimateInput& in, EstimateInput& plan_base,
+                                             const SpeedHardware& hw, const SpeedConstants& k, PlanResult& r);
+/// Copies the host-RAM settings `from` changed (Candidate's optional fields) onto `to`.
+void carry_host_knobs(const Candidate& from, Candidate& to);
 
 }  // namespace zeromem::planner_detail

@@ -50,6 +50,13 @@ struct Candidate {
     /// Fits, but within the estimate's error band below the GPU capacity
     /// (memory.gpu_verdict "tight"): ranked after the options that fit.
     bool tight = false;
+    /// ZeRO-Infinity host-RAM settings plan's step 10 changed (unset: the
+    /// user's): zero_optimization.offload_param.buffer_size and
+    /// sub_group_size (elements), offload_optimizer.pin_memory. The emitted
+    /// config writes them (planner_detail::nvme_host_knobs).
+    std::optional<int64_t> offload_param_buffer_size;
+    std::optional<int64_t> sub_group_size;
+    std::optional<bool> offload_optimizer_pin_memory;
 };
 
 /// Whether `a` ranks before `b` in compare and plan: fitting before not
@@ -142,6 +149,11 @@ struct PlanResult {
     /// Why there is no winner although the closed forms found one (every
     /// replayed candidate ran out of memory); empty otherwise.
     std::string no_winner;
+    /// With PlanSpace::prefer_gather_on_save: "on" when the plan kept
+    /// stage3_gather_16bit_weights_on_model_save on, "off" when nothing fit
+    /// with it on and the plan fell back to the input's setting; empty
+    /// otherwise.
+    std::string gather_on_save;
 };
 
 /// Search space of plan's step 12.
@@ -151,6 +163,11 @@ struct PlanSpace {
     std::vector<double> bucket_multipliers = {0.25, 0.5, 1, 2, 4};
     std::vector<Checkpointing> checkpointing = {Checkpointing::none, Checkpointing::selective, Checkpointing::full};
     std::vector<bool> overlap_comm = {false, true};
+    /// Plan with zero_optimization.stage3_gather_16bit_weights_on_model_save
+    /// on first (the HF Trainer's save_model writes consolidated 16-bit
+    /// weights only with it), and with the input's setting only when nothing
+    /// fits with it on (PlanResult::gather_on_save says which).
+    bool prefer_gather_on_save = false;
 };
 
 /// `zeromem plan`: walks the ZeRO tuning recipe (zeromem/recipe.h) as a search:
