@@ -51,6 +51,13 @@ double gib(double b) { return b / 1073741824.0; }
 // whole run (load included: both count the ZeRO-1/2 flatten's two 16-bit
 // copies), DeepSpeed's default stage3_max_live_parameters and
 // stage3_max_reuse_distance.
+/// n = s·b·V, the logits' elements of one micro batch (the LM head's output).
+double head_logits(const Case& c) {
+    const Resolved res = resolve(c);
+    return double(res.input.train.seq_len) * double(res.input.train.micro_batch) *
+           double(res.input.model.arch->vocab_size);
+}
+
 std::pair<double, double> peaks(const Case& c) {
     const Resolved res = resolve(c);
     const Estimate e = estimate(res.input);
@@ -72,10 +79,14 @@ struct KnownDifference {
     const char* checkpointing;      // "" = any, "!full" = none or selective
     double lo, hi;
     const char* why;
+    /// lo is derived per row instead: 1 - 8·sbV / estimate - 0.05, the estimator's (b_m + 8)·sbV bound at the LM
+    /// head's backward against the replay's b_m·sbV (n = s·b·V logits), and 5% for every other term.
+    bool head_bound = false;
 };
 const KnownDifference kKnownDifferences[] = {
     {"zero3 backward: reduce_scatter_coalesced cat + module gradient + gathered params (recompute)",
      "bloom-176b,falcon-40b,gpt2-xl,gpt3-175b,llama-2-13b,llama-2-70b,llama-2-7b,llama-3-70b,llama-3-8b,mistral-7b,"
+     "llama-3.1-8b,llama-3.1-70b,qwen3-8b,"
      "opt-1.3b,opt-6.7b,qwen2.5-32b,qwen2.5-7b,deepseek-v2-lite,qwen3-30b-a3b",
      3, "cpu", "full", 0.60, 0.99,
      "optimizer offload + full checkpointing leaves little besides temporaries: the estimator's backward adds the "
@@ -84,10 +95,11 @@ const KnownDifference kKnownDifferences[] = {
      "overflow it (stage3.py reduce_independent_p_g_buckets_and_remove_grads), after the LM head backward, whose "
      "logits are then freed (tested: Zero3ReduceScatterComesAfterTheLmHeadBackward)"},
     {"zero3 backward: reduce_scatter_coalesced cat + module gradient (activation peak)",
-     "gpt2-xl,llama-3-8b,opt-1.3b,opt-6.7b,qwen2.5-7b", 3, "none", "full", 0.80, 0.96,
+     "gpt2-xl,llama-3-8b,opt-1.3b,opt-6.7b,qwen2.5-7b,qwen3-8b", 3, "none", "full", 0.80, 0.96,
      "as above, without offload: at the LM-head backward no reduce-scatter has run yet"},
     {"zero3 backward: reduce_scatter_coalesced cat + module gradient (activation peak)",
-     "bloom-176b,gpt2-xl,llama-2-13b,llama-2-7b,llama-3-8b,mistral-7b,opt-1.3b,opt-6.7b,qwen2.5-7b,deepseek-v2-lite", 3,
+     "bloom-176b,gpt2-xl,llama-2-13b,llama-2-7b,llama-3-8b,mistral-7b,opt-1.3b,opt-6.7b,qwen2.5-7b,deepseek-v2-lite,"
+     "llama-3.1-8b,qwen3-8b", 3,
      "", "!full", 0.80, 0.99, "as above, all activations stored; 5-12% for models whose activations are small next to 1e9 B"},
     {"zero3: gathered params look-ahead (estimator: L + one prefetch; DeepSpeed: filled to stage3_max_live_parameters)",
      "mixtral-8x7b", 3, "cpu", "full", 1.05, 1.30,
@@ -99,6 +111,12 @@ const KnownDifference kKnownDifferences[] = {
      "one prefetch and the small steps (k/v 4,194,304; the router, 32,768 <= stage3_param_persistence_threshold, "
      "persists and is not fetched) add to the look-ahead until "
      "__n_available_params reaches stage3_max_live_parameters = 1e9 (tested: Zero3MixtralLookAheadFillsToMaxLive)"},
+    {"zero3: gathered params look-ahead (estimator: L + one prefetch; DeepSpeed: filled to stage3_max_live_parameters)",
+     "mixtral-8x22b", 3, "cpu", "full", 0.95, 1.30,
+     "as for mixtral-8x7b: an expert projection is 6144 x 16384 = 100,663,296 parameters (>= 5e7, one prefetch each) "
+     "and the block's 2,503,999,488 parameters in 28 fetched modules average 89,428,553 per trace step, so the replay "
+     "fills the look-ahead towards stage3_max_live_parameters; with the parameters kept on the GPU (no param "
+     "offload) the rest of the peak is larger and the two agree within 5%, offloaded they do not"},
     {"zero1 backward: offload boundary transient (8 x Lp .double() norm)", "llama-3-8b,qwen2.5-7b", 1, "cpu", "",
      0.90, 0.96,
      "ZeRO-1 without overlap_comm reduces at the accumulation boundary (reduce_gradients after the backward), so "
@@ -136,10 +154,12 @@ const KnownDifference kKnownDifferences[] = {
     // loss_forward, loss_backward), so where the LM-head backward is the peak the estimator
     // is the higher, by at most (b_m + 8 - b_m) x sbV + the backward temporaries. Every
     // preset row not named above ("" model: any).
-    {"LM head backward: the (b_m + 8) x sbV bound beside the backward temporaries", "", -1, "", "", 0.88, 1.05,
-     "the replay holds the 16-bit logits' gradient alone there (tested: SimLmHeadLoss.CrossEntropyBackwardIsThePeak)"},
-    {"LM head backward: the (b_m + 8) x sbV bound beside the backward temporaries", "", 3, "", "", 0.88, 1.05,
-     "as above, ZeRO-3"},
+    {"LM head backward: the (b_m + 8) x sbV bound beside the backward temporaries", "", -1, "", "", 0, 1.05,
+     "the replay holds the 16-bit logits' gradient alone there (tested: SimLmHeadLoss.CrossEntropyBackwardIsThePeak); "
+     "8 sbV is 3.9 GiB at Gemma's 256k vocabulary and 2048 tokens, a quarter of a 2.5B model's ZeRO-3 peak",
+     true},
+    {"LM head backward: the (b_m + 8) x sbV bound beside the backward temporaries", "", 3, "", "", 0, 1.05,
+     "as above, ZeRO-3", true},
 };
 
 const KnownDifference* known(const Case& c) {
@@ -178,7 +198,9 @@ TEST(SimAgreement, PeakAllocatedWithinFivePercentOrNamed) {
         const auto [sim_peak, est] = peaks(c);
         const double r = sim_peak / est;
         if (const KnownDifference* k = known(c)) {
-            EXPECT_TRUE(r >= k->lo && r <= k->hi) << name(c) << ": ratio " << r << " outside the named range for " << k->term;
+            const double lo = k->head_bound ? 1.0 - 8.0 * head_logits(c) / est - 0.05 : k->lo;
+            EXPECT_TRUE(r >= lo && r <= k->hi) << name(c) << ": ratio " << r << " outside the named range [" << lo << ", "
+                                               << k->hi << "] for " << k->term;
         } else {
             EXPECT_NEAR(r, 1.0, 0.05) << name(c) << ": sim " << gib(sim_peak) << " GiB, estimator " << gib(est) << " GiB";
         }
