@@ -70,7 +70,7 @@ TEST(CliStack, VirtualEnvChangesSoftwareLineAndNumbers) {
     j = json_with_env(env + " ZEROMEM_STACK=defaults", kLoad);
     EXPECT_EQ(j.at("per_node").at("host_memory").get<uint64_t>(), 8 * 2 * kLlama7b + kOverhead);
     EXPECT_EQ(j.at("software").at("from").at("deepspeed").get<std::string>(), "built-in default");
-    EXPECT_TRUE(has(with_env(env + " ZEROMEM_STACK=defaults", kLoad).err,
+    EXPECT_TRUE(has(with_env(env + " ZEROMEM_STACK=defaults", kLoad + " --verbose").err,
                     "note: software stack: ZEROMEM_STACK=defaults pins the built-in stack; $VIRTUAL_ENV=" + venv.str() +
                         " is not read"));
     // An explicit version wins over the installed one.
