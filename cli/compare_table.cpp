@@ -27,11 +27,13 @@ bool has_term(const std::vector<zeromem::CalibrationNote>& notes, const char* te
     return false;
 }
 
-/// `line` split after each "; ": the clauses a wrapped line keeps whole where they fit.
+/// `line` split after each "; " and ". ": the clauses and sentences a wrapped line keeps whole where they
+/// fit (so "Host: dgx-a100." or "GiB (2^30 bytes)." is never cut in two).
 std::vector<std::string> clauses(const std::string& line) {
     std::vector<std::string> out;
     std::size_t from = 0;
-    for (std::size_t at = line.find("; "); at != std::string::npos; at = line.find("; ", from)) {
+    auto next = [&line](std::size_t pos) { return std::min(line.find("; ", pos), line.find(". ", pos)); };
+    for (std::size_t at = next(from); at != std::string::npos; at = next(from)) {
         out.push_back(line.substr(from, at + 1 - from));
         from = at + 2;
     }
