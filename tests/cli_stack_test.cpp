@@ -222,7 +222,7 @@ TEST(CliStack, AttentionLineSaysWhereTheKindCameFrom) {
                            "(from transformers 4.36 with torch >= 2.1.1); s^2 scores kept)")) << a.out;
     const Outcome f = with_env("", base + " --attention flash");
     EXPECT_TRUE(has(f.out, "attention flash (--attention flash: no s^2 scores)")) << f.out;
-    const Outcome u = with_env("", base);
+    const Outcome u = with_env("", base + " --verbose");
     EXPECT_TRUE(has(u.out, "attention flash (no s^2 scores)")) << u.out;
     EXPECT_TRUE(has(u.err, "--attention not given: flash assumed")) << u.err;
     const Outcome t5 = with_env("", "estimate --hf-config " + std::string(ZEROMEM_TEST_DATA_DIR) +
