@@ -1,5 +1,6 @@
 // zeromem calibrate --log FILE ...: see calibrate_command.h.
 #include "calibrate_command.h"
+#include "options.h"
 
 #include "zeromem/calibrate.h"
 #include "zeromem/calibration_profile.h"
@@ -43,6 +44,7 @@ CLI::App* add_calibrate_command(CLI::App& app, zeromem::Request& req, CalibrateF
     cal->add_option("--output", f.output, "Write the calibration profile fitted from the logs (process baseline, "
                     "reserved share; needs --gpu) for `estimate --calibration`")->group("Output")->type_name("PROFILE.json");
     cal->add_option("--format", f.format, "table (default) or json")->group("Output")->type_name("FORMAT");
+    add_verbose_flag(cal, f.verbose);
     add_request_options(cal, req);
     return cal;
 }
@@ -59,8 +61,7 @@ int run_calibrate(const zeromem::Request& req, const CalibrateFlags& f, const st
     if (res.input.convention != Convention::full)
         throw InputError("--convention: calibrate compares phases, which only the full convention has");
     const Estimate e = estimate(res.input);
-    for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
-    for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";
+    print_diagnostics(res.warnings, res.notes, f.verbose);
     const Calibration c = calibrate(logs, e, res.input, sim::snapshot_frame_component);
     std::optional<CalibrationProfile> profile;
     if (!f.output.empty() || !res.input.cluster.gpu_name.empty())

@@ -16,6 +16,7 @@ struct CalibrateFlags {
     std::vector<std::string> logs;   ///< --log FILE, repeatable
     std::string format = "table";    ///< --format table|json
     std::string output;              ///< --output PROFILE.json: write the fitted calibration profile
+    bool verbose = false;            ///< --verbose: print the notes too
 };
 
 /// Registers `calibrate` on `app` (request options included) and returns it.

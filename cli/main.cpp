@@ -26,6 +26,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <vector>
 
 namespace {
 
@@ -106,7 +107,7 @@ const char* const kSubcommands[] = {"estimate", "compare", "plan", "fit", "check
 struct Cli {
     Request req;
     std::string format = "table";
-    bool explain = false;
+    bool explain = false, verbose = false;
     SpeedFlags sf;
     SimulateFlags simf;
     MeasureFlags mf;
@@ -126,6 +127,7 @@ void add_estimate_command(CLI::App& app, Cli& c, bool with_options) {
     c.est->add_option("--format", c.format, "table (default), json, csv or md")->group("Output")->type_name("FORMAT");
     c.est->add_flag("--explain", c.explain, "Print each formula with numbers and its source, and where each setting came from")
         ->group("Output");
+    add_verbose_flag(c.est, c.verbose);
 }
 
 // compare / plan / fit: the request options plus the speed model's.
@@ -142,7 +144,13 @@ void add_planner_commands(CLI::App& app, Cli& c, const Wants& wants) {
         add_request_options(sub, c.req);
         add_speed_options(sub, c.sf);
         sub->add_option("--format", c.format, "table (default) or json")->group("Output")->type_name("FORMAT");
+        add_verbose_flag(sub, c.sf.verbose);
     }
+    if (wants("compare"))
+        c.cmp->add_flag("--wide", c.sf.wide,
+                        "Also the step time's terms (compute, comm, optim, offload, per-param, other) and TFLOP/s as "
+                        "columns; rows are then wider than 120 columns")
+            ->group("Output");
     if (wants("plan")) {
         c.pln->add_option("--emit", c.sf.emit, "Write the winner's DeepSpeed config to PATH")->group("Output")->type_name("PATH");
         c.pln->add_option("--for", c.sf.target, "deepspeed (default: every value explicit) or hf-trainer (batch sizes \"auto\")")
@@ -154,6 +162,7 @@ void add_planner_commands(CLI::App& app, Cli& c, const Wants& wants) {
         c.fit->add_option("--gpus-per-node", c.sf.gpus_per_node, "GPUs per node when searching the fewest GPUs (default 8)")
             ->group("Cluster")->type_name("N");
         c.fit->add_option("--format", c.format, "table (default) or json")->group("Output")->type_name("FORMAT");
+        add_verbose_flag(c.fit, c.sf.verbose);
     }
 }
 
@@ -225,19 +234,17 @@ int run_estimate(const Cli& c, const std::string& dir) {
     const Format fmt = parse_format(c.format);
     Resolved res = resolve_request(c.req, dir);
     sim::use_replayed_fragmentation(res.input, c.req.fragmentation.has_value() || res.fragmentation_fitted);  // the replay's allowance
+    std::vector<std::string> notes = res.notes;
+    for (auto& n : unused_flag_notes(c.est, kUnusedSpeedGroup)) notes.push_back(std::move(n));
     if (res.workload.kind != Workload::sft) {  // several models per GPU (workload.h)
         const WorkloadEstimate w = estimate_workload(res.input, res.workload, c.explain);
-        for (const auto& wn : res.warnings) std::cerr << "zeromem: warning: " << wn << "\n";
-        for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";
-        for (const auto& n : unused_flag_notes(c.est, kUnusedSpeedGroup)) std::cerr << "zeromem: note: " << n << "\n";
+        print_diagnostics(res.warnings, notes, c.verbose);
         std::cout << render_workload(w, res, fmt, c.explain);
         return (w.fits_gpu == false || w.fits_host == false) ? 1 : 0;
     }
     const Estimate e = estimate(res.input, c.explain);  // bad input: one error line, no warnings before it
-    for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
-    for (const auto& n : res.notes) std::cerr << "zeromem: note: " << n << "\n";
-    for (const auto& n : unused_flag_notes(c.est, kUnusedSpeedGroup)) std::cerr << "zeromem: note: " << n << "\n";
-    std::cout << render(e, res, fmt, c.explain);
+    print_diagnostics(res.warnings, notes, c.verbose);
+    std::cout << render(e, res, fmt, c.explain, c.verbose);
     if (e.fits_gpu == false || e.fits_host == false) return 1;
     return (e.gpu_verdict == "tight" || e.host_verdict == "tight") ? kExitTight : 0;
 }

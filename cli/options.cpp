@@ -1,8 +1,11 @@
 // Shared option registration for the zeromem subcommands (see options.h).
 #include "options.h"
 
+#include "zeromem/diagnostics.h"
 #include "zeromem/optimizer_state.h"
 #include "zeromem/util.h"
+
+#include <iostream>
 
 namespace zeromem_cli {
 
@@ -60,6 +63,17 @@ void add_speed_options(CLI::App* sub, SpeedFlags& f, const char* group) {
     sub->add_option_function<std::string>("--host-memory-bandwidth", [&f](const std::string& v) { f.host_memory_bandwidth = v; },
                                           "Override the host preset's DRAM bandwidth per node per second, e.g. 400GB")
         ->group(g)->type_name("SIZE");
+}
+
+void add_verbose_flag(CLI::App* sub, bool& verbose) {
+    sub->add_flag("--verbose", verbose,
+                  "Also print the notes on stderr (inputs that leave the answer unchanged, flags this subcommand does "
+                  "not use, where the software stack came from); warnings are always printed")
+        ->group("Output");
+}
+
+void print_diagnostics(const std::vector<std::string>& warnings, const std::vector<std::string>& notes, bool verbose) {
+    std::cerr << zeromem::render_diagnostics(warnings, notes, verbose, "--verbose");
 }
 
 std::string gib(uint64_t b) { return zeromem::format_gib(double(b)); }

@@ -28,6 +28,8 @@ struct SpeedFlags {
     std::optional<int64_t> host_cores, pcie_gen, pcie_lanes, gpus_per_pcie_link;
     std::optional<std::string> host_memory_bandwidth;
     int64_t gpus_per_node = 8;
+    bool verbose = false;  ///< --verbose: print the notes too (print_diagnostics)
+    bool wide = false;     ///< compare --wide: the step time's terms and TFLOP/s as columns
 };
 
 /// Registers the speed model's flags on `sub`, writing into `f`, in the help group `group`.
@@ -39,6 +41,13 @@ constexpr const char* kUnusedSpeedGroup = "Speed model (used by compare and plan
 
 /// One note per flag of `group` given on `sub`: "--network: estimate does not use it (...)".
 std::vector<std::string> unused_flag_notes(const CLI::App* sub, const std::string& group);
+
+/// Registers --verbose on `sub` (help group Output), writing into `verbose`.
+void add_verbose_flag(CLI::App* sub, bool& verbose);
+
+/// Prints on stderr every warning, and the notes when `verbose` (else how many
+/// were left out): zeromem/diagnostics.h render_diagnostics, shown by --verbose.
+void print_diagnostics(const std::vector<std::string>& warnings, const std::vector<std::string>& notes, bool verbose);
 
 /// Memory in GiB (2^30 bytes) as printed in tables.
 std::string gib(uint64_t b);

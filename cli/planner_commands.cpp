@@ -1,5 +1,6 @@
 // compare, plan and fit: thin faces over the planner (see planner_commands.h).
 #include "planner_commands.h"
+#include "compare_table.h"
 #include "replay_progress.h"
 
 #include "zeromem/optimizer_state.h"
@@ -108,19 +109,6 @@ void apply_host_flags(zeromem::SpeedHardware& hw, const SpeedFlags& f, const std
     apply_host(hw, h, SpeedConstants{});
 }
 
-/// "1.234" or "1.234*" when the term rests on a calibrated/estimated constant.
-std::string term_cell(double seconds, bool marked) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3f%s", seconds, marked ? "*" : " ");
-    return buf;
-}
-
-bool has_term(const std::vector<zeromem::CalibrationNote>& notes, const char* term) {
-    for (const auto& n : notes)
-        if (n.term == term) return true;
-    return false;
-}
-
 bool any_fits(const std::vector<zeromem::Candidate>& rows) {
     return std::any_of(rows.begin(), rows.end(), [](const zeromem::Candidate& c) { return c.fits; });
 }
@@ -131,29 +119,6 @@ int compare_exit_status(const std::vector<zeromem::Candidate>& rows) {
     const bool with_margin =
         std::any_of(rows.begin(), rows.end(), [](const zeromem::Candidate& c) { return c.fits && !c.tight; });
     return with_margin ? 0 : any_fits(rows) ? kExitTight : 1;
-}
-
-// What decides compare's numbers besides the header: where the dtype came
-// from, the optimizer implementation, overlap_comm per stage, the save-time
-// gather, the attention kind.
-std::string compare_settings(const zeromem::Resolved& res) {
-    using namespace zeromem;
-    const auto& in = res.input;
-    const auto it = res.provenance.find("dtype");
-    return std::string("Settings: dtype ") + to_string(in.train.dtype) + " (" +
-           (it == res.provenance.end() ? "default" : it->second) + "); optimizer " + to_string(in.train.optimizer) +
-           (in.train.optimizer_builder == OptimizerBuilder::deepspeed
-                ? " built by DeepSpeed (" + deepspeed_optimizer_class(in.train.optimizer, in.train.torch_adam) + ")"
-                : std::string(" built by the client (HF Trainer), DeepSpeedCPUAdam under optimizer offload")) +
-           "; overlap_comm " +
-           (in.zero.overlap_comm ? (*in.zero.overlap_comm ? "on" : "off") + std::string(" for every stage")
-                                 : std::string("DeepSpeed's default per stage (on for stage 3, off for 0-2)")) +
-           "; reduce_bucket_size " + std::to_string(in.zero.reduce_bucket_size) +
-           "; stage3_gather_16bit_weights_on_model_save " +
-           (in.zero.stage3_gather_16bit_weights_on_model_save ? "on" : "off") + "; attention " +
-           (in.train.flash_attention ? "flash" : "eager") +
-           (in.generation ? "; " + describe_generation(*in.generation, in.train.seq_len) : std::string()) +
-           (in.workload && in.workload->kind != Workload::sft ? "\n" + workload_summary(*in.workload) : std::string());
 }
 
 // A node's host RAM that a plan may take for granted when --host-memory is
@@ -307,32 +272,6 @@ nlohmann::json candidate_json(const zeromem::Candidate& c, const zeromem::Estima
     return j;
 }
 
-void print_compare_header() {
-    std::printf("%-58s %11s %8s %9s %-5s %8s %9s %9s %9s %9s %9s %9s %10s %7s %5s\n", "option", "micro x acc",
-                "GPU GiB", "host GiB", "fits", "step s", "compute", "comm", "optim", "offload", "per-param", "other",
-                "tokens/s", "TFLOP/s", "MFU%");
-}
-
-/// One table row; a term resting on a calibrated/estimated constant ends in '*'.
-void print_compare_row(const zeromem::Candidate& c, const zeromem::EstimateInput& in,
-                       const zeromem::SpeedHardware& hw) {
-    using namespace zeromem;
-    EstimateInput ci = in;
-    apply_candidate(c, ci);
-    const auto notes = calibration_notes(ci, hw, c.time);
-    const StepTime& t = c.time;
-    std::printf("%-58s %4lld x%-4lld %8s %9s %-5s %8.3f %9s %9s %9s %9s %9s %9s %10.0f %7.1f %5.1f\n",
-                c.option.label().c_str(), (long long)c.micro_batch, (long long)c.grad_accum,
-                gib(c.memory.per_gpu.total).c_str(), gib(c.memory.per_node.host_memory).c_str(), c.fits ? (c.tight ? "tight" : "yes") : "no",
-                t.total, term_cell(t.compute, has_term(notes, "compute")).c_str(),
-                term_cell(t.exposed_comm, has_term(notes, "exposed_comm")).c_str(),
-                term_cell(t.optimizer, has_term(notes, "optimizer")).c_str(),
-                term_cell(t.offload, has_term(notes, "offload")).c_str(),
-                term_cell(t.per_param, has_term(notes, "per_param")).c_str(),
-                term_cell(t.overhead, has_term(notes, "overhead")).c_str(), t.tokens_per_s, t.tflops_per_gpu,
-                t.mfu * 100);
-}
-
 // What compare and plan share: the resolved request, the speed model's
 // hardware and the global batch.
 struct SpeedRun {
@@ -382,45 +321,32 @@ SpeedRun prepare_speed_run(const std::string& cmd, const zeromem::Request& req, 
     if (f.nvme_write) hw.nvme_write = double(parse_bytes(*f.nvme_write, "--nvme-write"));
     run.global = f.global_batch ? *f.global_batch
                                 : search_global_batch(in, req.micro_batch.has_value() || req.grad_accum.has_value());
+    std::vector<std::string> notes;
     if (f.global_batch && (req.micro_batch || req.grad_accum))
-        std::cerr << "zeromem: note: --global-batch " << *f.global_batch << " sets the batch " << cmd
-                  << " searches; --micro-batch / --grad-accum are not used (" << cmd
-                  << " picks the micro batch and the accumulation that make it up)\n";
+        notes.push_back("--global-batch " + std::to_string(*f.global_batch) + " sets the batch " + cmd +
+                        " searches; --micro-batch / --grad-accum are not used (" + cmd +
+                        " picks the micro batch and the accumulation that make it up)");
     if (req.stage || req.offload_optimizer || req.offload_param)
-        std::cerr << "zeromem: note: " << cmd
-                  << " evaluates every ZeRO stage and offload option; --stage / --offload-optimizer / --offload-param "
-                     "are not used (give them to estimate)\n";
+        notes.push_back(cmd + " evaluates every ZeRO stage and offload option; --stage / --offload-optimizer / "
+                              "--offload-param are not used (give them to estimate)");
+    print_diagnostics({}, notes, f.verbose);
     return run;
 }
 
-int run_compare(const SpeedRun& run, bool json_out) {
+int run_compare(const SpeedRun& run, bool json_out, bool wide) {
     using namespace zeromem;
     const EstimateInput& in = run.res.input;
     const SpeedHardware& hw = run.hw;
     const int64_t global = run.global;
     const auto rows = compare_options(in, hw, global, {});
     end_replay_progress();
-    const auto statement = ordering_statement(rows);
     if (json_out) {
         nlohmann::json arr = nlohmann::json::array();
         for (const auto& c : rows) arr.push_back(candidate_json(c, in, hw));
         std::cout << arr.dump(2) << "\n";
         return compare_exit_status(rows);
     }
-    std::printf("%s (%.2f B params), %lld x %s (%lld node%s, %s), global batch %lld, seq %lld tokens, %s\n",
-                in.model.name.c_str(), double(in.model.params) / 1e9, (long long)in.cluster.gpus,
-                hw.gpu_name.c_str(), (long long)in.cluster.nodes, in.cluster.nodes > 1 ? "s" : "",
-                hw.intra.name.c_str(), (long long)global, (long long)in.train.seq_len, to_string(in.train.dtype));
-    std::printf("%s\n", compare_settings(run.res).c_str());
-    std::printf("Times are seconds per optimizer step per GPU: compute, exposed communication, optimizer step, "
-                "offload transfers (PCIe/NVMe), per-parameter overhead (hooks, bucket bookkeeping, launches per "
-                "tensor/module), other (ZeRO-2/3 bookkeeping, fixed cost); * = the term rests on a calibrated or "
-                "estimated constant (--format json lists them). Host: %s. Memory in GiB (2^30 bytes).\n\n",
-                hw.host ? hw.host->name.c_str() : "none given (--host; CPU Adam 1.5e9 params/s per node)");
-    print_compare_header();
-    for (const auto& c : rows) print_compare_row(c, in, hw);
-    std::printf("\n");
-    for (const auto& line : statement) std::printf("%s\n", line.c_str());
+    print_compare_table(rows, run.res, hw, global, wide);
     if (!any_fits(rows)) std::fprintf(stderr, "zeromem: compare: no option fits\n");
     return compare_exit_status(rows);
 }
@@ -538,7 +464,7 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
         (format == "table" || format == "json"))
         return run_compare_deepspeed(req, format, dir);
     const SpeedRun run = prepare_speed_run(cmd, req, f, format, dir);
-    return cmd == "compare" ? run_compare(run, format == "json") : run_plan(run, f, format == "json");
+    return cmd == "compare" ? run_compare(run, format == "json", f.wide) : run_plan(run, f, format == "json");
 }
 
 int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format, const std::string& dir,
@@ -564,8 +490,7 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
     show_replay_progress(res.input, "fit");
     const auto rows = largest ? largest_model(res.input) : fewest_gpus(res.input, f.gpus_per_node, max_gpus);
     end_replay_progress();
-    for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
-    for (const auto& n : unused_notes) std::cerr << "zeromem: note: " << n << "\n";
+    print_diagnostics(res.warnings, unused_notes, f.verbose);
     auto reason = [&](const FitRow& r) {
         if (!r.note.empty() || r.value) return r.note;
         return largest ? std::string("not even a million parameters fit")

@@ -73,8 +73,9 @@ allocation, through a model of PyTorch's caching allocator. Memory in GiB (2^30 
 Host RAM per rank and per node (a model of PyTorch's pinned CachingHostAllocator) and NVMe bytes follow the
 GPU table (json: "host"); with --host-memory (bytes per node) a host out-of-memory line and exit status 1
 when a node's resident host RAM exceeds it. --eval-generate, --convention other than full and --legacy-zero2 are
-not replayed (exit 2; use zeromem estimate); --fragmentation and --gather-on-save leave the replay unchanged (note).
-Open --chrome-trace in ui.perfetto.dev and --memory-snapshot in pytorch.org/memory_viz.
+not replayed (exit 2; use zeromem estimate); --fragmentation and --gather-on-save leave the replay unchanged
+(a note, printed with --verbose). Open --chrome-trace in ui.perfetto.dev and --memory-snapshot in
+pytorch.org/memory_viz.
 )";
 
 }  // namespace
@@ -93,6 +94,7 @@ CLI::App* add_simulate_command(CLI::App& app, zeromem::Request& req, SimulateFla
     sim->add_option("--chrome-trace", f.chrome_trace, "Write a Chrome trace-event JSON (Perfetto) to FILE")->group("Output")->type_name("FILE");
     sim->add_option("--memory-snapshot", f.memory_snapshot, "Write a torch.cuda.memory._dump_snapshot pickle to FILE")
         ->group("Output")->type_name("FILE");
+    add_verbose_flag(sim, f.verbose);
     return sim;
 }
 
@@ -102,8 +104,8 @@ int run_simulate(const zeromem::Request& req, const SimulateFlags& f, const std:
         throw InputError("--format: '" + f.format + "' is not one of table, json, csv");
     if (f.steps < 1 || f.steps > 100) throw InputError("--steps: must be between 1 and 100, got " + std::to_string(f.steps));
     // Fail early on an unwritable output file, before a long replay.
-    if (!f.chrome_trace.empty()) sim::write_file(f.chrome_trace, "", "--chrome-trace");
-    if (!f.memory_snapshot.empty()) sim::write_file(f.memory_snapshot, "", "--memory-snapshot");
+    if (!f.chrome_trace.empty()) sim::check_writable(f.chrome_trace, "--chrome-trace");
+    if (!f.memory_snapshot.empty()) sim::check_writable(f.memory_snapshot, "--memory-snapshot");
     const Resolved res = resolve_request(req, dir);
     require_single_model(res, "simulate");
     refuse_unreplayed_tree(req, res.input);
@@ -117,12 +119,15 @@ int run_simulate(const zeromem::Request& req, const SimulateFlags& f, const std:
     // Bad input is one error line: warnings and notes only after the replay succeeded.
     std::vector<std::string> notes = res.notes;
     for (auto& n : replay_notes(req, res.input)) notes.push_back(std::move(n));
-    for (const auto& w : res.warnings) std::cerr << "zeromem: warning: " << w << "\n";
-    for (const auto& n : notes) std::cerr << "zeromem: note: " << n << "\n";
+    print_diagnostics(res.warnings, notes, f.verbose);
     std::optional<sim::HostOom> host_oom;
     if (res.input.cluster.host_memory) host_oom = sim::find_host_oom(r.host, *res.input.cluster.host_memory);
-    if (!f.chrome_trace.empty()) sim::write_file(f.chrome_trace, sim::chrome_trace(r).dump(), "--chrome-trace");
-    if (!f.memory_snapshot.empty()) sim::write_file(f.memory_snapshot, sim::memory_snapshot_pickle(r), "--memory-snapshot");
+    std::vector<std::string> wrote;  // printed after the answer
+    if (!f.chrome_trace.empty())
+        wrote.push_back(sim::wrote_line(f.chrome_trace, sim::write_file(f.chrome_trace, sim::chrome_trace(r).dump(), "--chrome-trace")));
+    if (!f.memory_snapshot.empty())
+        wrote.push_back(sim::wrote_line(
+            f.memory_snapshot, sim::write_file(f.memory_snapshot, sim::memory_snapshot_pickle(r), "--memory-snapshot")));
     if (f.format == "json") {
         nlohmann::json j = sim::to_json(r);
         j["notes"] = notes;
@@ -149,6 +154,7 @@ int run_simulate(const zeromem::Request& req, const SimulateFlags& f, const std:
         if (f.explain) std::cout << sim::render_explain(r);
     }
     if (host_oom && f.format == "csv") std::cerr << "zeromem: " << sim::render_host_oom(*host_oom) << "\n";
+    for (const auto& w : wrote) std::cerr << "zeromem: " << w << "\n";
     return (r.oom || host_oom) ? 1 : 0;
 }
 

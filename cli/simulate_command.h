@@ -16,6 +16,7 @@ struct SimulateFlags {
     int64_t steps = 2;
     std::string format = "table", chrome_trace, memory_snapshot;
     bool explain = false;  ///< --explain: every event term with its estimator term and DeepSpeed source
+    bool verbose = false;  ///< --verbose: print the notes too
 };
 
 /// Registers `simulate` on `app` with add_request_options and its own flags.

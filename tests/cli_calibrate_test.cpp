@@ -127,7 +127,7 @@ TEST(CliCalibrate, ProfileFittedFromTheTraceIsAppliedByEstimate) {
     const double share = double(gib_h(6509) - gib_h(6220)) / double(gib_h(6220));
     EXPECT_DOUBLE_EQ(p["reserved_share"]["fraction"].get<double>(), share);
 
-    const auto cal = cli::zeromem("estimate" + setup + " --calibration '" + profile + "' --format json");
+    const auto cal = cli::zeromem("estimate" + setup + " --calibration '" + profile + "' --format json --verbose");
     ASSERT_EQ(cal.exit_code, 0) << cal.err;
     EXPECT_NE(cal.err.find("from calibration profile"), std::string::npos) << cal.err;
     const auto e = nlohmann::json::parse(cal.out);
@@ -145,7 +145,7 @@ TEST(CliCalibrate, ProfileFittedFromTheTraceIsAppliedByEstimate) {
     // another GPU type: refused unless forced
     const std::string other = kMistralRun + " --gpu H100-80GB --calibration '" + profile + "'";
     cli::expect_error("estimate" + other, "--force-calibration");
-    const auto forced = cli::zeromem("estimate" + other + " --force-calibration");
+    const auto forced = cli::zeromem("estimate" + other + " --force-calibration --verbose");
     EXPECT_EQ(forced.exit_code, 0) << forced.err;
     EXPECT_NE(forced.err.find("(--force-calibration)"), std::string::npos) << forced.err;
     std::remove(profile.c_str());

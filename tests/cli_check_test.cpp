@@ -113,8 +113,9 @@ TEST(CliCheck, UnreadableInputExitsTwo) {
     EXPECT_EQ(zeromem("check").exit_code, 2);
 }
 
+// The notes are printed with --verbose (without it one line counts them: tests/cli_output_test.cpp).
 TEST(CliCheck, EstimateNotesKeysWithoutMemoryEffect) {
-    const cli::Outcome r = zeromem("estimate --model llama-2-7b --gpus 8 --optimizer-impl fused --ds-config " +
+    const cli::Outcome r = zeromem("estimate --model llama-2-7b --gpus 8 --optimizer-impl fused --verbose --ds-config " +
                                    data("ds_configs/ds_zero3_config.json"));
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("/fp16/loss_scale = 0: no effect on memory"), std::string::npos) << r.err;
@@ -349,7 +350,7 @@ TEST(CliCheckNewUser, DeepSpeedChatMemoryEfficientLinearIsAcceptedAtEveryStage) 
               std::string::npos) << r2.out;
     EXPECT_NE(r2.out.find(path_of(z2) + ": 0 error(s), 0 warning(s), 5 note(s) for launcher deepspeed"),
               std::string::npos) << r2.out;
-    const cli::Outcome e2 = zeromem("estimate --model opt-1.3b --gpus 8 --ds-config " + cli::testdata(z2));
+    const cli::Outcome e2 = zeromem("estimate --model opt-1.3b --gpus 8 --verbose --ds-config " + cli::testdata(z2));
     EXPECT_EQ(e2.exit_code, 0) << e2.err;
     EXPECT_NE(e2.err.find("/zero_optimization/memory_efficient_linear = false: no effect on memory: ignored at stage 2"),
               std::string::npos) << e2.err;

@@ -54,17 +54,18 @@ TEST(CliFlags, AllocConfFractionsOutOfPyTorchsRangeAreRefused) {
 // and name each one they do not use; compare and plan use them and say nothing.
 TEST(CliFlags, SpeedFlagsOnEstimateAndFitAreNamedAsUnused) {
     Outcome r = zeromem("estimate --model llama-2-7b --gpus 16 --nodes 2 --gpu A100-80GB --stage 3 --network ib-ndr400 "
-                        "--global-batch 64");
+                        "--global-batch 64 --verbose");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("note: --network: estimate does not use it"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("note: --global-batch: estimate does not use it"), std::string::npos) << r.err;
-    r = zeromem("fit --model llama-2-7b --gpu A100-80GB --network ib-ndr400");
+    r = zeromem("fit --model llama-2-7b --gpu A100-80GB --network ib-ndr400 --verbose");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("note: --network: fit does not use it"), std::string::npos) << r.err;
-    r = zeromem("compare --model llama-2-7b --gpus 16 --nodes 2 --gpu A100-80GB --network ib-ndr400 --global-batch 64");
+    r = zeromem("compare --model llama-2-7b --gpus 16 --nodes 2 --gpu A100-80GB --network ib-ndr400 --global-batch 64 "
+                "--verbose");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.err.find("does not use"), std::string::npos) << r.err;
-    EXPECT_EQ(zeromem("estimate --model llama-2-7b --gpus 8").err.find("does not use"), std::string::npos);
+    EXPECT_EQ(zeromem("estimate --model llama-2-7b --gpus 8 --verbose").err.find("does not use"), std::string::npos);
 }
 
 // calibrate reads training logs (--log): a file over the 64 MiB input limit is named as the log it is.

@@ -204,7 +204,7 @@ TEST(CliSpeed, BadInputsGiveOneLineAndNonzeroExit) {
 
 // compare shows each term per option and marks the ones resting on a
 // calibrated or estimated constant: the json lists them per row; the
-// per-parameter column exists; a term sum equals the step time.
+// per-parameter column exists (--wide); a term sum equals the step time.
 TEST(CliSpeed, CompareShowsTermsAndCalibration) {
     const Outcome r = zeromem("compare " + kLlama + " --global-batch 64 --host dgx-a100 --format json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -220,7 +220,7 @@ TEST(CliSpeed, CompareShowsTermsAndCalibration) {
             if (c["constant"] == "cpu_adam_memory_efficiency") saw_g8 = c["basis"].get<std::string>().find("G8") != std::string::npos;
     }
     EXPECT_TRUE(saw_g8) << "optimizer-offload rows on a host preset name the G8 fit";
-    const Outcome t = zeromem("compare " + kLlama + " --global-batch 64 --host dgx-a100");
+    const Outcome t = zeromem("compare " + kLlama + " --global-batch 64 --host dgx-a100 --wide");
     ASSERT_EQ(t.exit_code, 0) << t.err;
     EXPECT_NE(t.out.find("per-param"), std::string::npos);
     EXPECT_NE(t.out.find("Host: dgx-a100"), std::string::npos);
@@ -271,14 +271,14 @@ TEST(CliSpeed, HostsListing) {
 // (4 x 2 x 8 = 64), and flags compare does not use are named in a note
 // instead of being dropped silently.
 TEST(CliSpeed, CompareTakesTheGlobalBatchFromMicroBatchAndAccumulation) {
-    const Outcome r = zeromem("compare --model llama-2-7b --gpus 8 --gpu A100-80GB --micro-batch 4 --grad-accum 2 --stage 2");
+    const Outcome r = zeromem("compare --model llama-2-7b --gpus 8 --gpu A100-80GB --micro-batch 4 --grad-accum 2 --stage 2 --verbose");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("global batch 64,"), std::string::npos) << r.out;
     EXPECT_NE(r.err.find("--stage / --offload-optimizer / --offload-param are not used"), std::string::npos) << r.err;
     const Outcome d = zeromem("compare --model llama-2-7b --gpus 8 --gpu A100-80GB");
     ASSERT_EQ(d.exit_code, 0) << d.err;
     EXPECT_NE(d.out.find("global batch 128,"), std::string::npos) << d.out;  // 16 per GPU x 8
-    const Outcome g = zeromem("compare --model llama-2-7b --gpus 8 --gpu A100-80GB --global-batch 32 --micro-batch 4");
+    const Outcome g = zeromem("compare --model llama-2-7b --gpus 8 --gpu A100-80GB --global-batch 32 --micro-batch 4 --verbose");
     ASSERT_EQ(g.exit_code, 0) << g.err;
     EXPECT_NE(g.out.find("global batch 32,"), std::string::npos) << g.out;
     EXPECT_NE(g.err.find("--micro-batch / --grad-accum are not used"), std::string::npos) << g.err;

@@ -70,7 +70,7 @@ TEST(CliStack, VirtualEnvChangesSoftwareLineAndNumbers) {
     j = json_with_env(env + " ZEROMEM_STACK=defaults", kLoad);
     EXPECT_EQ(j.at("per_node").at("host_memory").get<uint64_t>(), 8 * 2 * kLlama7b + kOverhead);
     EXPECT_EQ(j.at("software").at("from").at("deepspeed").get<std::string>(), "built-in default");
-    EXPECT_TRUE(has(with_env(env + " ZEROMEM_STACK=defaults", kLoad).err,
+    EXPECT_TRUE(has(with_env(env + " ZEROMEM_STACK=defaults", kLoad + " --verbose").err,
                     "note: software stack: ZEROMEM_STACK=defaults pins the built-in stack; $VIRTUAL_ENV=" + venv.str() +
                         " is not read"));
     // An explicit version wins over the installed one.
@@ -222,7 +222,7 @@ TEST(CliStack, AttentionLineSaysWhereTheKindCameFrom) {
                            "(from transformers 4.36 with torch >= 2.1.1); s^2 scores kept)")) << a.out;
     const Outcome f = with_env("", base + " --attention flash");
     EXPECT_TRUE(has(f.out, "attention flash (--attention flash: no s^2 scores)")) << f.out;
-    const Outcome u = with_env("", base);
+    const Outcome u = with_env("", base + " --verbose");
     EXPECT_TRUE(has(u.out, "attention flash (no s^2 scores)")) << u.out;
     EXPECT_TRUE(has(u.err, "--attention not given: flash assumed")) << u.err;
     const Outcome t5 = with_env("", "estimate --hf-config " + std::string(ZEROMEM_TEST_DATA_DIR) +

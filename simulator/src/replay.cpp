@@ -87,6 +87,7 @@ void set_peak_names(SimResult& r, const EventLog& log, const PeakEvents& pe) {
 SimResult replay(const EventLog& log, const SimOptions& opt, std::optional<uint64_t> capacity) {
     SimResult r;
     r.modules = log.modules;
+    r.capacity = capacity;
     r.phases.resize(kPhaseCount);
     for (int i = 0; i < kPhaseCount; ++i) r.phases[static_cast<size_t>(i)].phase = static_cast<Phase>(i);
     CachingAllocator a(opt.alloc, capacity, opt.record_allocator_trace);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -41,7 +42,7 @@ std::string render_table(const SimResult& r) {
     };
     o << "  peak allocated  " << gib(r.peak_allocated) << " GiB" << at(r.peak_event, r.peak_module) << "\n";
     o << "  peak reserved   " << gib(r.peak_reserved) << " GiB" << at(r.peak_reserved_event, r.peak_reserved_module)
-      << "\n";
+      << (r.capacity ? "" : " (unbounded: no GPU capacity given)") << "\n";
     o << "  reserved - allocated at the allocated peak: " << gib(r.reserved_at_peak - r.peak_allocated) << " GiB\n";
     const ProcessMemory& pm = r.process;
     o << "  not replayed, per process (sized from the input as the estimator sizes them):\n"
@@ -137,12 +138,38 @@ nlohmann::json chrome_trace(const SimResult& r) {
     return json{{"traceEvents", ev}};
 }
 
-void write_file(const std::string& path, const std::string& text, const std::string& flag) {
-    std::ofstream f(path, std::ios::binary);
+void check_writable(const std::string& path, const std::string& flag) {
+    const bool existed = std::ifstream(path).good();
+    std::ofstream probe(path, std::ios::binary | std::ios::app);  // appends nothing: an existing file is left as it is
+    if (!probe) throw InputError(flag + ": cannot write '" + path + "'");
+    probe.close();
+    if (!existed) std::remove(path.c_str());
+}
+
+uint64_t write_file(const std::string& path, const std::string& text, const std::string& flag) {
+    std::error_code ec;
+    const auto kind = std::filesystem::status(path, ec).type();
+    const bool direct = kind != std::filesystem::file_type::not_found && kind != std::filesystem::file_type::regular &&
+                        kind != std::filesystem::file_type::none;  // a pipe or device (/dev/stdout): written as is
+    const std::string partial = direct ? path : path + ".partial";
+    std::ofstream f(partial, std::ios::binary);
     if (!f) throw InputError(flag + ": cannot write '" + path + "'");
     f << text;
     f.close();
-    if (!f) throw InputError(flag + ": cannot write '" + path + "'");
+    if (!f || (!direct && std::rename(partial.c_str(), path.c_str()) != 0)) {
+        if (!direct) std::remove(partial.c_str());
+        throw InputError(flag + ": cannot write '" + path + "'");
+    }
+    return text.size();
+}
+
+std::string wrote_line(const std::string& path, uint64_t bytes) {
+    char size[48];
+    if (bytes >= (uint64_t(1) << 20))
+        std::snprintf(size, sizeof size, "%.1f MiB", double(bytes) / double(uint64_t(1) << 20));
+    else
+        std::snprintf(size, sizeof size, "%.1f KiB", double(bytes) / 1024.0);
+    return "wrote " + path + " (" + size + ")";
 }
 
 }  // namespace zeromem::sim

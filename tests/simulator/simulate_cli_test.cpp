@@ -2,6 +2,7 @@
 // with one line, output files.
 #include "../cli_runner.h"
 
+#include <cstdio>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -80,8 +81,52 @@ TEST(SimulateCli, WritesTraceAndSnapshot) {
     ASSERT_GT(s.size(), 2u);
     EXPECT_EQ(static_cast<unsigned char>(s[0]), 0x80);
     EXPECT_EQ(s.back(), '.');
+    // Each file written is named on stderr with its size (MiB = 2^20 bytes, KiB = 2^10 below 1 MiB).
+    for (const std::string& path : {trace, snap}) {
+        const double bytes = double(cli::slurp(path).size());
+        char size[48];
+        if (bytes >= 1048576.0) std::snprintf(size, sizeof size, "%.1f MiB", bytes / 1048576.0);
+        else std::snprintf(size, sizeof size, "%.1f KiB", bytes / 1024.0);
+        EXPECT_NE(r.err.find("zeromem: wrote " + path + " (" + size + ")\n"), std::string::npos) << r.err;
+    }
+    EXPECT_FALSE(std::ifstream(trace + ".partial").good());
     std::remove(trace.c_str());
     std::remove(snap.c_str());
+}
+
+// A refused run writes nothing: no empty --chrome-trace or --memory-snapshot file is left behind, and a
+// file already at that path is left as it was.
+TEST(SimulateCli, RefusedRunLeavesNoOutputFile) {
+    const std::string trace = cli::temp_path("refused_trace.json"), snap = cli::temp_path("refused_snap.pickle");
+    std::remove(trace.c_str());
+    std::remove(snap.c_str());
+    auto r = cli::zeromem("simulate --model llama-2-7b --gpus 8 --stage 2 --convention paper --chrome-trace '" + trace +
+                          "' --memory-snapshot '" + snap + "'");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_FALSE(std::ifstream(trace).good()) << trace;
+    EXPECT_FALSE(std::ifstream(snap).good()) << snap;
+    std::ofstream(trace) << "kept";
+    r = cli::zeromem("simulate --model no-such-model --gpus 8 --chrome-trace '" + trace + "'");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(cli::slurp(trace), "kept");
+    std::remove(trace.c_str());
+}
+
+// Without a GPU size the allocator never has to give cached segments back: the peak reserved line says
+// its figure is unbounded; with --gpu it is the figure at the GPU's capacity and says nothing.
+TEST(SimulateCli, PeakReservedSaysWhenItIsUnbounded) {
+    auto peak_reserved_line = [](const std::string& out) {
+        const auto at = out.find("  peak reserved ");
+        return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+    };
+    auto r = cli::zeromem("simulate --model gpt2-xl --gpus 8 --stage 3 --steps 1");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(peak_reserved_line(r.out).find("(unbounded: no GPU capacity given)"), std::string::npos) << r.out;
+    r = cli::zeromem("simulate --model gpt2-xl --gpus 8 --stage 3 --steps 1 --gpu A100-80GB");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_FALSE(peak_reserved_line(r.out).empty()) << r.out;
+    EXPECT_EQ(peak_reserved_line(r.out).find("unbounded"), std::string::npos) << r.out;
 }
 
 TEST(SimulateCli, ExplainNamesEventTermsAndSources) {
@@ -213,10 +258,14 @@ TEST(SimulateCli, RefusesTheGradAccumAttribute) {
 
 // --fragmentation and --gather-on-save leave the replay as it is, and say so.
 TEST(SimulateCli, NotesSettingsThatDoNotChangeTheReplay) {
-    const auto r = cli::zeromem("simulate --model gpt2-xl --gpus 8 --stage 3 --steps 1 --fragmentation 0.1 --gather-on-save");
+    const auto r = cli::zeromem("simulate --model gpt2-xl --gpus 8 --stage 3 --steps 1 --fragmentation 0.1 --gather-on-save --verbose");
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("zeromem: note: --fragmentation: does not change the replay"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("--gather-on-save): the checkpoint save is not replayed"), std::string::npos) << r.err;
+    // at gpt2-xl's own 1024 positions, so the only other line is the count (no warning for a longer --seq-len)
+    const auto quiet = cli::zeromem("simulate --model gpt2-xl --gpus 8 --stage 3 --steps 1 --seq-len 1024 "
+                                    "--fragmentation 0.1 --gather-on-save");
+    EXPECT_EQ(quiet.err, "zeromem: 2 notes not shown (--verbose shows them)\n");
     const auto j = cli::json_of("simulate --model gpt2-xl --gpus 8 --stage 3 --steps 1 --fragmentation 0.1");
     ASSERT_TRUE(j["notes"].is_array());
     EXPECT_EQ(j["notes"].size(), 1u);
@@ -224,11 +273,11 @@ TEST(SimulateCli, NotesSettingsThatDoNotChangeTheReplay) {
 
 // Another --deepspeed-version: a note says which side follows which version.
 TEST(SimulateCli, DeepSpeedVersionNote) {
-    auto r = cli::zeromem("simulate --model llama-2-7b --gpus 8 --stage 1 --steps 1 --deepspeed-version 0.18.0");
+    auto r = cli::zeromem("simulate --model llama-2-7b --gpus 8 --stage 1 --steps 1 --deepspeed-version 0.18.0 --verbose");
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("--deepspeed-version 0.18.0: the GPU replay follows DeepSpeed 0.19.6; the host replay"),
               std::string::npos) << r.err;
-    r = cli::zeromem("simulate --model llama-2-7b --gpus 8 --stage 1 --steps 1");
+    r = cli::zeromem("simulate --model llama-2-7b --gpus 8 --stage 1 --steps 1 --verbose");
     EXPECT_EQ(r.err.find("--deepspeed-version"), std::string::npos) << r.err;
 }
 

@@ -366,7 +366,7 @@ void phase_table(std::ostringstream& o, const Estimate& e, const EstimateInput& 
     }
 }
 
-std::string render_table(const Estimate& e, const Resolved& res, bool explain) {
+std::string render_table(const Estimate& e, const Resolved& res, bool explain, bool verbose) {
     const auto& in = res.input;
     const bool by_phase = peak_phase_of(e) != nullptr;
     std::ostringstream o;
@@ -410,7 +410,7 @@ std::string render_table(const Estimate& e, const Resolved& res, bool explain) {
     for (const auto& l : answer_lines(e, res)) o << l << "\n";
     for (const auto& n : e.notes) o << "note: " << n << "\n";
     o << "GiB = 2^30 bytes.";
-    if (by_phase)
+    if (by_phase && (explain || verbose))
         o << " Per GPU: the components live in the peak phase (" << e.peak_phase
           << "), which add up to the total, the per-process terms and fragmentation included; a component that is larger in "
              "another phase shows that peak beside it.";
@@ -429,7 +429,7 @@ Format parse_format(const std::string& text) {
     throw InputError("--format: '" + text + "' is not one of table, json, csv, md");
 }
 
-std::string render(const Estimate& e, const Resolved& res, Format format, bool explain) {
+std::string render(const Estimate& e, const Resolved& res, Format format, bool explain, bool verbose) {
     switch (format) {
         case Format::json: return to_json(e, res, explain).dump(2) + "\n";
         case Format::csv:
@@ -438,7 +438,7 @@ std::string render(const Estimate& e, const Resolved& res, Format format, bool e
         case Format::md: return render_md(e, res, explain);
         case Format::table: break;
     }
-    return render_table(e, res, explain);
+    return render_table(e, res, explain, verbose);
 }
 
 }  // namespace zeromem

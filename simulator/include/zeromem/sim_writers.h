@@ -75,8 +75,17 @@ std::vector<EventExplanation> explain(const SimResult& r);
 /// --explain text: one block per event term (GiB = 2^30 B).
 std::string render_explain(const SimResult& r);
 
-/// Writes `text` to `path`; throws InputError naming the path and `flag` if
-/// it cannot be written.
-void write_file(const std::string& path, const std::string& text, const std::string& flag);
+/// Throws InputError naming the path and `flag` if `path` cannot be written;
+/// leaves no file behind (an existing one is left unchanged).
+void check_writable(const std::string& path, const std::string& flag);
+
+/// Writes `text` to `path` through `path`.partial, renamed over it once
+/// complete (a failed write leaves neither; a pipe or device such as
+/// /dev/stdout is written directly); returns the bytes written.
+/// Throws InputError naming the path and `flag` if it cannot be written.
+uint64_t write_file(const std::string& path, const std::string& text, const std::string& flag);
+
+/// "wrote PATH (12.3 MiB)" (KiB below 1 MiB; MiB = 2^20 bytes).
+std::string wrote_line(const std::string& path, uint64_t bytes);
 
 }  // namespace zeromem::sim

@@ -152,6 +152,9 @@ struct SimResult {
     /// Requested bytes live at the allocated peak per estimator component (kComponents order).
     std::array<uint64_t, kComponentCount> peak_composition{};
     std::optional<SimOom> oom;                    ///< set when --gpu-memory was exceeded (replay stops there)
+    /// The caching allocator's capacity, bytes; nullopt: unbounded (no GPU size given), so the reserved
+    /// figures are what a GPU that never has to give cached segments back would reserve.
+    std::optional<uint64_t> capacity;
     std::vector<SegmentInfo> final_segments;      ///< allocator state after the last event
     std::vector<TraceEntry> allocator_trace;      ///< when record_allocator_trace
     HostResult host;                              ///< host RAM / NVMe replay (simulate() only; host_allocator.h)

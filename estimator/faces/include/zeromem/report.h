@@ -27,8 +27,10 @@ Format parse_format(const std::string& text);
 /// The table and Markdown show the peak phase's components with each one's
 /// own peak beside it where higher. With `explain`, every component's
 /// formula with the numbers substituted and its source, and where each
-/// setting came from. Throws InputError for --explain with CSV.
-std::string render(const Estimate& est, const Resolved& res, Format format, bool explain);
+/// setting came from. The table's last line reads "GiB = 2^30 bytes."; with
+/// `explain` or `verbose` it goes on to say how the Per GPU rows add up.
+/// Throws InputError for --explain with CSV.
+std::string render(const Estimate& est, const Resolved& res, Format format, bool explain, bool verbose = false);
 
 /// Renders a workload estimate (--workload dpo|orpo|ppo, workload.h) for
 /// `res`: one row per phase with every model's per-GPU share, the sum per
