@@ -21,7 +21,8 @@ namespace {
 constexpr uint64_t kB = 8, kS = 2048, kV = 128256;
 constexpr uint64_t kN = kB * kS * kV;
 
-Resolved plan_winner(const char* transformers) {
+/// The 70B plan winner's request (16 x H100-80GB, the emitted config, full checkpointing) at `stack`.
+Request plan_winner_request(const std::string& stack) {
     Request r;
     r.model = "llama-3-70b";
     r.gpus = 16;
@@ -29,8 +30,13 @@ Resolved plan_winner(const char* transformers) {
     r.gpu = "H100-80GB";
     r.ds_config = std::string(ZEROMEM_TEST_DATA_DIR) + "/plan_llama3_70b_16xh100.json";
     r.checkpointing = "full";
-    r.stack = std::string("deepspeed=0.19.6,torch=2.8,transformers=") + transformers;
-    return resolve_request(r, ZEROMEM_SOURCE_DATA_DIR);
+    r.stack = stack;
+    return r;
+}
+
+Resolved plan_winner(const char* transformers) {
+    return resolve_request(plan_winner_request(std::string("deepspeed=0.19.6,torch=2.8,transformers=") + transformers),
+                           ZEROMEM_SOURCE_DATA_DIR);
 }
 
 int64_t live_at(const sim::SimResult& s, size_t at, std::initializer_list<const char*> names) {
@@ -84,14 +90,7 @@ TEST(SimLmHeadLoss, ShiftCopyBefore449) {
 // gradients; tests/lm_head_loss_test.cpp and the tests above), with the 80 checkpoints
 // (80 x 2sbh) and the 16-bit partition; peak allocated within 5%.
 TEST(SimLmHeadLoss, Llama3_70bPlanWinnerAgreesWithTheEstimateWithinFivePercent) {
-    Request r;
-    r.model = "llama-3-70b";
-    r.gpus = 16;
-    r.nodes = 2;
-    r.gpu = "H100-80GB";
-    r.ds_config = std::string(ZEROMEM_TEST_DATA_DIR) + "/plan_llama3_70b_16xh100.json";
-    r.checkpointing = "full";
-    r.stack = "defaults";
+    Request r = plan_winner_request("defaults");
     r.cuda_context = "0";
     r.nccl_buffers = "0";
     r.cublas_workspace = "0";
