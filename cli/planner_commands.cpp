@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #if defined(__GLIBC__)
@@ -289,7 +290,10 @@ SpeedRun prepare_speed_run(const std::string& cmd, const zeromem::Request& req, 
         throw InputError("--for: '" + f.target + "' is not deepspeed or hf-trainer");
     if (!req.gpu) throw InputError("--gpu: " + cmd + " needs a GPU preset for the speed model (see `zeromem gpus`)");
     if (!f.emit.empty()) {  // before the search: a bad path fails in a moment, not after it
-        const bool existed = std::ifstream(f.emit).good();
+        std::error_code ec;  // a FIFO would block the open, a device swallow the file: only regular files
+        const bool existed = std::filesystem::exists(f.emit, ec);
+        if (existed && !std::filesystem::is_regular_file(f.emit, ec))
+            throw InputError("--emit: " + f.emit + " is not a regular file");
         std::ofstream probe(f.emit, std::ios::app);
         if (!probe) throw InputError("--emit: cannot write " + f.emit);
         probe.close();
@@ -445,7 +449,8 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
         std::ofstream out(f.emit);
         if (!out) throw InputError("--emit: cannot write " + f.emit);
         out << cfg.dump(2) << "\n";
-        if (!out) throw InputError("--emit: cannot write " + f.emit);
+        out.close();  // the write reaches the file (or fails) only when the buffer is flushed
+        if (out.fail()) throw InputError("--emit: cannot write " + f.emit);
         std::fprintf(stderr, "zeromem: wrote %s%s\n", f.emit.c_str(),
                      r.winner->option.checkpointing != Checkpointing::none
                          ? std::string("; enable gradient checkpointing (").append(to_string(r.winner->option.checkpointing))

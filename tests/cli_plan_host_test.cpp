@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <sys/stat.h>
 
 using cli::json_of;
 using cli::zeromem;
@@ -105,4 +106,15 @@ TEST(PlanHost, HfTrainerPlanTurnsTheGatherOffOnlyWhenNothingFitsWithIt) {
     EXPECT_NE(r.out.find("stage3_gather_16bit_weights_on_model_save off: with it on nothing fits"), std::string::npos)
         << r.out;
     EXPECT_NE(r.out.find("zero_to_fp32.py"), std::string::npos);
+}
+
+// --emit writes a regular file or fails: a full device (the write fails at the flush) and a FIFO (opening it
+// would block until a reader comes) are one clear error and a nonzero exit, never "wrote".
+TEST(PlanEmit, RefusesWhatIsNotARegularFileAndReportsAFailedWrite) {
+    const std::string plan = "plan --model llama-2-7b --gpus 8 --gpu A100-80GB --emit ";
+    cli::expect_error(plan + "/dev/full", "--emit: ");
+    const std::string fifo = cli::temp_path("emit.fifo");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    cli::expect_error(plan + "'" + fifo + "'", "is not a regular file");
+    std::remove(fifo.c_str());
 }
