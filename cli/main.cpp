@@ -74,7 +74,7 @@ Exit status (every subcommand, as grep and diff do):
   0  answered, and it fits (compare, fit: at least one option fits with the margin; plan: its winner
      does), or no capacity was given
   1  answered, and it does not fit (compare, plan, fit: no option fits)
-  2  bad input (unknown flag or key, malformed value or file)
+  2  bad input (unknown flag or key, malformed value or file), or the answer could not be written
   3  internal error
   4  answered, and it fits only inside the error band ("tight"; compare, fit: every option that fits is
      tight; plan: its winner is tight; estimate: the margin is smaller than the
@@ -303,5 +303,11 @@ int main(int argc, char** argv) {
     if (const auto done = answer_before_parsing(app, argc, argv)) return *done;
     if (const auto done = parse_command_line(app, argc, argv)) return *done;
     c.req.environment = stack_environment();
-    return run(c, argc, argv);
+    const int rc = run(c, argc, argv);
+    std::cout.flush();  // an answer that never reached its reader (a full disk, a closed pipe) is not an answer
+    if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+        std::fprintf(stderr, "zeromem: error: cannot write the answer to standard output\n");
+        return 2;
+    }
+    return rc;
 }

@@ -118,3 +118,11 @@ TEST(PlanEmit, RefusesWhatIsNotARegularFileAndReportsAFailedWrite) {
     cli::expect_error(plan + "'" + fifo + "'", "is not a regular file");
     std::remove(fifo.c_str());
 }
+
+// An answer written to a full device never reached its reader: exit 2 with one line, never a silent 0.
+TEST(AnswerOutput, AFailedWriteToStandardOutputIsAnError) {
+    const auto r = cli::run_shell(std::string("{ '") + ZEROMEM_BINARY +
+                                  "' estimate --model llama-2-7b --gpus 8 --stage 3 --format json >/dev/full; }");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("cannot write the answer to standard output"), std::string::npos) << r.err;
+}
