@@ -127,11 +127,11 @@ void print_row(const zeromem::Candidate& c, const zeromem::EstimateInput& in, co
 
 }  // namespace
 
-std::string compare_settings(const zeromem::Resolved& res) {
+std::string compare_settings(const zeromem::Resolved& res, const std::string& heading) {
     using namespace zeromem;
     const auto& in = res.input;
     const auto it = res.provenance.find("dtype");
-    return std::string("Settings: dtype ") + to_string(in.train.dtype) + " (" +
+    return heading + ": dtype " + to_string(in.train.dtype) + " (" +
            (it == res.provenance.end() ? "default" : it->second) + "); optimizer " + to_string(in.train.optimizer) +
            (in.train.optimizer_builder == OptimizerBuilder::deepspeed
                 ? " built by DeepSpeed (" + deepspeed_optimizer_class(in.train.optimizer, in.train.torch_adam) + ")"

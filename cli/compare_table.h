@@ -16,8 +16,8 @@ constexpr std::size_t kCompareColumns = 120;
 
 /// What decides compare's and plan's numbers besides the head line: where the dtype came from, the
 /// optimizer implementation, overlap_comm per stage, the reduce bucket, the save-time gather, the
-/// attention kind (and the generation and workload, when given). One line, "Settings: ...".
-std::string compare_settings(const zeromem::Resolved& res);
+/// attention kind (and the generation and workload, when given). One line, "<heading>: ...".
+std::string compare_settings(const zeromem::Resolved& res, const std::string& heading = "Settings");
 
 /// `text` broken at spaces into lines of at most `width` columns, each after the first indented by
 /// `indent` spaces; a word longer than a line stands alone. Newlines in `text` start a new line.

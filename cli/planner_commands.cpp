@@ -395,7 +395,9 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
     } else {
         std::printf("%s (%.2f B params), %lld x %s, global batch %lld, seq %lld tokens: the ZeRO tuning recipe, step by step\n%s\n\n",
                     in.model.name.c_str(), double(in.model.params) / 1e9, (long long)in.cluster.gpus,
-                    hw.gpu_name.c_str(), (long long)global, (long long)in.train.seq_len, compare_settings(res).c_str());
+                    hw.gpu_name.c_str(), (long long)global, (long long)in.train.seq_len,
+                    compare_settings(res, "Settings given (steps 1-11 keep them; step 12 tunes overlap_comm and the "
+                                          "buckets, and the Winner line names what plan writes)").c_str());
         for (const auto& s : r.steps)
             std::printf("step %2d  %s\n         -> %s\n", s.recipe_step, s.action.c_str(), s.outcome.c_str());
         if (!r.replays.empty()) std::printf("\nRe-check with the simulator (GPU capacity %s GiB):\n", gib(*in.cluster.gpu_memory).c_str());

@@ -432,5 +432,5 @@ TEST(CliUx, PlanWarnsWhenTheWinnerNeedsMoreHostRamThanANode) {
         EXPECT_TRUE(has(r.err, "more than a typical node")) << fmt << "\n" << r.err;
     }
     EXPECT_FALSE(has(zeromem(m + " --host-memory 2TiB").err, "typical node"));
-    EXPECT_TRUE(has(zeromem(m).out, "Settings: dtype bf16"));
+    EXPECT_TRUE(has(zeromem(m).out, "Settings given (steps 1-11 keep them; step 12 tunes overlap_comm"));
 }
