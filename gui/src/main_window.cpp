@@ -160,14 +160,14 @@ void MainWindow::build_tabs() {
     plan_header_->setWordWrap(true);
     plan_table_ = new QTableWidget(plan_page);
     plan_table_->setColumnCount(6);
-    plan_table_->setHorizontalHeaderLabels({tr("recipe step"), tr("what was tried"), tr("outcome"),
-                                            tr("configuration"), tr("per-GPU peak (GiB)"), tr("tokens/s")});
+    plan_table_->setHorizontalHeaderLabels({tr("recipe\nstep"), tr("what was tried"), tr("outcome"),
+                                            tr("configuration"), tr("per-GPU peak\n(GiB)"), tr("tokens/s")});
     plan_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
     plan_table_->setWordWrap(true);
     plan_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
     plan_table_->horizontalHeader()->setStretchLastSection(true);
     plan_table_->verticalHeader()->hide();
-    const int widths[] = {80, 260, 360, 280, 130};
+    const int widths[] = {55, 215, 240, 240, 100};  // every column on screen at the default window size
     for (int c = 0; c < 5; ++c) plan_table_->setColumnWidth(c, widths[c]);
     plan_winner_ = new QLabel(plan_page);
     plan_winner_->setWordWrap(true);
@@ -346,13 +346,13 @@ void MainWindow::show_timeline() {
         timeline_->setData(d);
         return;
     }
-    d = timeline_data(r, tr("%1, micro batch %2 × %3 accumulation steps: one rank, %4 optimizer steps (zeromem simulate)")
+    d = timeline_data(r, tr("%1, micro batch %2 × %3 accumulation steps: one rank, %4 optimizer steps")
                              .arg(qs(c.option.label()))
                              .arg(c.micro_batch)
                              .arg(c.grad_accum)
                              .arg(opt.steps));
     d.capacity_gib = gib(ev_->gpu_capacity);
-    d.note = tr("%1 events replayed through the caching-allocator model; %2; peak reserved %3 GiB at event %4.")
+    d.note = tr("%1 events replayed through the caching-allocator model (zeromem simulate); %2; peak reserved %3 GiB at event %4.")
                  .arg(qulonglong(r.timeline.size()))
                  .arg(d.peak_label)
                  .arg(gib(r.peak_reserved), 0, 'f', 2)

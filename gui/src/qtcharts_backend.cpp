@@ -10,6 +10,7 @@
 #include <QChart>
 #include <QChartView>
 #include <QCursor>
+#include <QGraphicsLineItem>
 #include <QGraphicsSimpleTextItem>
 #include <QHBoxLayout>
 #include <QHorizontalBarSeries>
@@ -191,13 +192,19 @@ private:
 
     void make_labels(double xmax) {
         for (QGraphicsSimpleTextItem* l : labels_) delete l;
+        for (QGraphicsLineItem* l : leaders_) delete l;
         labels_.clear();
+        leaders_.clear();
         for (const OptionPoint& p : data_.points) {
             const QString text = p.memory_gib > xmax ? off_scale_label(p.label, p.memory_gib) : p.label;
             auto* item = new QGraphicsSimpleTextItem(text, chart_);
             item->setData(0, QStringLiteral("pointLabel"));
             item->setZValue(20);
             labels_.append(item);
+            auto* leader = new QGraphicsLineItem(chart_);  // from the point to its label when moved away
+            leader->setPen(QPen(QColor(150, 150, 150), 1));
+            leader->setZValue(19);
+            leaders_.append(leader);
         }
         place_labels();
     }
@@ -235,6 +242,10 @@ private:
             }
             labels_[i]->setPos(chosen);
             placed.append(QRectF(chosen, box));
+            const QRectF r(chosen, box);
+            const QPointF end(r.left() > at.x() ? r.left() : r.right(), r.center().y());
+            leaders_[i]->setLine(QLineF(at, end));
+            leaders_[i]->setVisible(std::abs(r.center().y() - at.y()) > 0.75 * box.height());
         }
     }
 
@@ -275,6 +286,7 @@ private:
     QScatterSeries *fits_ = nullptr, *tight_ = nullptr, *hollow_ = nullptr, *offscale_ = nullptr, *ring_ = nullptr;
     QLineSeries *capacity_ = nullptr, *path_ = nullptr;
     QVector<QGraphicsSimpleTextItem*> labels_;
+    QVector<QGraphicsLineItem*> leaders_;  ///< one per label, shown when the label sits away from its point
     SpeedMemoryData data_;
     QVector<QPointF> drawn_;  ///< where each point is drawn: its value, or pinned at the right edge
     int selected_ = -1;
@@ -292,12 +304,15 @@ public:
         gpu_->setObjectName("breakdownGpuView");
         host_->setObjectName("breakdownHostView");
         gpu_->chart()->setTitle("Per-GPU memory at the peak phase (GiB)");
-        host_->chart()->setTitle("Host RAM per node (GiB)");
+        host_->chart()->setTitle("Host RAM / node");  // short: the narrow chart keeps it whole
         // The host bars share the rows of the per-GPU bars (same title, axis and no bottom legend in both, so
         // the plot areas line up) and leave the option names to them: the narrow chart shows whole bars.
         host_->chart()->legend()->hide();
         gpu_->chart()->legend()->setAlignment(Qt::AlignRight);
-        lay->addWidget(gpu_, 3);
+        QFont small = gpu_->chart()->legend()->font();
+        small.setPointSizeF(small.pointSizeF() * 0.9);  // a narrower legend leaves the row labels whole
+        gpu_->chart()->legend()->setFont(small);
+        lay->addWidget(gpu_, 4);
         lay->addWidget(host_, 1);
     }
 
@@ -333,8 +348,8 @@ public:
         set_axes(gpu_axes_, cats, gpu_max, false);
         set_axes(host_axes_, cats, host_max * 1.05, true);
         host_axes_.values->setTitleText(data.host_capacity_gib > 0
-                                            ? tr("GiB (usable %1)").arg(data.host_capacity_gib, 0, 'f', 0)
-                                            : tr("GiB per node"));
+                                            ? tr("GiB per node<br>usable %1").arg(data.host_capacity_gib, 0, 'f', 0)
+                                            : tr("GiB per node<br>(host RAM not given)"));
         set_line(gpu_cap_, data.capacity_gib, n, tr("GPU capacity (%1 GiB)"));
         set_line(host_cap_, data.host_capacity_gib, n, tr("usable host RAM per node (%1 GiB)"));
     }
@@ -366,7 +381,8 @@ private:
         auto* hset = new QBarSet("host RAM per node (GiB)");
         for (int b = 0; b < data.bars.size(); ++b) hset->append(0);
         hosts_->append(hset);
-        gpu_axes_ = fill(gpu_->chart(), stack_, "GiB per GPU (2^30 bytes)");
+        // Two-line axis titles in both charts keep their plot areas, and so the rows, lined up.
+        gpu_axes_ = fill(gpu_->chart(), stack_, "GiB per GPU (2^30 bytes)<br>dashed: the GPU's capacity");
         host_axes_ = fill(host_->chart(), hosts_, "GiB per node");
         gpu_cap_ = add_line(gpu_->chart(), gpu_axes_, "gpuCapacity");
         host_cap_ = add_line(host_->chart(), host_axes_, "hostCapacity");
@@ -442,6 +458,7 @@ public:
         label_->setObjectName("timelineMessage");
         label_->setTextFormat(Qt::PlainText);
         label_->setWordWrap(true);
+        label_->setAlignment(Qt::AlignLeft | Qt::AlignTop);  // a message in place of the chart reads from the top
         label_->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::TextSelectableByKeyboard);
         chart_ = new QChart;
         view_ = new QChartView(chart_, box_);
