@@ -14,14 +14,13 @@
 
 namespace {
 
-/// The picture a user sees first: the compare example of docs/compare-plan-fit.md.
-void fill_defaults(zeromem::Request& r) {
+/// The example a user sees first (the compare example of docs/compare-plan-fit.md): the command line has no
+/// default model or GPU type, so the GUI picks one. Every other default (micro batch, accumulation, sequence
+/// length, host RAM) is the library's (request_defaults), the same as `zeromem compare` without those flags.
+void fill_example(zeromem::Request& r) {
     if (!r.model && !r.params && !r.hf_config) r.model = "llama-2-7b";
     if (!r.gpu) r.gpu = "A100-80GB";
     if (!r.gpus) r.gpus = 8;
-    if (!r.host_memory) r.host_memory = "1TB";
-    if (!r.seq_len) r.seq_len = 4096;
-    if (!r.grad_accum && !r.ds_config) r.grad_accum = 8;
 }
 
 }  // namespace
@@ -35,6 +34,8 @@ int main(int argc, char** argv) {
     app.add_option("--interconnect", speed.interconnect, "Intra-node interconnect preset (default: the GPU's)")
         ->type_name("NAME");
     app.add_option("--network", speed.network, "Inter-node network preset, required with --nodes > 1")->type_name("NAME");
+    app.add_option("--host", speed.host, "Host preset: CPU cores, DRAM bandwidth, PCIe per GPU (see `zeromem hosts`)")
+        ->type_name("NAME");
     app.add_option("--screenshot", screenshot, "Render the window offscreen to this PNG file and exit")
         ->type_name("PATH");
     app.add_option("--tab", tab, "Tab shown first: chart, breakdown, plan, table or timeline")
@@ -52,7 +53,7 @@ int main(int argc, char** argv) {
                              "config.json); use zeromem estimate, compare or plan\n");
         return 2;
     }
-    fill_defaults(req);
+    fill_example(req);
     if (!screenshot.empty() && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
     int qt_argc = 1;  // Qt sees only the program name: every flag is ours
     QApplication qapp(qt_argc, argv);

@@ -30,7 +30,9 @@ struct OptionPoint {
     bool tight = false;
 };
 
-/// Everything the speed-memory chart draws.
+/// Everything the speed-memory chart draws. The x axis frames the options that fit and the capacity line
+/// (with a margin); an option that does not fit and lies beyond it is drawn pinned at the right edge, in the
+/// "off scale" series, its label saying "> x GiB" with its value.
 struct SpeedMemoryData {
     QString title;
     QVector<OptionPoint> points;
@@ -71,6 +73,8 @@ struct BreakdownBar {
 struct BreakdownData {
     QStringList segment_names;
     QVector<BreakdownBar> bars;
+    double capacity_gib = 0;       ///< vertical line on the per-GPU bars: the GPU's memory, GiB; 0 = none
+    double host_capacity_gib = 0;  ///< vertical line on the host bars: usable host RAM per node, GiB; 0 = unknown
 };
 
 /// Stacked per-GPU bars per option, with host memory per node beside them.
@@ -101,6 +105,7 @@ struct TimelineData {
     QVector<TimelineBand> bands; ///< in event order
     QPointF peak;                ///< the peak allocated point (event index, GiB)
     QString peak_label;          ///< its value, event and module
+    double capacity_gib = 0;     ///< horizontal line: the GPU's memory, GiB; 0 = none
 };
 
 /// Allocated and reserved memory over the simulated step, phases shaded,

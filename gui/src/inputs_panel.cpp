@@ -4,6 +4,7 @@
 
 #include "zeromem/gpu.h"
 #include "zeromem/model.h"
+#include "zeromem/request_defaults.h"
 #include "zeromem/speed.h"
 
 #include <QComboBox>
@@ -131,6 +132,11 @@ void InputsPanel::build_cluster_group(QFormLayout* form, const std::string& data
     host_memory = new QLineEdit(this);
     host_memory->setPlaceholderText(tr("per node, e.g. 1TB or 512GiB (empty: unknown)"));
     form->addRow(tr("&Host RAM per node"), with_error(host_memory, "--host-memory"));
+    host = new QComboBox(this);
+    host->addItem(tr("(none given)"), QString());
+    for (const QString& h : to_qt(zeromem::list_host_presets(data_dir))) host->addItem(h, h);
+    host->setToolTip(tr("Host preset (--host): CPU cores, DRAM bandwidth, PCIe per GPU; sets the offload speed"));
+    form->addRow(tr("Host CPU pro&file (--host)"), with_error(host, "--host"));
 }
 
 void InputsPanel::build_training_group(QFormLayout* form) {
@@ -139,13 +145,17 @@ void InputsPanel::build_training_group(QFormLayout* form) {
     // the way the HF Trainer resolves "auto" from its --bf16/--fp16 arguments.
     dtype->addItems({"auto", "bf16", "fp16", "fp32"});
     form->addRow(tr("&dtype"), with_error(dtype, "--dtype"));
-    micro_batch = spin(1, 1 << 20, tr(" samples"));
+    const zeromem::RequestDefaults def = zeromem::request_defaults();
+    micro_batch = spin(0, 1 << 20, tr(" samples"));
+    micro_batch->setSpecialValueText(tr("not given (%1)").arg(def.micro_batch));
     micro_batch->setToolTip(tr("Micro batch per GPU; with the accumulation steps and GPUs it sets the global batch "
-                               "(compare then uses the largest micro batch that fits it)"));
+                               "(compare then uses the largest micro batch that fits it). Neither given: the "
+                               "global batch compare uses without --micro-batch and --grad-accum"));
     form->addRow(tr("&Micro batch"), with_error(micro_batch, "--micro-batch"));
     seq_len = spin(1, 1 << 22, tr(" tokens"));
     form->addRow(tr("Se&quence length"), with_error(seq_len, "--seq-len"));
-    grad_accum = spin(1, 1 << 20, tr(" steps"));
+    grad_accum = spin(0, 1 << 20, tr(" steps"));
+    grad_accum->setSpecialValueText(tr("not given (%1)").arg(def.grad_accum));
     form->addRow(tr("Gradient &accumulation"), with_error(grad_accum, "--grad-accum"));
     checkpointing = new QComboBox(this);
     checkpointing->addItem(tr("compare none and full"), QString());
@@ -155,6 +165,12 @@ void InputsPanel::build_training_group(QFormLayout* form) {
     lora_rank = spin(0, 4096, QString());
     lora_rank->setSpecialValueText(tr("no LoRA"));
     form->addRow(tr("&LoRA rank"), with_error(lora_rank, "--lora-rank"));
+    load_in = new QComboBox(this);
+    load_in->addItem(tr("training dtype"), QString());
+    load_in->addItem(tr("4-bit (QLoRA, bitsandbytes)"), QString("4bit"));
+    load_in->addItem(tr("8-bit (bitsandbytes)"), QString("8bit"));
+    load_in->setToolTip(tr("Frozen base weights loaded in 4 or 8 bits (--load-in), as with QLoRA"));
+    form->addRow(tr("&Base weights"), with_error(load_in, "--load-in"));
     trainable = new QLineEdit(this);
     trainable->setPlaceholderText(tr("count, e.g. 1B (empty: all)"));
     form->addRow(tr("&Trainable params"), with_error(trainable, "--trainable-params"));
@@ -167,7 +183,7 @@ void InputsPanel::connect_changes() {
     auto emit_changed = [this]() { emit changed(); };
     for (QLineEdit* e : {params, hf_config, host_memory, trainable, ds_config})
         connect(e, &QLineEdit::textChanged, this, emit_changed);
-    for (QComboBox* c : {model_source, gpu, interconnect, network, dtype, checkpointing})
+    for (QComboBox* c : {model_source, gpu, interconnect, network, host, dtype, checkpointing, load_in})
         connect(c, &QComboBox::currentIndexChanged, this, emit_changed);
     for (QSpinBox* s : {gpus, nodes, micro_batch, seq_len, grad_accum, lora_rank})
         connect(s, &QSpinBox::valueChanged, this, emit_changed);
@@ -205,11 +221,13 @@ void InputsPanel::set_from(const zeromem::Request& req, const SpeedChoice& speed
     network->setCurrentIndex(std::max(0, network->findData(QString::fromStdString(speed.network))));
     host_memory->setText(QString::fromStdString(req.host_memory.value_or("")));
     dtype->setCurrentIndex(std::max(0, dtype->findText(QString::fromStdString(req.dtype.value_or("auto")))));
-    micro_batch->setValue(int(req.micro_batch.value_or(1)));
-    seq_len->setValue(int(req.seq_len.value_or(2048)));
-    grad_accum->setValue(int(req.grad_accum.value_or(1)));
+    micro_batch->setValue(int(req.micro_batch.value_or(0)));  // 0: not given
+    seq_len->setValue(int(req.seq_len.value_or(zeromem::request_defaults().seq_len)));
+    grad_accum->setValue(int(req.grad_accum.value_or(0)));
     checkpointing->setCurrentIndex(std::max(0, checkpointing->findData(QString::fromStdString(req.checkpointing.value_or("")))));
     lora_rank->setValue(int(req.lora_rank.value_or(0)));
+    load_in->setCurrentIndex(std::max(0, load_in->findData(QString::fromStdString(req.load_in.value_or("")))));
+    host->setCurrentIndex(std::max(0, host->findData(QString::fromStdString(speed.host))));
     trainable->setText(QString::fromStdString(req.trainable_params.value_or("")));
     ds_config->setText(QString::fromStdString(req.ds_config.value_or("")));
     for (QObject* k : kids) k->blockSignals(false);
@@ -234,19 +252,22 @@ zeromem::Request InputsPanel::request(const zeromem::Request& base) const {
         r.dtype.reset();
     else
         r.dtype = dtype->currentText().toStdString();
-    r.micro_batch = micro_batch->value();
+    r.micro_batch = micro_batch->value() > 0 ? std::optional<int64_t>(micro_batch->value()) : std::nullopt;
     r.seq_len = seq_len->value();
-    r.grad_accum = grad_accum->value();
+    r.grad_accum = grad_accum->value() > 0 ? std::optional<int64_t>(grad_accum->value()) : std::nullopt;
     const QString ck = checkpointing->currentData().toString();
     r.checkpointing = ck.isEmpty() ? std::nullopt : std::optional<std::string>(ck.toStdString());
     r.lora_rank = lora_rank->value() > 0 ? std::optional<int64_t>(lora_rank->value()) : std::nullopt;
+    const QString li = load_in->currentData().toString();
+    r.load_in = li.isEmpty() ? std::nullopt : std::optional<std::string>(li.toStdString());
     r.trainable_params = text_or_none(trainable);
     r.ds_config = text_or_none(ds_config);
     return r;
 }
 
 SpeedChoice InputsPanel::speed() const {
-    return {interconnect->currentData().toString().toStdString(), network->currentData().toString().toStdString()};
+    return {interconnect->currentData().toString().toStdString(), network->currentData().toString().toStdString(),
+            host->currentData().toString().toStdString()};
 }
 
 void InputsPanel::show_error(const QString& message) {

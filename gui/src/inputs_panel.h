@@ -55,12 +55,14 @@ public:
     QComboBox* interconnect = nullptr;
     QComboBox* network = nullptr;
     QLineEdit* host_memory = nullptr;
+    QComboBox* host = nullptr;          ///< --host preset; item 0 = none given
     QComboBox* dtype = nullptr;
-    QSpinBox* micro_batch = nullptr;
+    QSpinBox* micro_batch = nullptr;  ///< 0 = not given (the library's default, request_defaults)
     QSpinBox* seq_len = nullptr;
-    QSpinBox* grad_accum = nullptr;
+    QSpinBox* grad_accum = nullptr;   ///< 0 = not given (the library's default, request_defaults)
     QComboBox* checkpointing = nullptr;
     QSpinBox* lora_rank = nullptr;
+    QComboBox* load_in = nullptr;       ///< --load-in: item 0 = the training dtype, then 4bit, 8bit
     QLineEdit* trainable = nullptr;
     QLineEdit* ds_config = nullptr;
 

@@ -110,10 +110,23 @@ MainWindow::MainWindow(const zeromem::Request& base, const SpeedChoice& speed, c
     scroll->setWidget(inputs_);
     scroll->setWidgetResizable(true);
     scroll->setMinimumWidth(360);
-    tabs_ = new QTabWidget(this);
+    auto* right = new QWidget(this);
+    auto* rv = new QVBoxLayout(right);
+    rv->setContentsMargins(0, 0, 0, 0);
+    warning_banner_ = new QLabel(right);
+    warning_banner_->setObjectName("warningBanner");
+    warning_banner_->setTextFormat(Qt::PlainText);
+    warning_banner_->setWordWrap(true);
+    warning_banner_->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::TextSelectableByKeyboard);
+    warning_banner_->setStyleSheet("QLabel { background: #fff4ce; color: #5c3c00; border: 1px solid #e0b000; "
+                                   "padding: 4px; }");
+    warning_banner_->hide();
+    rv->addWidget(warning_banner_);
+    tabs_ = new QTabWidget(right);
+    rv->addWidget(tabs_, 1);
     auto* split = new QSplitter(this);
     split->addWidget(scroll);
-    split->addWidget(tabs_);
+    split->addWidget(right);
     split->setStretchFactor(1, 1);
     setCentralWidget(split);
     build_tabs();
@@ -147,14 +160,14 @@ void MainWindow::build_tabs() {
     plan_header_->setWordWrap(true);
     plan_table_ = new QTableWidget(plan_page);
     plan_table_->setColumnCount(6);
-    plan_table_->setHorizontalHeaderLabels({tr("recipe step"), tr("what was tried"), tr("outcome"),
-                                            tr("configuration"), tr("per-GPU peak (GiB)"), tr("tokens/s")});
+    plan_table_->setHorizontalHeaderLabels({tr("recipe\nstep"), tr("what was tried"), tr("outcome"),
+                                            tr("configuration"), tr("per-GPU peak\n(GiB)"), tr("tokens/s")});
     plan_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
     plan_table_->setWordWrap(true);
     plan_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
     plan_table_->horizontalHeader()->setStretchLastSection(true);
     plan_table_->verticalHeader()->hide();
-    const int widths[] = {80, 260, 360, 280, 130};
+    const int widths[] = {55, 215, 240, 240, 100};  // every column on screen at the default window size
     for (int c = 0; c < 5; ++c) plan_table_->setColumnWidth(c, widths[c]);
     plan_winner_ = new QLabel(plan_page);
     plan_winner_->setWordWrap(true);
@@ -165,9 +178,10 @@ void MainWindow::build_tabs() {
     tabs_->addTab(plan_page, tr("Plan"));
 
     model_ = new QStandardItemModel(this);
-    model_->setHorizontalHeaderLabels({tr("option"), tr("fits"), tr("micro batch"), tr("grad accum steps"),
-                                       tr("per-GPU peak (GiB)"), tr("host RAM per node (GiB)"), tr("NVMe per node (GiB)"),
-                                       tr("step time (s)"), tr("throughput (tokens/s)"), tr("TFLOP/s per GPU"),
+    // The verdict first (option, fits, per-GPU peak, throughput), so it is on screen at the default size.
+    model_->setHorizontalHeaderLabels({tr("option"), tr("fits"), tr("per-GPU peak (GiB)"), tr("throughput (tokens/s)"),
+                                       tr("micro batch"), tr("grad accum steps"), tr("host RAM per node (GiB)"),
+                                       tr("NVMe per node (GiB)"), tr("step time (s)"), tr("TFLOP/s per GPU"),
                                        tr("MFU (%)")});
     proxy_ = new QSortFilterProxyModel(this);
     proxy_->setSourceModel(model_);
@@ -241,9 +255,20 @@ void MainWindow::recompute() {
     show_plan();
     chart_->setSelected(selected_);
     sync_table_selection();
-    QStringList warn;
-    for (const auto& w : ev_->resolved.warnings) warn << qs(w);
-    statusBar()->showMessage(warn.isEmpty() ? tr("Up to date.") : tr("Warning: ") + warn.join("; "));
+    show_warnings();
+}
+
+void MainWindow::show_warnings() {
+    const zeromem::Resolved& res = ev_->resolved;
+    QStringList lines;
+    for (const auto& w : res.warnings) lines << tr("warning: %1").arg(qs(w));
+    for (const auto& n : res.notes) lines << tr("note: %1").arg(qs(n));
+    warning_banner_->setText(lines.join('\n'));
+    warning_banner_->setVisible(!lines.isEmpty());
+    const auto& in = res.input;
+    setWindowTitle(tr("zeromem-gui: %1 on %2 × %3").arg(qs(in.model.name)).arg(in.cluster.gpus).arg(qs(ev_->hw.gpu_name)));
+    statusBar()->showMessage(res.warnings.empty() ? tr("Up to date.")
+                                                  : tr("Up to date; %n warning(s) above the tabs.", "", int(res.warnings.size())));
 }
 
 void MainWindow::show_chart() {
@@ -266,7 +291,7 @@ void MainWindow::show_chart() {
     d.capacity_gib = gib(ev.gpu_capacity);
     for (const auto& g : ev.ordering)
         if (g.row >= 0) d.ordering_path.append(g.row);
-    d.ordering_name = tr("ZeRO tuning recipe's ordering (stage 0 > 1 > 2 > 2+offload > 3 > 3+offload)");
+    d.ordering_name = tr("recipe's ordering (see below)");  // short: the legend keeps it whole
     chart_->setData(d);
     QStringList lines = {tr("<b>The ZeRO tuning recipe's ordering</b>, fastest first: stage 0 > 1 > 2 > 2+offload > 3 > "
                             "3+offload (the dotted path joins each group's fastest fitting option):")};
@@ -289,6 +314,8 @@ void MainWindow::show_breakdown() {
                         gib(m.fragmentation)},
                        gib(c.memory.per_node.host_memory)});
     }
+    d.capacity_gib = gib(ev_->gpu_capacity);
+    d.host_capacity_gib = gib(ev_->host_capacity);
     breakdown_->setData(d);
 }
 
@@ -319,12 +346,13 @@ void MainWindow::show_timeline() {
         timeline_->setData(d);
         return;
     }
-    d = timeline_data(r, tr("%1, micro batch %2 × %3 accumulation steps: one rank, %4 optimizer steps (zeromem simulate)")
+    d = timeline_data(r, tr("%1, micro batch %2 × %3 accumulation steps: one rank, %4 optimizer steps")
                              .arg(qs(c.option.label()))
                              .arg(c.micro_batch)
                              .arg(c.grad_accum)
                              .arg(opt.steps));
-    d.note = tr("%1 events replayed through the caching-allocator model; %2; peak reserved %3 GiB at event %4.")
+    d.capacity_gib = gib(ev_->gpu_capacity);
+    d.note = tr("%1 events replayed through the caching-allocator model (zeromem simulate); %2; peak reserved %3 GiB at event %4.")
                  .arg(qulonglong(r.timeline.size()))
                  .arg(d.peak_label)
                  .arg(gib(r.peak_reserved), 0, 'f', 2)
@@ -348,10 +376,10 @@ void MainWindow::show_table() {
         fits->setData(fits_cell(c), kValueRole);
         fits->setEditable(false);
         if (c.tight) fits->setData(QBrush(kTightCell), Qt::BackgroundRole);  // the chart's tight colour, lighter
-        model_->appendRow({name, fits, num(double(c.micro_batch), 0), num(double(c.grad_accum), 0),
-                           num(gib(c.memory.per_gpu.total), 2), num(gib(c.memory.per_node.host_memory), 2),
-                           num(gib(c.memory.per_node.nvme), 2), num(c.time.total, 3),
-                           num(c.time.tokens_per_s, 0), num(c.time.tflops_per_gpu, 1), num(c.time.mfu * 100, 1)});
+        model_->appendRow({name, fits, num(gib(c.memory.per_gpu.total), 2), num(c.time.tokens_per_s, 0),
+                           num(double(c.micro_batch), 0), num(double(c.grad_accum), 0),
+                           num(gib(c.memory.per_node.host_memory), 2), num(gib(c.memory.per_node.nvme), 2),
+                           num(c.time.total, 3), num(c.time.tflops_per_gpu, 1), num(c.time.mfu * 100, 1)});
     }
     table_->resizeColumnsToContents();
 }

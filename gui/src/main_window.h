@@ -53,6 +53,9 @@ public:
     QTableWidget* plan_table() const { return plan_table_; }
     QLabel* plan_winner() const { return plan_winner_; }
     TimelineChart* timeline() const { return timeline_.get(); }
+    /// The library's warnings and notes for the current input (Resolved::warnings, ::notes), as the command
+    /// line prints them; hidden when there are none.
+    QLabel* warning_banner() const { return warning_banner_; }
 
 public slots:
     /// Reads the inputs, evaluates and redraws (or shows the error).
@@ -65,6 +68,7 @@ private:
     void build_tabs();
     void build_menu();
     void show_chart();
+    void show_warnings();
     void show_breakdown();
     void show_table();
     void show_plan();
@@ -84,6 +88,7 @@ private:
     std::unique_ptr<TimelineChart> timeline_;
     bool timeline_dirty_ = false;   ///< the timeline tab shows an older evaluation or selection
     QLabel* ordering_ = nullptr;
+    QLabel* warning_banner_ = nullptr;
     QTableView* table_ = nullptr;
     QStandardItemModel* model_ = nullptr;
     QSortFilterProxyModel* proxy_ = nullptr;

@@ -6,6 +6,7 @@
 
 #include "zeromem/ds_config.h"
 #include "zeromem/host_capacity.h"
+#include "zeromem/request_defaults.h"
 #include "zeromem/stack_facts.h"
 #include "zeromem/util.h"
 
@@ -284,7 +285,9 @@ void resolve_model(const Request& req, const std::string& data_dir, Resolved& r)
             const std::string msg = e.what();
             throw InputError(msg.rfind(flag, 0) == 0 ? msg : flag + ": " + msg);
         }
-        if (req.hf_config && arch.name.empty()) arch.name = *req.hf_config;
+        // A Hub id names the model: its cached file is snapshots/<commit>/config.json, whose stem says nothing.
+        if (req.hf_config && (arch.name.empty() || (looks_like_hub_id(*req.hf_config) && arch.name == "config")))
+            arch.name = *req.hf_config;
         const ParamCount pc = count_params(arch);
         for (const auto& w : arch.warnings) r.warnings.push_back(w);
         in.model.params = pc.total;
@@ -494,7 +497,7 @@ void apply_training_flags(const Request& req, TrainingSettings& train, Provenanc
         train.micro_batch = *req.micro_batch;
         prov["train_micro_batch_size_per_gpu"] = "--micro-batch";
     } else if (!req.ds_config) {
-        prov["train_micro_batch_size_per_gpu"] = "default (1)";
+        prov["train_micro_batch_size_per_gpu"] = "default (" + std::to_string(request_defaults().micro_batch) + ")";
     }
     if (req.grad_accum) {
         train.grad_accum = *req.grad_accum;
@@ -504,7 +507,7 @@ void apply_training_flags(const Request& req, TrainingSettings& train, Provenanc
         train.seq_len = positive(*req.seq_len, "--seq-len");
         prov["seq_len"] = "--seq-len";
     } else {
-        prov["seq_len"] = "default (2048 tokens)";
+        prov["seq_len"] = "default (" + std::to_string(request_defaults().seq_len) + " tokens)";
     }
     if (req.checkpointing) {
         train.checkpointing = parse_checkpointing(*req.checkpointing, "--gradient-checkpointing");
