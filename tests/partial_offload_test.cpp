@@ -12,10 +12,22 @@
 //    torch.optim.AdamW (exp_avg, exp_avg_sq fp32 on the GPU, foreach: one
 //    fp32 temporary of the tensor it steps with torch >= 2.1); the others by
 //    DeepSpeedCPUAdam on the host.
-// llama-2-7b: P = 6,738,415,616; 8 GPUs: Tn = ceil(P / 8) = 842,301,952;
-// sub_group_size 1e8: S = ceil(Tn / 1e8) = 9 sub-groups (8 of 1e8, the last
-// 42,301,952). ratio 0.3: int(0.7 * 9) = int(6.3) = 6 on the GPU, 6e8
-// elements; host: Tn - 6e8 = 242,301,952. No fp16/bf16 block: fp32 training.
+// llama-2-7b: P = 6,738,415,616; 8 GPUs: Tn = ceil(P / 8) = 842,301,952.
+//  - _create_fp16_sub_groups: parameters join a sub-group in model.parameters()
+//    order, each with its partition ceil(numel / 8), and the sub-group closes
+//    once it reaches sub_group_size = 1e8. Partitions: embed_tokens and
+//    lm_head 32000 x 4096 / 8 = 16,384,000; q, k, v, o 4096^2 / 8 =
+//    2,097,152; gate, up, down 4096 x 11008 / 8 = 5,636,096; each norm 512.
+//    A layer is 4 x 2,097,152 + 3 x 5,636,096 + 2 x 512 = 25,297,920.
+//  - Sub-group 1: embed_tokens + layers 1-3 = 92,277,760, + q, k, v, o of
+//    layer 4 (8,388,608) = 100,666,368 >= 1e8. Sub-groups 2-8: the rest of a
+//    layer (gate, up, down, norms: 16,909,312) + 3 layers + the next q, k, v,
+//    o = 101,191,680 each; sub-group 8 ends in layer 32. Sub-group 9: the
+//    rest of layer 32 + the final norm (512) + lm_head = 33,293,824.
+//    1 x 100,666,368 + 7 x 101,191,680 + 33,293,824 = 842,301,952 = Tn.
+// ratio 0.3: int(0.7 * 9) = int(6.3) = 6 on the GPU: 100,666,368 + 5 x
+// 101,191,680 = 606,624,768 elements, the largest 101,191,680; the host keeps
+// sub-groups 7-9. No fp16/bf16 block: fp32 training.
 #include "zeromem/estimate.h"
 #include "zeromem/request.h"
 
@@ -55,7 +67,8 @@ Estimate run(const std::string& ratio, const std::string& version = "0.19.6") {
     return estimate(resolve_request(req, ZEROMEM_SOURCE_DATA_DIR).input);
 }
 
-constexpr uint64_t kGpuElems = 600000000;  // 6 sub-groups of 1e8
+constexpr uint64_t kGpuElems = 606624768;  // the first 6 sub-groups
+constexpr uint64_t kLargestGpuSubGroup = 101191680;
 
 }  // namespace
 
@@ -70,8 +83,8 @@ TEST(PartialOffload, GpuKeepsTheFirstSubGroupsStates) {
     EXPECT_EQ(p.per_gpu.optimizer_states, 12 * kGpuElems);
     // fp32 gradients of those sub-groups: 4 B each, beside full offload's.
     EXPECT_EQ(p.per_gpu.gradients - f.per_gpu.gradients, 4 * kGpuElems);
-    // torch AdamW's foreach temporary on one GPU sub-group (torch 2.8: one fp32 temporary).
-    EXPECT_EQ(p.per_gpu.temporary_buffers - f.per_gpu.temporary_buffers, 4u * 100000000u);
+    // torch AdamW's foreach temporary on the largest GPU sub-group (torch 2.8: one fp32 temporary).
+    EXPECT_EQ(p.per_gpu.temporary_buffers - f.per_gpu.temporary_buffers, 4u * kLargestGpuSubGroup);
 }
 
 TEST(PartialOffload, HostKeepsTheRest) {
@@ -80,8 +93,9 @@ TEST(PartialOffload, HostKeepsTheRest) {
     const PhaseMemory& f = phase(full, "optimizer_step");
     const PhaseMemory& p = phase(part, "optimizer_step");
     // Per rank the host loses the fp32 master (4 B) and CPU Adam m, v (8 B) of
-    // 6e8 elements, and 6 of the 8 pinned 4e8-byte gradient buffers, each
-    // PowerOf2Ceil(4e8) = 2^29 B (pin_memory true in 0.19.6, torch >= 1.11
+    // the GPU's 606,624,768 elements, and the pinned fp32 gradient buffers of
+    // sub-groups 1-6: 4 x 100,666,368 and 4 x 101,191,680 B are each
+    // PowerOf2Ceil(...) = 2^29 B (pin_memory true in 0.19.6, torch >= 1.11
     // rounds pinned sizes); 8 ranks per node.
     const uint64_t per_rank = 12 * kGpuElems + 6 * (uint64_t(1) << 29);
     EXPECT_EQ(f.per_node.host_memory - p.per_node.host_memory, 8 * per_rank);

@@ -54,83 +54,6 @@ uint64_t linear_weight_params(const ModelArch& a) {
 }
 
 
-// Every parameter tensor of the architecture as (numel per tensor, count),
-// in the Hugging Face module layout, split over tp: what per-parameter pinned
-// buffers are sized by (zero.Init's partitions, the ZeRO-1/2 accumulation
-// buffers). The counts match count_params for the families it covers.
-std::vector<std::pair<uint64_t, uint64_t>> parameter_numels(const ModelArch& a, uint64_t tp) {
-    std::vector<std::pair<uint64_t, uint64_t>> v;
-    const uint64_t h = uint64_t(a.hidden_size), f = uint64_t(a.ffn_size), layers = uint64_t(a.num_layers);
-    const uint64_t hd = uint64_t(a.head_dim > 0 ? a.head_dim : a.hidden_size / std::max<int64_t>(1, a.num_heads));
-    const uint64_t q = uint64_t(a.num_heads) * hd, kv = uint64_t(a.num_kv_heads) * hd;
-    auto add = [&](uint64_t numel, uint64_t count) {
-        if (numel > 0 && count > 0) v.emplace_back(ceil_div(numel, tp), count);
-    };
-    add(uint64_t(a.vocab_size) * h, 1);
-    if (!a.tied_embeddings) add(uint64_t(a.vocab_size) * h, 1);
-    if (a.learned_positions) add(uint64_t(a.max_position_embeddings + a.position_offset) * h, 1);
-    if (a.fused_qkv) {
-        add(h * (q + 2 * kv), layers);
-    } else {
-        add(h * q, layers);
-        add(h * kv, 2 * layers);
-    }
-    add(q * h, layers);
-    add(h * f, (a.gated_mlp ? 2 : 1) * layers);
-    add(f * h, layers);
-    if (a.qkv_bias) add(q + 2 * kv, layers);
-    if (a.attn_out_bias) add(h, layers);
-    if (a.mlp_bias) add(f, (a.gated_mlp ? 2 : 1) * layers), add(h, layers);
-    add(h, uint64_t(a.norms_per_layer) * layers * (a.norm_has_bias ? 2 : 1));
-    if (a.final_norm) add(h, a.norm_has_bias ? 2 : 1);
-    return v;
-}
-
-// Elements of one tensor/pipeline rank's parameters that ZeRO-3 keeps whole
-// on every rank (DeepSpeed v0.19.6 runtime/zero/parameter_offload.py
-// mark_persistent_parameters): walking named_parameters, every parameter
-// with ds_numel <= stage3_param_persistence_threshold persists, matrices
-// included, while the running total stays within
-// stage3_model_persistence_threshold (a parameter that would exceed it is
-// skipped, later smaller ones may still fit). Walked in module order: the
-// embeddings, then per layer its projections, MLP matrices, biases and
-// norms, then the final norm and the LM head.
-uint64_t persistent_numel(const ModelArch& a, uint64_t tp, int64_t threshold, int64_t model_threshold) {
-    const uint64_t limit = static_cast<uint64_t>(std::max<int64_t>(0, threshold));
-    const uint64_t cap = static_cast<uint64_t>(std::max<int64_t>(0, model_threshold));
-    const uint64_t layers = static_cast<uint64_t>(std::max<int64_t>(1, a.num_layers));
-    uint64_t total = 0;
-    auto take = [&](uint64_t numel, uint64_t count) {  // as many copies as stay within the cap
-        if (numel == 0 || numel > limit || total > cap) return;
-        const uint64_t fit = std::min(count, (cap - total) / numel);
-        total += fit * numel;
-    };
-    const auto list = parameter_numels(a, tp);
-    // parameter_numels lists whole-model counts; spread the per-layer
-    // tensors over the layers so the model cap is applied in module order.
-    // Whole layers that fit under the cap are taken at once (a config may
-    // have very many layers); the walk goes on only while something fits.
-    uint64_t per_layer = 0, smallest = UINT64_MAX;
-    for (const auto& [numel, count] : list)
-        if (count >= layers && count % layers == 0 && numel > 0 && numel <= limit) {
-            per_layer += numel * (count / layers);
-            smallest = std::min(smallest, numel);
-        }
-    uint64_t layer = 0;
-    if (per_layer > 0) {
-        const uint64_t whole = std::min(layers, cap / per_layer);
-        total = whole * per_layer;
-        layer = whole;
-    }
-    for (; layer < layers && per_layer > 0 && total <= cap && cap - total >= smallest; ++layer)
-        for (const auto& [numel, count] : list)
-            if (count >= layers && count % layers == 0) take(numel, count / layers);
-    for (const auto& [numel, count] : list)
-        if (count < layers || count % layers != 0) take(numel, count);
-    if (a.embedding_norm) take(ceil_div(uint64_t(a.hidden_size), tp), a.norm_has_bias ? 2 : 1);
-    return total;
-}
-
 
 // The host fields of the sizes: offload devices, pinning and the software
 // versions that decide which buffers exist and how they are pinned
@@ -280,8 +203,9 @@ void set_optimizer_state(FullContext& c) {
 // exp_avg / exp_avg_sq that the torch AdamW backup_optimizer makes at its
 // first step (_optimizer_step); the rest stay on the host for
 // DeepSpeedCPUAdam. The 16-bit grad_partitions_flat_buffer stays on the host
-// (self.device is cpu under offload). Sub-groups are sub = min(sub_group_size,
-// Tn) elements, the last the rest, as everywhere in this file.
+// (self.device is cpu under offload). Sub-groups are the walk in parameter
+// order (Sizes::sub_groups), or, where the layout does not cover the model,
+// sub = min(sub_group_size, Tn) elements, the last the rest.
 void set_partial_offload(FullContext& c) {
     const auto& in = c.in;
     const auto& z = in.zero;
@@ -292,9 +216,18 @@ void set_partial_offload(FullContext& c) {
                          " needs DeepSpeedCPUAdam (stage3.py __init__ asserts 'Hybrid Optimizer Only Supports "
                          "DeepSpeedCPUAdam'); the optimizer is " + to_string(in.train.optimizer));
     const uint64_t sub = std::max<uint64_t>(1, std::min(s.sub_group_size, c.Tn));
-    const uint64_t count = ceil_div(c.Tn, sub);
+    const uint64_t count = s.sub_groups.empty() ? ceil_div(c.Tn, sub) : s.sub_groups.size();
     const uint64_t on_gpu = static_cast<uint64_t>((1.0 - z.offload_optimizer_ratio) * double(count));
-    s.partial_gpu_numel = on_gpu >= count ? c.Tn : on_gpu * sub;
+    s.partial_gpu_sub_groups = std::min(on_gpu, count);
+    if (s.sub_groups.empty()) {
+        s.partial_gpu_numel = on_gpu >= count ? c.Tn : on_gpu * sub;
+        s.partial_gpu_largest = std::min(sub, s.partial_gpu_numel);
+    } else {  // the first on_gpu sub-groups of the walk
+        for (uint64_t i = 0; i < s.partial_gpu_sub_groups; ++i) {
+            s.partial_gpu_numel += s.sub_groups[i];
+            s.partial_gpu_largest = std::max(s.partial_gpu_largest, s.sub_groups[i]);
+        }
+    }
     s.partial_gpu_step_temporary = step_temporary_bytes_per_element(foreach_kernel(c.facts));
 }
 
@@ -490,6 +423,11 @@ void set_term_sizes(FullContext& c) {
     s.Tr = c.Tr;
     s.Tn = c.Tn;
     s.sub = std::min<uint64_t>(static_cast<uint64_t>(z.sub_group_size), c.Tn);
+    // ZeRO-3 steps one sub-group at a time: the largest of them, in parameter order, sizes the step's buffers.
+    if (z.stage == 3 && in.model.arch && in.moe.ep() == 1 && c.pp == 1 && in.model.arch->num_experts == 0)
+        s.sub_groups = zero3_sub_groups(*in.model.arch, c.tp, c.N,
+                                        static_cast<uint64_t>(std::max<int64_t>(1, z.sub_group_size)), c.Tn);
+    if (!s.sub_groups.empty()) s.sub = *std::max_element(s.sub_groups.begin(), s.sub_groups.end());
     s.grad_accum = t.grad_accum;
     c.facts = stack_facts(in.stack);
     const StepKernelChoice kc = step_kernel(in, c.facts);

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <string>
 #include <vector>
+#include <utility>
 
 namespace zeromem::estimate_detail {
 
@@ -119,8 +120,14 @@ void finish_gpu(GpuMemory& m, const FullContext& c);
 void estimate_paper(const EstimateInput& in, Estimate& out, const Explainer& ex);
 void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer& ex);
 
-// estimate_context.cpp
+// parameter_layout.cpp
+/// Every parameter tensor as (numel per tensor split over tp, count).
+std::vector<std::pair<uint64_t, uint64_t>> parameter_numels(const ModelArch& a, uint64_t tp);
+/// ZeRO-3's sub-groups of one rank's partition in parameter order; empty when the layout does not add up to Tn.
+std::vector<uint64_t> zero3_sub_groups(const ModelArch& a, uint64_t tp, uint64_t N, uint64_t sub_group_size, uint64_t Tn);
 uint64_t persistent_numel(const ModelArch& a, uint64_t tp, int64_t threshold, int64_t model_threshold);
+
+// estimate_context.cpp
 void optimizer_notes(const FullContext& c, Estimate& out);
 FullContext make_context(const EstimateInput& in, Estimate& out);
 std::string sizes_text(const FullContext& c);

@@ -208,9 +208,9 @@ StepMoments zero3_step(const Sizes& s) {
                        on * (4 + T) * s.sub);
     if (s.offload_optimizer && s.partial_gpu_numel > 0)
         m.optimizer = make("step: torch AdamW temporary of one GPU sub-group (partial offload)",
-                           "T_torch · min(sub, GPU elements)",
+                           "T_torch · the largest GPU sub-group",
                            "runtime/zero/stage3.py _optimizer_step (backup_optimizer.step on a GPU sub-group)",
-                           s.partial_gpu_step_temporary * std::min(s.sub, s.partial_gpu_numel));
+                           s.partial_gpu_step_temporary * s.partial_gpu_largest);
     m.overflow_check = make("step: overflow check", "0 (on the flat gradient buffer)", kZ3, 0);
     return m;
 }
@@ -354,9 +354,19 @@ uint64_t zero3_init_gradient_transient(const Sizes& s, uint64_t S, uint64_t full
 // partial_gpu_numel elements) are counted here.
 void zero3_offload_host(const Sizes& s, std::vector<HostTerm>& v) {
     auto pin = [&](uint64_t b) { return s.pin_optimizer && s.round_pinned ? power_of_two_ceil(b) : b; };
-    const uint64_t S = std::max<uint64_t>(1, std::min(s.sub_group_size, s.Tn));
+    uint64_t S = std::max<uint64_t>(1, std::min(s.sub_group_size, s.Tn));
     const uint64_t Th = s.Tn - std::min(s.Tn, s.partial_gpu_numel);  // host elements
-    const uint64_t full = Th / S, rest = Th % S;
+    uint64_t full = Th / S, rest = Th % S;
+    uint64_t grads = full * pin(4 * S) + (rest ? pin(4 * rest) : 0);
+    const bool walked = !s.sub_groups.empty() && s.partial_gpu_sub_groups < s.sub_groups.size();
+    if (walked) {  // the host's sub-groups in parameter order: the largest sizes gradient_buffer, the last is the rest
+        const auto first = s.sub_groups.begin() + static_cast<std::ptrdiff_t>(s.partial_gpu_sub_groups);
+        S = *std::max_element(first, s.sub_groups.end());
+        grads = 0;
+        for (auto it = first; it != s.sub_groups.end(); ++it) grads += pin(4 * *it);
+        rest = s.sub_groups.back() == S ? 0 : s.sub_groups.back();
+        full = static_cast<uint64_t>(s.sub_groups.end() - first) - (rest ? 1 : 0);
+    }
     v.push_back(host("fp32 master partitions", s.partial_gpu_numel ? "4 · host elements (pageable)" : "4 · Tn (pageable)",
                      "runtime/zero/stage3.py _create_fp32_partitions", 4 * Th, false, HostLife::init));
     // The conversion copy exists before any fp32 gradient (>= 4 · sub) is
@@ -366,8 +376,10 @@ void zero3_offload_host(const Sizes& s, std::vector<HostTerm>& v) {
                      "runtime/zero/stage3.py _create_fp32_partitions (.to(cpu, fp32), .clone())", 0, false,
                      HostLife::load_transient));
     v.push_back(host("fp32 gradients, one pinned buffer per sub-group",
-                     "Σ_i PowerOf2Ceil(4 · n_i), n_i = sub_group_size (the last the rest)",
-                     "runtime/zero/stage3.py initialize_optimizer_states", full * pin(4 * S) + (rest ? pin(4 * rest) : 0),
+                     walked ? "Σ_i PowerOf2Ceil(4 · n_i), n_i each sub-group in parameter order (closed once it "
+                              "reaches sub_group_size)"
+                            : "Σ_i PowerOf2Ceil(4 · n_i), n_i = sub_group_size (the last the rest)",
+                     "runtime/zero/stage3.py initialize_optimizer_states, _create_fp16_sub_groups", grads,
                      s.pin_optimizer, HostLife::init));
     v.push_back(host("init gradient_buffer of the largest sub-group + pageable sources of the pinned copies",
                      "max(4 · sub + 4 · n_last (pinned) - grad flat, pinned grad flat's source b_a · Tn) (load only)",
@@ -399,8 +411,10 @@ static void optimizer_offload_host_terms(const Sizes& s, std::vector<HostTerm>& 
                              HostLife::init));
         if (s.cpu_adam_tile_buffer) v.back().built_before_zero_optimizer = true;  // engine.py _configure_basic_optimizer
     } else if (s.offload_optimizer_nvme) {
-        const uint64_t S = std::min(s.sub_group_size, s.Tn);
-        v.push_back(host("optimizer NVMe swap buffers", "buffer_count · align(sub) · 4 (exact, DeepNVMe)",
+        // The largest sub-group sizes every swap buffer (SwapBufferManager, largest_numel).
+        const uint64_t S = s.sub_groups.empty() ? std::min(s.sub_group_size, s.Tn)
+                                                : *std::max_element(s.sub_groups.begin(), s.sub_groups.end());
+        v.push_back(host("optimizer NVMe swap buffers", "buffer_count · align(largest sub-group) · 4 (exact, DeepNVMe)",
                          "runtime/swap_tensor/optimizer_utils.py OptimizerSwapper, utils.py SwapBufferManager",
                          uint64_t(s.offload_optimizer_buffer_count) * align_aio_elems(S, 4) * 4, true, HostLife::init));
         // gradient_buffer is freed when initialize_optimizer_states returns

@@ -98,11 +98,16 @@ struct Sizes {
     /// count_optimizer_state); 0: optimizer_state_bytes · Tn.
     uint64_t optimizer_state_partition = 0;
     uint64_t sub_group_size = 1000000000;  ///< elements
+    /// ZeRO-3: each sub-group's numel in parameter order (stage3.py
+    /// _create_fp16_sub_groups closes a sub-group once it reaches
+    /// sub_group_size); empty: Tn cut into sub_group_size pieces.
+    std::vector<uint64_t> sub_groups;
     /// Partial optimizer offload (ZeRO-3, offload_optimizer cpu, ratio < 1;
-    /// stage3.py _create_fp32_partitions): of the rank's S = ceil(Tn / sub)
-    /// sub-groups the first int((1 - ratio) · S) stay on the GPU. These are
+    /// stage3.py _create_fp32_partitions): of the rank's S sub-groups the first int((1 - ratio) · S) stay on the GPU. These are
     /// their elements (0 without partial offload); Tn - it are on the host.
     uint64_t partial_gpu_numel = 0;
+    uint64_t partial_gpu_sub_groups = 0;  ///< how many of the first sub-groups stay on the GPU
+    uint64_t partial_gpu_largest = 0;     ///< elements of the largest of them (the backup AdamW's temporary)
     /// Bytes per element of the temporary of the torch AdamW that steps the
     /// GPU sub-groups (stage3.py backup_optimizer, foreach by default).
     uint64_t partial_gpu_step_temporary = 0;
