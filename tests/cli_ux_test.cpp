@@ -434,3 +434,15 @@ TEST(CliUx, PlanWarnsWhenTheWinnerNeedsMoreHostRamThanANode) {
     EXPECT_FALSE(has(zeromem(m + " --host-memory 2TiB").err, "typical node"));
     EXPECT_TRUE(has(zeromem(m).out, "Settings given (steps 1-11 keep them; step 12 tunes overlap_comm"));
 }
+
+// --gpus above a DGX node's 8 without --nodes is read as one node (host RAM, NVMe and the network are per
+// node): said once on stderr; --nodes (even --nodes 1, a 16-GPU DGX-2) silences it.
+TEST(CliUx, ManyGpusWithoutNodesSayTheyAreOneNode) {
+    const std::string m = "estimate --model llama-2-7b --stage 3 --gpus ";
+    const Outcome one = zeromem(m + "64");
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    EXPECT_TRUE(has(one.err, "--gpus 64 without --nodes is one node of 64 GPUs")) << one.err;
+    EXPECT_FALSE(has(zeromem(m + "64 --nodes 8").err, "without --nodes"));
+    EXPECT_FALSE(has(zeromem(m + "16 --nodes 1").err, "without --nodes"));
+    EXPECT_FALSE(has(zeromem(m + "8").err, "without --nodes"));
+}

@@ -23,6 +23,8 @@ namespace {
 
 // Larger than any cluster built; keeps the arithmetic far from overflow.
 constexpr int64_t kMaxGpus = 1 << 20;
+// The GPUs of a typical training node (DGX A100, DGX H100: 8; a 16-GPU DGX-2 says --nodes 1).
+constexpr int64_t kGpusPerTypicalNode = 8;
 
 int64_t positive(int64_t v, const char* flag) {
     if (v <= 0) throw InputError(std::string(flag) + ": must be a positive integer, got " + std::to_string(v));
@@ -67,6 +69,10 @@ void add_plausibility_warnings(const Request& req, const EstimateInput& in, std:
     if (tp > in.cluster.gpus_per_node())
         w.push_back("--tp " + std::to_string(tp) + " spans nodes (" + std::to_string(in.cluster.gpus_per_node()) +
                     " GPUs per node): tensor-parallel all-reduces then cross the inter-node network");
+    if (!req.nodes && in.cluster.nodes == 1 && in.cluster.gpus > kGpusPerTypicalNode)
+        w.push_back("--gpus " + std::to_string(in.cluster.gpus) + " without --nodes is one node of " +
+                    std::to_string(in.cluster.gpus) + " GPUs, more than the " + std::to_string(kGpusPerTypicalNode) +
+                    " of a typical node (host RAM, NVMe and the network are per node); pass --nodes for the real layout");
     if (t.sequence_parallel && tp == 1)
         w.push_back("--sequence-parallel with --tp 1 changes nothing: sequence parallelism splits activations across "
                     "the tensor-parallel group");
