@@ -86,7 +86,7 @@ struct KnownDifference {
 const KnownDifference kKnownDifferences[] = {
     {"zero3 backward: reduce_scatter_coalesced cat + module gradient + gathered params (recompute)",
      "bloom-176b,falcon-40b,gpt2-xl,gpt3-175b,llama-2-13b,llama-2-70b,llama-2-7b,llama-3-70b,llama-3-8b,mistral-7b,"
-     "llama-3.1-8b,llama-3.1-70b,qwen3-8b,"
+     "llama-3.1-8b,llama-3.1-70b,llama-3.1-405b,qwen3-8b,"
      "opt-1.3b,opt-6.7b,qwen2.5-32b,qwen2.5-7b,deepseek-v2-lite,qwen3-30b-a3b",
      3, "cpu", "full", 0.60, 0.99,
      "optimizer offload + full checkpointing leaves little besides temporaries: the estimator's backward adds the "
