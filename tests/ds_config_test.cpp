@@ -5,6 +5,7 @@
 // 16,777,216, stage3_prefetch_bucket_size 15,099,494,
 // stage3_param_persistence_threshold 40,960); user cases C26-C29.
 #include "zeromem/ds_config.h"
+#include "zeromem/ds_schema.h"
 
 #include <gtest/gtest.h>
 
@@ -246,6 +247,26 @@ TEST(DsConfigErrors, UnknownKeyWithSuggestion) {
     const std::string msg = apply_error(json::parse(R"({"zero_optimisation": {"stage": 2}})"));
     EXPECT_HAS(msg, "cfg.json: /zero_optimisation: unknown key");
     EXPECT_HAS(msg, "did you mean 'zero_optimization'");
+}
+
+// runtime/config.py DeepSpeedConfig reads the top-level keys it knows and ignores the rest: LLaMA-Factory's
+// examples/deepspeed/ds_z3_config.json carries "comms_config", which DeepSpeed never reads. Accepted (the
+// faces warn); a near spelling of a real key stays refused above.
+TEST(DsConfigErrors, UnknownTopLevelKeyFarFromAnyIsIgnoredAsDeepSpeedDoes) {
+    TrainingSettings train;
+    ZeroSettings zero;
+    Provenance prov;
+    AutoSources autos;
+    apply_ds_config(json::parse(R"({"comms_config": {"verbose": false}, "zero_optimization": {"stage": 2}})"),
+                    "cfg.json", autos, zero, train, prov);
+    EXPECT_EQ(zero.stage, 2);
+    const auto problems = validate_ds_schema(json::parse(R"({"comms_config": {"verbose": false}})"), Launcher::deepspeed);
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_EQ(problems[0].kind, SchemaProblem::Kind::ignored_key);
+    EXPECT_EQ(problems[0].pointer, "/comms_config");
+    EXPECT_NE(apply_error(json::parse(R"({"zero_optimization": {"stage": 2, "comms_config": 1}})")).find(
+                  "/zero_optimization/comms_config: unknown key"),
+              std::string::npos);  // inside a block: pydantic's extra="forbid" refuses it
 }
 
 TEST(DsConfigErrors, MisspelledPersistenceThresholdC29) {

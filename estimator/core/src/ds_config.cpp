@@ -397,8 +397,8 @@ void apply_ds_config(const json& config, const std::string& source, const AutoSo
                          std::to_string(autos.world_size));
     // The Hugging Face Trainer's "auto" rules apply: zeromem resolves "auto"
     // the way the HF Trainer does (see AutoSources).
-    const auto problems = validate_ds_schema(config, Launcher::hf_trainer);
-    if (!problems.empty()) throw ConfigError(source, problems.front().pointer, problems.front().message);
+    for (const auto& p : validate_ds_schema(config, Launcher::hf_trainer))
+        if (p.kind != SchemaProblem::Kind::ignored_key) throw ConfigError(source, p.pointer, p.message);
     const auto gated = version_gated_keys(config, version);
     if (!gated.empty())
         throw ConfigError(source, gated.front().pointer, gated.front().message + "; " + gated.front().fix);

@@ -369,9 +369,19 @@ private:
         std::vector<std::string> near;
         for (const auto& r : ranked)
             if (near.size() < 3 && r.first <= ranked.front().first + 2) near.push_back(r.second);
-        if (!near.empty())
+        // At the top level DeepSpeed reads only the keys it knows (runtime/config.py DeepSpeedConfig: one
+        // get_scalar_param per key) and ignores the rest, such as LLaMA-Factory's "comms_config": only a near
+        // spelling of a real key (a typo DeepSpeed would silently drop) is refused there.
+        const bool top_level = path_.size() == 1;
+        const bool typo = !near.empty() && (!top_level || ranked.front().first <= std::max<std::size_t>(2, key.size() / 4));
+        if (typo)
             return add(K::unknown_key, "unknown key (did you mean " + join_quoted(near, " or ") + "?)",
                        "rename it to '" + near.front() + "'");
+        if (top_level)
+            return add(K::ignored_key,
+                       "not a DeepSpeed v0.19.6 config key: DeepSpeed ignores unknown top-level keys "
+                       "(runtime/config.py DeepSpeedConfig reads only the keys it knows)",
+                       "remove it, or check its spelling");
         add(K::unknown_key, "unknown key (not a DeepSpeed v0.19.6 config key)", "remove it");
     }
 };

@@ -66,6 +66,7 @@ void schema_findings(const json& config, const CheckOptions& o, const std::strin
     const std::string since = ds_schema().value("int_rejects_fraction_since", std::string("0.15.0"));
     for (const auto& p : validate_ds_schema(config, o.launcher)) {
         Finding f{Severity::error, p.pointer, p.message, p.fix};
+        if (p.kind == SchemaProblem::Kind::ignored_key) f.severity = Severity::warning;
         if (p.kind == SchemaProblem::Kind::fraction && !newer_or_equal(version, since.c_str())) {
             f.severity = Severity::warning;
             f.message += "; DeepSpeed " + version + " still accepts it";
