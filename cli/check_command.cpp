@@ -125,6 +125,9 @@ int run_check(zeromem::Request req, const CheckFlags& f, const std::string& dir)
     if (f.format != "table" && f.format != "json")
         throw InputError("--format: '" + f.format + "' is not table or json for check");
     if (req.ds_config) throw InputError("--ds-config: check takes the config as its argument, not --ds-config");
+    if (req.from)
+        throw InputError("--from: check reads the DeepSpeed config given as its argument; `zeromem estimate --from " +
+                         *req.from + "` reads a launcher's file");
     const std::string text = read_text_file(f.config);                // InputError: unreadable (exit 2)
     const nlohmann::json config = parse_ds_config_text(text, f.config);  // InputError: malformed (exit 2)
     std::vector<Finding> fs;

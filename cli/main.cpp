@@ -7,6 +7,7 @@
 #include "zeromem/preset_listing.h"
 #include "zeromem/speed.h"
 #include "zeromem/report.h"
+#include "zeromem/launch_file.h"
 #include "zeromem/request.h"
 #include "zeromem/simulator.h"
 #include "zeromem/util.h"
@@ -252,9 +253,11 @@ int run_estimate(const Cli& c, const std::string& dir) {
 // The parsed subcommand, run; bad input is one error line and exit 2.
 // measure, and validate without --measurement, replace this process by the
 // zeromem-measure helper with the same argv.
-int run(const Cli& c, int argc, char** argv) {
+int run(Cli& c, int argc, char** argv) {
     try {
         const std::string dir = data_dir();
+        if (c.req.from && !*c.chk)  // every subcommand then sees the file's values as if given as flags
+            c.req = merge_launch_file(c.req, read_launch_file(*c.req.from, dir));
         if (*c.models || *c.gpus || *c.ics || *c.hosts) return list_presets(c, dir);
         if (*c.cmp || *c.pln) return run_compare_or_plan(*c.cmp ? "compare" : "plan", c.req, c.sf, c.format, dir);
         if (*c.fit) return run_fit(c.req, c.sf, c.format, dir, unused_flag_notes(c.fit, kUnusedSpeedGroup));

@@ -2,7 +2,7 @@
 # Installs what zeromem needs to build and test on Debian 12 (bookworm), if
 # missing. Runs apt-get through sudo when not root. Safe to run again.
 set -euo pipefail
-pkgs=(cmake g++ make python3 nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev help2man)
+pkgs=(cmake g++ make python3 nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libgtest-dev libbenchmark-dev help2man)
 # zeromem-gui: Qt 6 Widgets/Test and Qt Charts (qt6-charts-dev is the real name of
 # the virtual libqt6charts6-dev); Qt6Charts' CMake config also needs Qt6OpenGL
 # (libqt6opengl6-dev, not pulled in by qt6-charts-dev on Debian 12), GL and xkbcommon headers.

@@ -45,6 +45,10 @@ void add_model_options(CLI::App* sub, zeromem::Request& req) {
             "The model as built: its module tree JSON (python -m zeromem.tree, or zeromem.dump_module_tree; "
             "python/README.md) gives the exact total and trainable (requires_grad) counts and the largest module; "
             "with --model/--hf-config, or the config.json the tree carries, for the activations", gM)->type_name("FILE");
+    opt_str(sub, "--from", req.from,
+            "The run's own launcher file: a LLaMA-Factory training YAML, an accelerate config YAML or a HF "
+            "TrainingArguments JSON (recognised by content); its model, batch, sequence, LoRA, precision and "
+            "DeepSpeed keys fill the flags not given, --explain names each key's line", gM)->type_name("FILE");
     opt_str(sub, "--largest-layer-params", req.largest_layer_params,
             "Largest single module's own parameters (DeepSpeed's largest_layer_params)", gM)->type_name("COUNT");
 }

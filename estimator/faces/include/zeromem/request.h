@@ -7,10 +7,23 @@
 #include "zeromem/stack_detect.h"
 #include "zeromem/workload.h"
 
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace zeromem {
+
+/// What --from's file gave (zeromem/launch_file.h), kept with the request
+/// it was merged into so that the resolution can say where values came from.
+struct LaunchTrail {
+    std::string path;
+    std::string kind;  ///< "LLaMA-Factory training YAML", "accelerate config YAML", "TrainingArguments JSON"
+    /// flag -> "FILE line N: key" ("--micro-batch" -> "train.yaml line 27: per_device_train_batch_size").
+    std::map<std::string, std::string> sources;
+    std::vector<std::string> notes;     ///< keys without effect on memory, launcher defaults applied
+    std::vector<std::string> warnings;  ///< keys zeromem does not know (ignored)
+};
 
 /// The user's request, unparsed where the text carries units ("80GiB",
 /// "7B"). Unset optionals mean the flag was not given.
@@ -97,6 +110,9 @@ struct Request {
     std::optional<int64_t> max_new_tokens;       ///< --max-new-tokens (default 20)
     std::optional<int64_t> eval_batch;           ///< --eval-batch: prompts per GPU (default 8)
     std::optional<int64_t> prompt_len;           ///< --prompt-len (default --seq-len)
+    // A launcher's own file (launch_file.h).
+    std::optional<std::string> from;             ///< --from FILE
+    LaunchTrail launch;                          ///< filled by merge_launch_file (kind empty: not merged yet)
 };
 
 /// The resolved input plus what --explain needs.

@@ -1,0 +1,323 @@
+// --from FILE (zeromem/launch_file.h): the file as keys with lines, which
+// launcher wrote it, the typed reads, and the merge into the request.
+#include "launch_file_detail.h"
+
+#include "hf_hub.h"
+
+#include "zeromem/ds_config.h"
+#include "zeromem/model.h"
+#include "zeromem/util.h"
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+namespace zeromem {
+
+namespace fs = std::filesystem;
+
+namespace launch {
+
+namespace {
+
+std::string yaml_scalar_list(const YAML::Node& n) {
+    std::string joined;
+    for (const auto& item : n) {
+        if (!item.IsScalar()) return joined;
+        joined += (joined.empty() ? "" : ",") + item.Scalar();
+    }
+    return joined;
+}
+
+Entry yaml_entry(const std::string& key, const YAML::Node& v, int line, const std::string& path);
+
+std::vector<Entry> yaml_map(const YAML::Node& m, const std::string& path) {
+    std::vector<Entry> out;
+    std::set<std::string> seen;
+    for (const auto& kv : m) {
+        const int line = kv.first.Mark().line + 1;
+        if (!kv.first.IsScalar())
+            throw InputError("--from: " + path + " line " + std::to_string(line) + ": a key must be a plain name");
+        const std::string key = kv.first.Scalar();
+        if (!seen.insert(key).second)
+            throw InputError("--from: " + path + " line " + std::to_string(line) + ": " + key +
+                             ": given twice (the launcher would keep one silently)");
+        out.push_back(yaml_entry(key, kv.second, line, path));
+    }
+    return out;
+}
+
+Entry yaml_entry(const std::string& key, const YAML::Node& v, int line, const std::string& path) {
+    Entry e;
+    e.key = key;
+    e.line = line;
+    if (v.IsMap()) {
+        e.kind = Entry::Kind::map;
+        e.children = yaml_map(v, path);
+    } else if (v.IsSequence()) {
+        e.kind = Entry::Kind::sequence;
+        e.text = yaml_scalar_list(v);
+    } else if (v.IsNull() || (v.IsScalar() && v.Tag() != "!" && (v.Scalar() == "null" || v.Scalar() == "~"))) {
+        e.kind = Entry::Kind::null;
+    } else {
+        e.text = v.Scalar();
+    }
+    return e;
+}
+
+std::string json_text(const nlohmann::json& v) {
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+    return v.dump();
+}
+
+void json_children(const nlohmann::json& obj, const std::string& pointer, const std::map<std::string, int>& lines,
+                   std::vector<Entry>& out) {
+    for (auto it = obj.begin(); it != obj.end(); ++it) {
+        Entry e;
+        e.key = it.key();
+        const std::string p = pointer + "/" + (nlohmann::json::json_pointer() / it.key()).to_string().substr(1);
+        e.line = ds_config_line_of(lines, p);
+        const nlohmann::json& v = it.value();
+        if (v.is_object()) {
+            e.kind = Entry::Kind::map;
+            json_children(v, p, lines, e.children);
+        } else if (v.is_array()) {
+            e.kind = Entry::Kind::sequence;
+            for (const auto& item : v)
+                if (!item.is_structured()) e.text += (e.text.empty() ? "" : ",") + json_text(item);
+        } else if (v.is_null()) {
+            e.kind = Entry::Kind::null;
+        } else {
+            e.text = json_text(v);
+        }
+        out.push_back(std::move(e));
+    }
+}
+
+}  // namespace
+
+std::vector<Entry> yaml_entries(const std::string& text, const std::string& path) {
+    YAML::Node root;
+    try {
+        root = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+        throw InputError("--from: " + path + " line " + std::to_string(e.mark.line + 1) + ": malformed YAML: " + e.msg);
+    }
+    if (!root.IsMap())
+        throw InputError("--from: " + path + ": not a YAML mapping of keys (a LLaMA-Factory training YAML or an "
+                         "accelerate config is one)");
+    return yaml_map(root, path);
+}
+
+std::vector<Entry> json_entries(const std::string& text, const std::string& path) {
+    nlohmann::json j;
+    try {
+        j = parse_ds_config_text(text, path);  // lines and columns, repeated keys refused
+    } catch (const InputError& e) {
+        throw InputError(std::string("--from: ") + e.what());
+    }
+    if (!j.is_object()) throw InputError("--from: " + path + ": not a JSON object of keys");
+    std::vector<Entry> out;
+    json_children(j, "", ds_config_key_lines(text), out);
+    return out;
+}
+
+const Entry* find(const std::vector<Entry>& entries, const std::string& key) {
+    for (const Entry& e : entries)
+        if (e.key == key) return &e;
+    return nullptr;
+}
+
+std::string Reader::where(const Entry& e) const {
+    return file() + (e.line > 0 ? " line " + std::to_string(e.line) : std::string()) + ": " + e.key;
+}
+
+void Reader::refuse(const Entry& e, const std::string& why) const { throw InputError("--from: " + where(e) + ": " + why); }
+
+std::string Reader::scalar(const Entry& e) const {
+    if (e.kind == Entry::Kind::map || e.kind == Entry::Kind::sequence) refuse(e, "must be a single value");
+    if (e.kind == Entry::Kind::null) refuse(e, "has no value");
+    return e.text;
+}
+
+int64_t Reader::positive_int(const Entry& e) const {
+    const std::string t = scalar(e);
+    int64_t v = 0;
+    try {
+        v = parse_int(t, e.key);
+    } catch (const InputError&) {
+        refuse(e, "must be a positive integer, got '" + t + "'");
+    }
+    if (v <= 0) refuse(e, "must be a positive integer, got '" + t + "'");
+    return v;
+}
+
+bool Reader::boolean(const Entry& e) const {
+    const std::string t = to_lower(scalar(e));
+    if (t == "true") return true;
+    if (t == "false") return false;
+    refuse(e, "must be true or false, got '" + e.text + "'");
+}
+
+void Reader::from(const std::string& flag, const Entry& e) { out_.trail.sources[flag] = where(e); }
+
+void Reader::launcher_default(const std::string& flag, const std::string& what) {
+    out_.trail.sources[flag] = file() + ": " + what;
+    out_.trail.notes.push_back(file() + ": " + what);
+}
+
+void Reader::note(const Entry& e, const std::string& what) { out_.trail.notes.push_back(where(e) + ": " + what); }
+
+void Reader::warn(const Entry& e, const std::string& what) { out_.trail.warnings.push_back(where(e) + ": " + what); }
+
+void Reader::unknown(const Entry& e) {
+    warn(e, "not a key zeromem knows for a " + out_.trail.kind + "; ignored (if it changes memory, the estimate does "
+            "not show it)");
+}
+
+std::string Reader::existing_path(const Entry& e) const {
+    const std::string given = scalar(e);
+    std::error_code ec;
+    if (fs::exists(given, ec) || fs::path(given).is_absolute()) {
+        if (!fs::exists(given, ec)) refuse(e, "'" + given + "' does not exist");
+        return given;
+    }
+    for (fs::path dir = fs::absolute(file(), ec).parent_path(); !dir.empty(); dir = dir.parent_path()) {
+        if (fs::exists(dir / given, ec)) return (dir / given).lexically_normal().string();
+        if (dir == dir.root_path()) break;
+    }
+    refuse(e, "'" + given + "' is not found from the working directory, nor from the file's folder or one above it");
+}
+
+namespace {
+
+// A Hub id without the segments naming a fine-tune of the same architecture:
+// "meta-llama/Meta-Llama-3-8B-Instruct" -> "meta-llama/meta-llama-3-8b".
+std::string base_model_id(const std::string& id) {
+    const std::string lower = to_lower(id);
+    const auto slash = lower.find('/');
+    std::string out = lower.substr(0, slash + 1);
+    std::size_t pos = slash + 1;
+    while (pos <= lower.size()) {
+        const std::size_t dash = lower.find('-', pos);
+        const std::string seg = lower.substr(pos, dash == std::string::npos ? std::string::npos : dash - pos);
+        if (seg != "instruct" && seg != "chat" && seg != "hf" && seg != "it" && seg != "base")
+            out += (out.back() == '/' ? "" : "-") + seg;
+        if (dash == std::string::npos) break;
+        pos = dash + 1;
+    }
+    return out;
+}
+
+// The Hub id a preset's published_source starts with ("meta-llama/Llama-2-7b-hf, https://...").
+std::string preset_hub_id(const std::string& source) {
+    const std::string id = source.substr(0, source.find_first_of(", "));
+    return looks_like_hub_id(id) ? id : std::string();
+}
+
+}  // namespace
+
+void Reader::model(const Entry& e) {
+    const std::string id = scalar(e);
+    Request& v = out_.values;
+    std::error_code ec;
+    if (fs::exists(id, ec)) {
+        try {
+            v.hf_config = resolve_hf_config_path(id);
+        } catch (const InputError& err) {
+            refuse(e, "'" + id + "' is a folder without a config.json");
+        }
+        return from("--hf-config", e);
+    }
+    if (!looks_like_hub_id(id))
+        refuse(e, "'" + id + "' is neither a local folder nor a Hugging Face Hub id (org/name)");
+    try {
+        cached_hub_config(id);
+        v.hf_config = id;
+        return from("--hf-config", e);
+    } catch (const InputError&) {
+    }
+    for (const std::string& name : list_model_presets(data_dir_)) {
+        const std::string preset_id = preset_hub_id(load_model_preset(name, data_dir_).published_source);
+        if (preset_id.empty()) continue;
+        const bool exact = to_lower(preset_id) == to_lower(id);
+        if (!exact && base_model_id(preset_id) != base_model_id(id)) continue;
+        v.model = name;
+        from("--model", e);
+        if (exact) note(e, "not in the local Hugging Face cache: the preset " + name + " (" + preset_id + ")");
+        else
+            warn(e, "not in the local Hugging Face cache: read as the preset " + name + " (" + preset_id +
+                        ", its base model: the same architecture); pass --hf-config with its config.json to be exact");
+        return;
+    }
+    refuse(e, "'" + id + "' is not in the local Hugging Face cache (" + hf_hub_cache().string() +
+                  ") and no preset has its Hub id: run `huggingface-cli download " + id +
+                  " config.json`, or pass --model or --hf-config");
+}
+
+bool Reader::ds_config_has_optimizer(const std::string& path) const {
+    try {
+        return load_ds_config_file(path).contains("optimizer");
+    } catch (const InputError&) {
+        return false;  // the DeepSpeed config's own reading names the problem, as --ds-config
+    }
+}
+
+}  // namespace launch
+
+namespace {
+
+using launch::Entry;
+
+bool json_text(const std::string& text) {
+    const auto first = std::find_if(text.begin(), text.end(), [](unsigned char c) { return !std::isspace(c); });
+    return first != text.end() && *first == '{';
+}
+
+bool has_any(const std::vector<Entry>& entries, std::initializer_list<const char*> keys) {
+    for (const char* k : keys)
+        if (launch::find(entries, k)) return true;
+    return false;
+}
+
+}  // namespace
+
+LaunchFile parse_launch_file(const std::string& text, const std::string& path, const std::string& data_dir) {
+    const bool json = json_text(text);
+    const std::vector<Entry> entries = json ? launch::json_entries(text, path) : launch::yaml_entries(text, path);
+    LaunchFile f;
+    f.trail.path = path;
+    launch::Reader r(f, data_dir);
+    if (has_any(entries, {"distributed_type", "compute_environment", "deepspeed_config", "num_machines"})) {
+        f.trail.kind = "accelerate config";
+        launch::read_accelerate(r, entries);
+    } else if (has_any(entries, {"model_name_or_path", "finetuning_type", "cutoff_len", "template", "lora_target",
+                                 "quantization_bit", "stage"})) {
+        f.trail.kind = std::string("LLaMA-Factory training ") + (json ? "JSON" : "YAML");
+        launch::read_llamafactory(r, entries);
+    } else if (has_any(entries, {"per_device_train_batch_size", "output_dir", "gradient_accumulation_steps"})) {
+        f.trail.kind = std::string("TrainingArguments ") + (json ? "JSON" : "YAML");
+        launch::read_trainer_args(r, entries);
+    } else {
+        throw InputError("--from: " + path + ": not a LLaMA-Factory training file, an accelerate config or a "
+                         "TrainingArguments JSON (it has none of model_name_or_path, distributed_type, "
+                         "per_device_train_batch_size)");
+    }
+    return f;
+}
+
+LaunchFile read_launch_file(const std::string& path, const std::string& data_dir) {
+    std::string text;
+    try {
+        text = read_text_file(path, "launch file", std::uintmax_t(4) << 20);
+    } catch (const InputError& e) {
+        throw InputError(std::string("--from: ") + e.what());
+    }
+    return parse_launch_file(text, path, data_dir);
+}
+
+}  // namespace zeromem
