@@ -55,6 +55,13 @@ TEST(ParseInt, WholeNumbersOnly) {
     EXPECT_THROW(parse_int("2.5", "--micro-batch"), InputError);
     EXPECT_THROW(parse_int("eight", "--gpus"), InputError);
     EXPECT_THROW(parse_int("99999999999999999999", "--gpus"), InputError);
+    // Scientific notation of a whole number is that number (as --params takes 7e9); a fraction in it is not.
+    EXPECT_EQ(parse_int("1e3", "--micro-batch"), 1000);
+    EXPECT_EQ(parse_int("1e15", "--gpus"), 1000000000000000);
+    EXPECT_THROW(parse_int("2.5e0", "--micro-batch"), InputError);
+    EXPECT_THROW(parse_int("1e19", "--gpus"), InputError);  // past 2^62
+    EXPECT_THROW(parse_int("0x10", "--gpus"), InputError);
+    EXPECT_THROW(parse_int("nan", "--gpus"), InputError);
     try {
         parse_int("2.5", "--micro-batch");
     } catch (const InputError& e) {

@@ -267,6 +267,8 @@ private:
 json load_ds_config_file(const std::string& path) { return parse_ds_config_text(read_text_file(path), path); }
 
 json parse_ds_config_text(const std::string& text, const std::string& path) {
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos)  // an empty file, or one that reads as nothing (/proc/self/mem)
+        throw InputError(path + ": empty: nothing could be read from it (a JSON object was expected)");
     json doc;
     try {
         DuplicateKeyCheck dup(path);

@@ -87,10 +87,14 @@ int64_t parse_int(const std::string& text, const std::string& field) {
     for (std::size_t j = i; j < t.size(); ++j)
         if (!std::isdigit(static_cast<unsigned char>(t[j]))) {
             char* end = nullptr;
-            std::strtod(t.c_str(), &end);
-            if (end != t.c_str() && *end == '\0')
+            const double v = std::strtod(t.c_str(), &end);
+            if (end == t.c_str() || *end != '\0' || t.find_first_of("xXnN") != std::string::npos)
+                throw InputError(field + ": '" + text + "' is not a whole number");
+            // Scientific notation of a whole number ("1e3", as --params takes 7e9) is that number.
+            if (std::isfinite(v) && std::fabs(v) > 4.611686018427388e18) throw InputError(field + ": '" + text + "' is too large");
+            if (!std::isfinite(v) || v != std::floor(v))
                 throw InputError(field + ": must be a whole number, got '" + text + "'");
-            throw InputError(field + ": '" + text + "' is not a whole number");
+            return static_cast<int64_t>(v);
         }
     if (t.size() - i > 18) throw InputError(field + ": '" + text + "' is too large");
     return std::stoll(t);

@@ -217,6 +217,25 @@ void apply_generation(const Request& req, EstimateInput& in, Provenance& prov) {
 
 // Resolves the model source (--params, --model or --hf-config) and
 // --largest-layer-params into r.input.model.
+// count_params of an architecture read from --model or --hf-config: an impossible value (a negative
+// hidden_size) names the flag, the file and, when the file spells the key so, its line.
+ParamCount counted_from_file(const ModelArch& arch, const Request& req, const std::string& data_dir) {
+    try {
+        return count_params(arch);
+    } catch (const InputError& e) {
+        std::string msg = e.what();
+        if (msg.rfind("model '", 0) == 0 && msg.find("': ") != std::string::npos) msg = msg.substr(msg.find("': ") + 3);
+        const std::string flag = req.model ? "--model" : "--hf-config";
+        const std::string path = req.model ? data_dir + "/models/" + *req.model + ".json" : resolve_hf_config_path(*req.hf_config);
+        int line = 0;
+        try {
+            line = ds_config_line_of(ds_config_key_lines(read_text_file(path)), "/" + msg.substr(0, msg.find(' ')));
+        } catch (const InputError&) {
+        }
+        throw InputError(flag + ": " + path + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": " + msg);
+    }
+}
+
 void resolve_model(const Request& req, const std::string& data_dir, Resolved& r) {
     EstimateInput& in = r.input;
     Provenance& prov = r.provenance;
@@ -240,7 +259,7 @@ void resolve_model(const Request& req, const std::string& data_dir, Resolved& r)
         // A Hub id names the model: its cached file is snapshots/<commit>/config.json, whose stem says nothing.
         if (req.hf_config && (arch.name.empty() || (looks_like_hub_id(*req.hf_config) && arch.name == "config")))
             arch.name = *req.hf_config;
-        const ParamCount pc = count_params(arch);
+        const ParamCount pc = counted_from_file(arch, req, data_dir);
         for (const auto& w : arch.warnings) r.warnings.push_back(w);
         in.model.params = pc.total;
         in.model.largest_layer_params = pc.largest_module;
@@ -407,14 +426,22 @@ nlohmann::json resolve_ds_config(const Request& req, const std::optional<Dtype>&
     for (const auto& p : validate_ds_schema(cfg, Launcher::hf_trainer))
         if (p.kind == SchemaProblem::Kind::ignored_key)
             r.warnings.push_back("--ds-config " + *req.ds_config + ": " + p.pointer + ": " + p.message);
-    apply_ds_config(cfg, *req.ds_config, autos, in.zero, in.train, r.provenance, in.stack.deepspeed);
+    try {
+        apply_ds_config(cfg, *req.ds_config, autos, in.zero, in.train, r.provenance, in.stack.deepspeed);
+    } catch (const ConfigError& e) {  // the flag, the file and the key's line, as check prints it
+        const int line = ds_config_line_of(ds_config_key_lines(read_text_file(*req.ds_config)), e.pointer());
+        throw ConfigError("--ds-config: " + *req.ds_config + (line > 0 ? ":" + std::to_string(line) : std::string()),
+                          e.pointer(), e.detail());
+    } catch (const InputError& e) {
+        throw InputError(std::string("--ds-config: ") + e.what());
+    }
     // --stage overrides the file's stage: what only ZeRO-3 reads is judged at the run's stage.
     std::optional<int> stage;
     if (req.stage && *req.stage >= 0 && *req.stage <= 3) stage = static_cast<int>(*req.stage);
     if (stage) {
         const auto refused = unmodelled_ds_settings(cfg, stage);
         if (!refused.empty())
-            throw ConfigError(*req.ds_config, refused.front().pointer,
+            throw ConfigError("--ds-config: " + *req.ds_config, refused.front().pointer,
                               refused.front().message + " (" + refused.front().fix + ")");
     }
     for (auto& n : ds_config_notes(cfg, *req.ds_config, stage)) r.notes.push_back(std::move(n));
