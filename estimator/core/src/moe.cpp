@@ -26,7 +26,7 @@ std::string real(double v) {
 // Routed-expert parameters of the model (0 without an architecture or for
 // a dense one).
 uint64_t routed_expert_params(const EstimateInput& in) {
-    if (!in.model.arch) return 0;
+    if (!in.model.arch || in.model.arch->num_experts <= 0) return 0;  // dense: no routed experts to count
     return count_params(*in.model.arch).routed_experts;
 }
 

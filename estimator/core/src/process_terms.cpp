@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <string>
 
 namespace zeromem {
 
@@ -194,7 +196,52 @@ CublasWorkspaces cublas_workspaces(int cc, const SoftwareStack& stack) {
     return w;
 }
 
+namespace {
+
+// What process_memory reads of an input: equal keys give equal figures and texts.
+struct ProcessKey {
+    std::optional<uint64_t> cuda_context, nccl_buffers, cublas_workspaces;
+    int cc = 0;
+    std::string deepspeed, torch, transformers, intra_interconnect;
+    int64_t gpus = 0, nodes = 0, tp = 0, pp = 0, ep = 0, stage = 0, hpz = 0, mics = 0;
+    bool hpz_active = false, qgz = false;
+
+    explicit ProcessKey(const EstimateInput& in)
+        : cuda_context(in.residual.cuda_context), nccl_buffers(in.residual.nccl_buffers),
+          cublas_workspaces(in.residual.cublas_workspaces), cc(in.cluster.compute_capability),
+          deepspeed(in.stack.deepspeed), torch(in.stack.torch), transformers(in.stack.transformers),
+          intra_interconnect(in.cluster.intra_interconnect), gpus(in.cluster.gpus), nodes(in.cluster.nodes),
+          tp(in.cluster.tp), pp(in.cluster.pp), ep(in.moe.ep()), stage(in.zero.stage),
+          hpz(in.zero.zero_hpz_partition_size), mics(in.zero.mics_shard_size), hpz_active(in.zero.hpz_active()),
+          qgz(in.zero.zero_quantized_gradients) {}
+    bool operator==(const ProcessKey& o) const {
+        return cuda_context == o.cuda_context && nccl_buffers == o.nccl_buffers &&
+               cublas_workspaces == o.cublas_workspaces && cc == o.cc && deepspeed == o.deepspeed &&
+               torch == o.torch && transformers == o.transformers && intra_interconnect == o.intra_interconnect &&
+               gpus == o.gpus && nodes == o.nodes && tp == o.tp && pp == o.pp && ep == o.ep && stage == o.stage &&
+               hpz == o.hpz && mics == o.mics && hpz_active == o.hpz_active && qgz == o.qgz;
+    }
+};
+
+ProcessMemory process_memory_of(const EstimateInput& in);
+
+}  // namespace
+
+// The planner evaluates thousands of candidates on one cluster and stack; their process terms (and the
+// explanation strings built with them) are the same: the last answer is kept per thread.
 ProcessMemory process_memory(const EstimateInput& in) {
+    thread_local std::optional<ProcessKey> last_key;
+    thread_local ProcessMemory last;
+    ProcessKey key(in);
+    if (last_key && *last_key == key) return last;
+    last = process_memory_of(in);
+    last_key = std::move(key);
+    return last;
+}
+
+namespace {
+
+ProcessMemory process_memory_of(const EstimateInput& in) {
     ProcessMemory m;
     const ResidualSettings& r = in.residual;
     const int cc = in.cluster.compute_capability;
@@ -263,5 +310,7 @@ ProcessMemory process_memory(const EstimateInput& in) {
     }
     return m;
 }
+
+}  // namespace
 
 }  // namespace zeromem

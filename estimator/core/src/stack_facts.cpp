@@ -9,7 +9,9 @@
 
 namespace zeromem {
 
-StackFacts stack_facts(const SoftwareStack& st) {
+namespace {
+
+StackFacts facts_of(const SoftwareStack& st) {
     static const std::string ds_flag = "--deepspeed-version", torch_flag = "--torch-version",
                              tf_flag = "--transformers-version";
     auto torch_at_least = [&](const char* v) { return compare_versions(st.torch, v, torch_flag) >= 0; };
@@ -37,6 +39,23 @@ StackFacts stack_facts(const SoftwareStack& st) {
     f.shifts_logits_with_contiguous_copy = !tf_at_least("4.49");
     f.hf_default_attention_is_sdpa = tf_at_least("4.36") && torch_at_least("2.1.1");
     return f;
+}
+
+}  // namespace
+
+// Every estimate asks (the planner: thousands per search, all on one stack), and the answer depends on the
+// three version strings alone: the last one is kept per thread. A malformed version throws before it is kept.
+StackFacts stack_facts(const SoftwareStack& st) {
+    thread_local SoftwareStack last_stack;
+    thread_local StackFacts last;
+    thread_local bool kept = false;
+    if (kept && st.deepspeed == last_stack.deepspeed && st.torch == last_stack.torch &&
+        st.transformers == last_stack.transformers)
+        return last;
+    last = facts_of(st);
+    last_stack = st;
+    kept = true;
+    return last;
 }
 
 AttentionChoice default_attention(const SoftwareStack& st, const StackFacts& facts, const std::string& family) {

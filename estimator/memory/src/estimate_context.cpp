@@ -32,11 +32,12 @@ bool selects_bf16_optimizer(const EstimateInput& in) {
 // the first pipeline stage, the most loaded one, holds ceil(L/pp) layers and
 // the input embedding; with pp = 1 it also holds the LM head. Everything
 // inside the layers is split over tp; embeddings are vocabulary-parallel.
-uint64_t rank_params(const EstimateInput& in, uint64_t total) {
+uint64_t rank_params(const FullContext& c, uint64_t total) {
+    const EstimateInput& in = c.in;
     const int64_t tp = in.cluster.tp, pp = in.cluster.pp;
     if (tp == 1 && pp == 1) return total;
     if (!in.model.arch) return ceil_div(total, static_cast<uint64_t>(tp * pp));
-    const ParamCount pc = count_params(*in.model.arch);
+    const ParamCount& pc = *c.counts;
     const uint64_t layers = ceil_div(static_cast<uint64_t>(in.model.arch->num_layers), static_cast<uint64_t>(pp));
     uint64_t r = layers * ceil_div(pc.per_layer, static_cast<uint64_t>(tp)) + ceil_div(pc.embedding, static_cast<uint64_t>(tp));
     if (pp == 1) r += ceil_div(pc.lm_head, static_cast<uint64_t>(tp));
@@ -308,7 +309,7 @@ void set_layout_and_widths(FullContext& c) {
         // expert parallelism a rank's module holds only its num_experts / E_p
         // experts, so the largest module is that or the embedding / LM head.
         const ModelArch& a = *in.model.arch;
-        const ParamCount pc = count_params(a);
+        const ParamCount& pc = *c.counts;
         const uint64_t block = static_cast<uint64_t>(a.num_experts) * pc.one_expert;
         if (c.L == block)
             c.L = std::max({block / static_cast<uint64_t>(in.moe.ep()),
@@ -334,7 +335,7 @@ void set_param_counts(FullContext& c, Estimate& out) {
     }
     if (c.T > c.P) throw InputError("--trainable-params: more than the model's " + std::to_string(c.P) + " parameters");
     c.F = c.P - c.T;
-    c.Pr = rank_params(in, c.P);
+    c.Pr = rank_params(c, c.P);
     // Expert parallelism (zeromem/moe.h): a rank holds num_experts / E_p of
     // every MoE block's routed experts (deepspeed/moe/layer.py MoE.__init__).
     const ExpertSplit es = expert_split(in);
@@ -379,7 +380,7 @@ void set_linear_weight_sizes(FullContext& c) {
         return;
     }
     const ModelArch& a = *in.model.arch;
-    const ParamCount pc = count_params(a);
+    const ParamCount& pc = *c.counts;
     const uint64_t head = a.encoder_only && !a.mlm_head ? 0 : uint64_t(a.vocab_size) * uint64_t(a.hidden_size);
     uint64_t lin = pc.total - pc.embedding - pc.lm_head + head;
     if (in.moe.ep() > 1)
@@ -397,10 +398,10 @@ void set_term_sizes(FullContext& c) {
     s.stage = z.stage;
     s.N = c.N;
     s.L = c.L;
-    s.layer = in.model.arch ? ceil_div(count_params(*in.model.arch).per_layer, c.tp) : 0;
+    s.layer = in.model.arch ? ceil_div(c.counts->per_layer, c.tp) : 0;
     if (in.model.arch && in.moe.ep() > 1) {  // a MoE block gathers only its local experts
         const auto& a = *in.model.arch;
-        s.layer -= static_cast<uint64_t>(a.num_experts - a.num_experts / in.moe.ep()) * count_params(a).one_expert;
+        s.layer -= static_cast<uint64_t>(a.num_experts - a.num_experts / in.moe.ep()) * c.counts->one_expert;
     }
     s.bm = c.bm;
     s.ba = c.ba;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "zeromem/estimate.h"
+#include "zeromem/model.h"
 #include "zeromem/optimizer_state.h"
 #include "zeromem/process_terms.h"
 #include "zeromem/stack_facts.h"
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 #include <utility>
@@ -72,7 +74,10 @@ struct FullContext {
     OptimizerStateBytes opt_state;    // optimizer states of this rank (GPU, or host under offload)
     std::string opt_state_why;        // which tensors the optimizer is handed, for --explain
     ProcessMemory proc;               // CUDA context, NCCL buffers, cuBLAS workspaces (process_terms.h)
-    explicit FullContext(const EstimateInput& i) : in(i) {}
+    std::optional<ParamCount> counts; // count_params of the architecture, counted once per estimate
+    explicit FullContext(const EstimateInput& i) : in(i) {
+        if (i.model.arch) counts = count_params(*i.model.arch);
+    }
 };
 
 // The model states of `st` with the phase's gradients, activations and

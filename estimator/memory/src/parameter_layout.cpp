@@ -24,6 +24,9 @@ struct ParameterLayout {
 };
 ParameterLayout parameter_layout(const ModelArch& a, uint64_t tp) {
     ParameterLayout l;
+    l.before_layers.reserve(4);
+    l.per_layer.reserve(16);
+    l.after_layers.reserve(4);
     const uint64_t h = uint64_t(a.hidden_size), f = uint64_t(a.ffn_size);
     const uint64_t hd = uint64_t(a.head_dim > 0 ? a.head_dim : a.hidden_size / std::max<int64_t>(1, a.num_heads));
     const uint64_t q = uint64_t(a.num_heads) * hd, kv = uint64_t(a.num_kv_heads) * hd;
@@ -74,22 +77,33 @@ std::vector<std::pair<uint64_t, uint64_t>> parameter_numels(const ModelArch& a, 
 std::vector<uint64_t> zero3_sub_groups(const ModelArch& a, uint64_t tp, uint64_t N, uint64_t sub_group_size,
                                        uint64_t Tn) {
     const ParameterLayout l = parameter_layout(a, tp);
+    const uint64_t layers = uint64_t(std::max<int64_t>(0, a.num_layers));
+    // Each layer's partitions are the same: divide once, then walk.
+    uint64_t head = 0, tail = 0, layer_sum = 0;
+    std::vector<uint64_t> layer_parts;
+    layer_parts.reserve(l.per_layer.size());
+    for (uint64_t n : l.before_layers) head += ceil_div(n, N);
+    for (uint64_t n : l.per_layer) layer_parts.push_back(ceil_div(n, N)), layer_sum += layer_parts.back();
+    for (uint64_t n : l.after_layers) tail += ceil_div(n, N);
+    const uint64_t total = head + layers * layer_sum + tail;
+    // The layout pads each parameter to N_d; Tn pads the total once: agree within N_d per tensor.
+    const uint64_t tensors = l.before_layers.size() + l.after_layers.size() + l.per_layer.size() * layers;
+    if (total < Tn || total > Tn + tensors) return {};
     std::vector<uint64_t> groups;
-    uint64_t sub = 0, total = 0;
-    auto take = [&](uint64_t numel) {
-        const uint64_t part = ceil_div(numel, N);
+    uint64_t sub = 0;
+    auto take = [&](uint64_t part) {
         sub += part;
-        total += part;
         if (sub >= sub_group_size) groups.push_back(sub), sub = 0;
     };
-    for (uint64_t n : l.before_layers) take(n);
-    for (int64_t layer = 0; layer < a.num_layers; ++layer)
-        for (uint64_t n : l.per_layer) take(n);
-    for (uint64_t n : l.after_layers) take(n);
+    if (total < sub_group_size) {  // the whole partition never reaches sub_group_size: one sub-group
+        groups.push_back(total);
+        return groups;
+    }
+    for (uint64_t n : l.before_layers) take(ceil_div(n, N));
+    for (uint64_t layer = 0; layer < layers; ++layer)
+        for (uint64_t part : layer_parts) take(part);
+    for (uint64_t n : l.after_layers) take(ceil_div(n, N));
     if (sub > 0) groups.push_back(sub);
-    // The layout pads each parameter to N_d; Tn pads the total once: agree within N_d per tensor.
-    const uint64_t tensors = l.before_layers.size() + l.after_layers.size() + l.per_layer.size() * uint64_t(a.num_layers);
-    if (total < Tn || total > Tn + tensors) return {};
     return groups;
 }
 
