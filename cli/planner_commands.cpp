@@ -65,6 +65,7 @@ zeromem::ReplayFits simulator_replay() {
             const sim::SimResult r = sim::replay(log, opt, sim::fragmentation_capacity(at));
             ReplayVerdict v;
             v.peak_reserved = r.peak_reserved;
+            v.peak_allocated = r.peak_allocated;
             v.fits = !r.oom;
             if (r.oom) {
                 const sim::OomInfo& m = r.oom->info;

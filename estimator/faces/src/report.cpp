@@ -110,7 +110,8 @@ std::string readings_line(const Estimate& e) {
     const bool cublas_outside = outside > m.cuda_context + m.nccl_buffers;  // torch < 2.0: cuBLAS's own pool
     return "At the " + e.peak_phase + " peak: allocated " + format_gib(double(m.allocated)) +
            " GiB (torch.cuda.max_memory_allocated), reserved " + format_gib(double(m.reserved)) +
-           " GiB (allocated + the fragmentation allowance; max_memory_reserved), nvidia-smi ~" +
+           " GiB (allocated + the fragmentation allowance; the least max_memory_reserved reads: wholly free cached segments, "
+           "which PyTorch releases before an out-of-memory, can keep it higher), nvidia-smi ~" +
            format_gib(double(m.total)) + " GiB (reserved + CUDA context + NCCL buffers" +
            (cublas_outside ? " + cuBLAS's own workspace" : "") +
            ", outside the allocator); the verdict compares the nvidia-smi figure";

@@ -583,8 +583,12 @@ static std::optional<Candidate> first_that_replays(std::vector<Candidate>& ranke
             return Tried::winner;
         }
         if (v->fits) {
-            r.replays.push_back("replayed: " + describe(c) + ": fits (peak reserved " + gib(v->peak_reserved) +
-                                " of " + gib(*in.cluster.gpu_memory) + ")");
+            r.replays.push_back("replayed: " + describe(c) + ": fits (peak allocated " + gib(v->peak_allocated) +
+                                ", the closed forms " + gib(c.memory.per_gpu.allocated) + "; peak reserved " +
+                                gib(v->peak_reserved) + " of " + gib(*in.cluster.gpu_memory) +
+                                ", which keeps the wholly free cached segments PyTorch releases before an "
+                                "out-of-memory, the closed forms' reserved " + gib(c.memory.per_gpu.reserved) +
+                                " leaves them out)");
             r.winner_replayed = true;
             return Tried::winner;
         }

@@ -68,6 +68,7 @@ bool ranks_before(const Candidate& a, const Candidate& b);
 struct ReplayVerdict {
     bool fits = true;
     uint64_t peak_reserved = 0;  ///< bytes, memory_reserved() at its peak (up to the out-of-memory event)
+    uint64_t peak_allocated = 0; ///< bytes, memory_allocated() at its peak
     /// Bytes the allocation that ran out of memory asked for (0 when it fits).
     uint64_t requested = 0;
     /// Where it ran out of memory, e.g. "backward, logits_grad in lm_head
