@@ -268,7 +268,7 @@ int run(Cli& c, int argc, char** argv) {
         if (*c.cal) return run_calibrate(c.req, c.calf, dir);
         return run_estimate(c, dir);
     } catch (const InputError& e) {
-        std::cerr << "zeromem: error: " << e.what() << "\n";
+        std::cerr << "zeromem: error: " << e.what() << launch_file_origin(c.req, e.what()) << "\n";
         return 2;
     } catch (const std::exception& e) {
         std::cerr << "zeromem: internal error: " << e.what() << "\n";

@@ -53,6 +53,11 @@ int main(int argc, char** argv) {
                              "config.json); use zeromem estimate, compare or plan\n");
         return 2;
     }
+    if (req.from) {  // the inputs panel would keep its own fields over the file's: refused rather than half read
+        std::fprintf(stderr, "zeromem-gui: --from: not taken by the GUI yet (its inputs panel has no launch file); "
+                             "use zeromem estimate, compare or plan --from FILE\n");
+        return 2;
+    }
     fill_example(req);
     if (!screenshot.empty() && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
     int qt_argc = 1;  // Qt sees only the program name: every flag is ours

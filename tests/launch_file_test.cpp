@@ -33,7 +33,7 @@ protected:
 
 std::string error_of(const std::string& text, const std::string& name = "train.yaml") {
     try {
-        parse_launch_file(text, kLaunch + "/" + name, kData);
+        merge_launch_file(Request{}, parse_launch_file(text, kLaunch + "/" + name, kData));
     } catch (const InputError& e) {
         return e.what();
     }
@@ -207,10 +207,98 @@ TEST_F(LaunchFileTest, UnknownKeysWarnAndHarmlessOnesAreNotes) {
                                            "mystery_knob: 3\n", kLaunch + "/train.yaml", kData);
     EXPECT_EQ(f.values.model, std::optional<std::string>("llama-2-7b"));  // the preset's own Hub id: a note only
     ASSERT_EQ(f.trail.warnings.size(), 1u);
-    EXPECT_NE(f.trail.warnings[0].find("line 3: mystery_knob: not a key zeromem knows"), std::string::npos);
+    EXPECT_NE(f.trail.warnings[0].find("train.yaml: mystery_knob (line 3): not a key zeromem knows"), std::string::npos)
+        << f.trail.warnings[0];
     bool lr_noted = false;
     for (const auto& n : f.trail.notes) lr_noted |= n.find("line 2: learning_rate: no effect on memory") != std::string::npos;
     EXPECT_TRUE(lr_noted);
     // TrainingArguments' default per_device_train_batch_size 8 (training_args.py) when the file leaves it out.
     EXPECT_EQ(f.values.micro_batch, std::optional<int64_t>(8));
+}
+
+// What a launcher's YAML reader (PyYAML safe_load) would read otherwise, or refuse, is refused here with its
+// line: several documents, merge keys, explicit tags, a quote left open, octal-looking integers, nested lists.
+TEST_F(LaunchFileTest, YamlThePythonReaderWouldReadOtherwiseIsRefused) {
+    const std::string head = "model_name_or_path: meta-llama/Llama-2-7b-hf\n";
+    EXPECT_NE(error_of(head + "cutoff_len: 512\n---\ncutoff_len: 4096\n").find("2 YAML documents"), std::string::npos);
+    EXPECT_NE(error_of(head + "d: &d {cutoff_len: 512}\n<<: *d\n").find("line 3: <<: YAML merge keys are not read"),
+              std::string::npos);
+    EXPECT_NE(error_of(head + "cutoff_len: !python/object:os.system 1\n").find("line 2: cutoff_len: the YAML tag"),
+              std::string::npos);
+    EXPECT_NE(error_of(head + "template: \"llama3\ncutoff_len: 512\n").find("line 2: template: a quoted value runs over"),
+              std::string::npos);
+    EXPECT_NE(error_of(head + "per_device_train_batch_size: 010\n").find("leading zero, which PyYAML reads as an octal"),
+              std::string::npos);
+    EXPECT_NE(error_of(head + "lora_target: [q_proj, [v_proj]]\n").find("a list of lists or mappings"),
+              std::string::npos);
+    EXPECT_NE(error_of(head + "cutoff_len: 99999999999999999999\n").find("'99999999999999999999' is too large"),
+              std::string::npos);
+    // A flow mapping in a .yaml file is YAML, not malformed JSON.
+    const LaunchFile f = parse_launch_file("{model_name_or_path: meta-llama/Llama-2-7b-hf, cutoff_len: 512}",
+                                           kLaunch + "/flow.yaml", kData);
+    EXPECT_EQ(f.values.seq_len, std::optional<int64_t>(512));
+}
+
+// accelerate reads deepspeed_config only under DEEPSPEED, in any key order, and its DeepSpeedPlugin takes
+// zero_stage 2 when nothing says otherwise (utils/dataclasses.py: ACCELERATE_DEEPSPEED_ZERO_STAGE default 2).
+TEST_F(LaunchFileTest, AccelerateReadsTheBlockOnlyUnderDeepSpeed) {
+    const std::string block = "deepspeed_config:\n  zero_stage: 3\n";
+    for (const std::string& text : {"distributed_type: MULTI_GPU\nnum_processes: 8\n" + block,
+                                    block + "distributed_type: MULTI_GPU\nnum_processes: 8\n"}) {
+        const LaunchFile f = parse_launch_file(text, kLaunch + "/acc.yaml", kData);
+        EXPECT_EQ(f.values.stage, std::optional<int64_t>(0)) << text;
+    }
+    const LaunchFile d = parse_launch_file("distributed_type: DEEPSPEED\nnum_processes: 8\n", kLaunch + "/acc.yaml", kData);
+    EXPECT_EQ(d.values.stage, std::optional<int64_t>(2));
+    // num_processes: auto is a warning: the GPU count is not in the file.
+    const LaunchFile a = read_launch_file(kAccelerateDpo, kData);
+    bool warned = false;
+    for (const auto& w : a.trail.warnings) warned |= w.find("num_processes: auto") != std::string::npos;
+    EXPECT_TRUE(warned);
+}
+
+TEST_F(LaunchFileTest, LlamaFactoryPreferenceAndCheckpointingSwitches) {
+    const std::string head = "model_name_or_path: meta-llama/Llama-2-7b-hf\n";
+    // pref_loss counts under stage dpo only, whatever the order.
+    for (const std::string& text : {head + "stage: dpo\npref_loss: orpo\n", head + "pref_loss: orpo\nstage: dpo\n"})
+        EXPECT_EQ(parse_launch_file(text, kLaunch + "/t.yaml", kData).values.workload, std::optional<std::string>("orpo"));
+    EXPECT_FALSE(parse_launch_file(head + "stage: sft\npref_loss: orpo\n", kLaunch + "/t.yaml", kData).values.workload);
+    // The HF Trainer enables checkpointing when gradient_checkpointing is true, over LLaMA-Factory's switch.
+    EXPECT_EQ(parse_launch_file(head + "disable_gradient_checkpointing: true\ngradient_checkpointing: true\n",
+                                kLaunch + "/t.yaml", kData).values.checkpointing,
+              std::optional<std::string>("full"));
+    EXPECT_EQ(parse_launch_file(head + "disable_gradient_checkpointing: true\n", kLaunch + "/t.yaml", kData)
+                  .values.checkpointing,
+              std::optional<std::string>("none"));
+}
+
+TEST_F(LaunchFileTest, TrainingArgumentsWithoutMixedPrecisionIsFp32) {
+    const LaunchFile f = parse_launch_file("{\"per_device_train_batch_size\": 2, \"bf16\": false, \"fp16\": false}",
+                                           kLaunch + "/args.json", kData);
+    EXPECT_EQ(f.values.dtype, std::optional<std::string>("fp32"));
+}
+
+TEST_F(LaunchFileTest, AModelFlagReplacesAModelTheFileCannotName) {
+    const LaunchFile f = parse_launch_file("model_name_or_path: acme/nothing-like-this\ncutoff_len: 512\n",
+                                           kLaunch + "/t.yaml", kData);
+    Request req;
+    req.model = "llama-2-7b";
+    const Request merged = merge_launch_file(req, f);
+    EXPECT_EQ(merged.model, std::optional<std::string>("llama-2-7b"));
+    EXPECT_EQ(merged.seq_len, std::optional<int64_t>(512));
+    EXPECT_THROW(merge_launch_file(Request{}, f), InputError);  // without the flag the file's model is needed
+}
+
+TEST_F(LaunchFileTest, UnknownKeysAreOneWarningAndRefusalsPointAtTheFile) {
+    std::string text = "model_name_or_path: meta-llama/Llama-2-7b-hf\n";
+    for (int i = 0; i < 50; ++i) text += "knob_" + std::to_string(i) + ": 1\n";
+    const LaunchFile f = parse_launch_file(text, kLaunch + "/t.yaml", kData);
+    ASSERT_EQ(f.trail.warnings.size(), 1u);
+    EXPECT_NE(f.trail.warnings[0].find("knob_0 (line 2), knob_1 (line 3)"), std::string::npos);
+    EXPECT_NE(f.trail.warnings[0].find("and 45 more"), std::string::npos);
+    // An error a later check raises about a value from the file names the file's line.
+    const Request merged = merge_launch_file(Request{}, read_launch_file(kFullSft, kData));
+    EXPECT_EQ(launch_file_origin(merged, "--seq-len: 3000000000 is too large"),
+              " (--seq-len is " + kFullSft + " line 14: cutoff_len of --from)");
+    EXPECT_EQ(launch_file_origin(merged, "--gpus: 3 nodes do not divide 8 GPUs"), "");  // --gpus is not from the file
 }

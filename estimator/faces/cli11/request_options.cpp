@@ -48,7 +48,7 @@ void add_model_options(CLI::App* sub, zeromem::Request& req) {
     opt_str(sub, "--from", req.from,
             "The run's own launcher file: a LLaMA-Factory training YAML, an accelerate config YAML or a HF "
             "TrainingArguments JSON (recognised by content); its model, batch, sequence, LoRA, precision and "
-            "DeepSpeed keys fill the flags not given, --explain names each key's line", gM)->type_name("FILE");
+            "DeepSpeed keys fill the flags not given (estimate --explain names each key's line)", gM)->type_name("FILE");
     opt_str(sub, "--largest-layer-params", req.largest_layer_params,
             "Largest single module's own parameters (DeepSpeed's largest_layer_params)", gM)->type_name("COUNT");
 }

@@ -23,11 +23,49 @@ namespace launch {
 
 namespace {
 
-std::string yaml_scalar_list(const YAML::Node& n) {
+// The text yaml_entries reads, by line: yaml-cpp folds a quoted scalar's line breaks into spaces, so
+// whether its quote closes on its own line is read off the text.
+thread_local const std::vector<std::string>* yaml_lines = nullptr;
+
+bool closes_on_its_line(const YAML::Mark& m) {
+    if (!yaml_lines || m.line < 0 || std::size_t(m.line) >= yaml_lines->size()) return true;
+    const std::string& l = (*yaml_lines)[std::size_t(m.line)];
+    if (m.column < 0 || std::size_t(m.column) >= l.size()) return true;
+    const char q = l[std::size_t(m.column)];
+    if (q != '"' && q != '\'') return true;
+    for (std::size_t i = std::size_t(m.column) + 1; i < l.size(); ++i) {
+        if (q == '"' && l[i] == '\\') ++i;  // an escape inside "..."
+        else if (l[i] == q && q == '\'' && i + 1 < l.size() && l[i + 1] == '\'') ++i;  // '' inside '...'
+        else if (l[i] == q) return true;
+    }
+    return false;
+}
+
+[[noreturn]] void yaml_refuse(const std::string& path, int line, const std::string& key, const std::string& why) {
+    throw InputError("--from: " + path + " line " + std::to_string(line) + ": " + key + (key.empty() ? "" : ": ") + why);
+}
+
+// A scalar as a launcher's YAML reader (PyYAML's safe_load, YAML 1.1) would read it, or refused where it
+// would read something else or nothing: an explicit tag, a quoted value running over lines (an unclosed
+// quote swallows the keys after it), a leading-zero integer (octal to PyYAML: 010 is 8).
+std::string yaml_scalar(const YAML::Node& v, const std::string& path, int line, const std::string& key) {
+    const std::string& tag = v.Tag();
+    if (!tag.empty() && tag != "!" && tag != "?")
+        yaml_refuse(path, line, key, "the YAML tag " + tag + " is not read (PyYAML's safe_load refuses it too)");
+    const std::string& t = v.Scalar();
+    if (tag == "!" && !closes_on_its_line(v.Mark()))
+        yaml_refuse(path, line, key, "a quoted value runs over several lines (an unclosed quote?)");
+    if (tag == "?" && t.size() > 1 && t[0] == '0' && t.find_first_not_of("0123456789_") == std::string::npos)
+        yaml_refuse(path, line, key, "'" + t + "' has a leading zero, which PyYAML reads as an octal number; write "
+                                     "it without the zero");
+    return t;
+}
+
+std::string yaml_scalar_list(const YAML::Node& n, const std::string& path, int line, const std::string& key) {
     std::string joined;
     for (const auto& item : n) {
-        if (!item.IsScalar()) return joined;
-        joined += (joined.empty() ? "" : ",") + item.Scalar();
+        if (!item.IsScalar()) yaml_refuse(path, line, key, "a list of lists or mappings is not read");
+        joined += (joined.empty() ? "" : ",") + yaml_scalar(item, path, line, key);
     }
     return joined;
 }
@@ -39,12 +77,12 @@ std::vector<Entry> yaml_map(const YAML::Node& m, const std::string& path) {
     std::set<std::string> seen;
     for (const auto& kv : m) {
         const int line = kv.first.Mark().line + 1;
-        if (!kv.first.IsScalar())
-            throw InputError("--from: " + path + " line " + std::to_string(line) + ": a key must be a plain name");
+        if (!kv.first.IsScalar()) yaml_refuse(path, line, "", "a key must be a plain name");
         const std::string key = kv.first.Scalar();
+        if (key == "<<")
+            yaml_refuse(path, line, key, "YAML merge keys are not read; write the merged keys out");
         if (!seen.insert(key).second)
-            throw InputError("--from: " + path + " line " + std::to_string(line) + ": " + key +
-                             ": given twice (the launcher would keep one silently)");
+            yaml_refuse(path, line, key, "given twice (the launcher would keep one silently)");
         out.push_back(yaml_entry(key, kv.second, line, path));
     }
     return out;
@@ -59,11 +97,11 @@ Entry yaml_entry(const std::string& key, const YAML::Node& v, int line, const st
         e.children = yaml_map(v, path);
     } else if (v.IsSequence()) {
         e.kind = Entry::Kind::sequence;
-        e.text = yaml_scalar_list(v);
+        e.text = yaml_scalar_list(v, path, line, key);
     } else if (v.IsNull() || (v.IsScalar() && v.Tag() != "!" && (v.Scalar() == "null" || v.Scalar() == "~"))) {
         e.kind = Entry::Kind::null;
     } else {
-        e.text = v.Scalar();
+        e.text = yaml_scalar(v, path, line, key);
     }
     return e;
 }
@@ -101,12 +139,30 @@ void json_children(const nlohmann::json& obj, const std::string& pointer, const 
 }  // namespace
 
 std::vector<Entry> yaml_entries(const std::string& text, const std::string& path) {
-    YAML::Node root;
-    try {
-        root = YAML::Load(text);
-    } catch (const YAML::Exception& e) {
-        throw InputError("--from: " + path + " line " + std::to_string(e.mark.line + 1) + ": malformed YAML: " + e.msg);
+    std::vector<std::string> lines;
+    for (std::size_t at = 0; at <= text.size();) {
+        const std::size_t nl = text.find('\n', at);
+        lines.push_back(text.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
+        if (nl == std::string::npos) break;
+        at = nl + 1;
     }
+    yaml_lines = &lines;
+    struct Reset {
+        ~Reset() { yaml_lines = nullptr; }
+    } reset;
+    std::vector<YAML::Node> docs;
+    try {
+        docs = YAML::LoadAll(text);
+    } catch (const YAML::Exception& e) {
+        std::string msg = e.msg;
+        for (char& c : msg)
+            if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+        throw InputError("--from: " + path + " line " + std::to_string(e.mark.line + 1) + ": malformed YAML: " + msg);
+    }
+    if (docs.size() > 1)
+        throw InputError("--from: " + path + ": " + std::to_string(docs.size()) +
+                         " YAML documents ('---'); a launcher reads one");
+    const YAML::Node root = docs.empty() ? YAML::Node() : docs.front();
     if (!root.IsMap())
         throw InputError("--from: " + path + ": not a YAML mapping of keys (a LLaMA-Factory training YAML or an "
                          "accelerate config is one)");
@@ -149,8 +205,10 @@ int64_t Reader::positive_int(const Entry& e) const {
     int64_t v = 0;
     try {
         v = parse_int(t, e.key);
-    } catch (const InputError&) {
-        refuse(e, "must be a positive integer, got '" + t + "'");
+    } catch (const InputError& err) {
+        const std::string msg = err.what();
+        refuse(e, msg.find("too large") != std::string::npos ? "'" + t + "' is too large"
+                                                              : "must be a positive integer, got '" + t + "'");
     }
     if (v <= 0) refuse(e, "must be a positive integer, got '" + t + "'");
     return v;
@@ -174,9 +232,16 @@ void Reader::note(const Entry& e, const std::string& what) { out_.trail.notes.pu
 
 void Reader::warn(const Entry& e, const std::string& what) { out_.trail.warnings.push_back(where(e) + ": " + what); }
 
-void Reader::unknown(const Entry& e) {
-    warn(e, "not a key zeromem knows for a " + out_.trail.kind + "; ignored (if it changes memory, the estimate does "
-            "not show it)");
+void Reader::unknown(const Entry& e) { unknown_.push_back(e.key + (e.line > 0 ? " (line " + std::to_string(e.line) + ")" : "")); }
+
+void Reader::finish() {
+    if (unknown_.empty()) return;
+    std::string list;
+    for (std::size_t i = 0; i < unknown_.size() && i < 5; ++i) list += (i ? ", " : "") + unknown_[i];
+    if (unknown_.size() > 5) list += " and " + std::to_string(unknown_.size() - 5) + " more";
+    out_.trail.warnings.push_back(file() + ": " + list + ": not " + (unknown_.size() > 1 ? "keys" : "a key") +
+                                  " zeromem knows for a " + out_.trail.kind +
+                                  "; ignored (if one changes memory, the estimate does not show it)");
 }
 
 std::string Reader::existing_path(const Entry& e) const {
@@ -224,17 +289,19 @@ std::string preset_hub_id(const std::string& source) {
 void Reader::model(const Entry& e) {
     const std::string id = scalar(e);
     Request& v = out_.values;
+    // A model flag on the command line replaces this key: what cannot be resolved is said only when it is used.
+    auto unresolved = [&](const std::string& why) { out_.trail.model_error = "--from: " + where(e) + ": " + why; };
     std::error_code ec;
     if (fs::exists(id, ec)) {
         try {
             v.hf_config = resolve_hf_config_path(id);
-        } catch (const InputError& err) {
-            refuse(e, "'" + id + "' is a folder without a config.json");
+        } catch (const InputError&) {
+            return unresolved("'" + id + "' is a folder without a config.json");
         }
         return from("--hf-config", e);
     }
     if (!looks_like_hub_id(id))
-        refuse(e, "'" + id + "' is neither a local folder nor a Hugging Face Hub id (org/name)");
+        return unresolved("'" + id + "' is neither a local folder nor a Hugging Face Hub id (org/name)");
     try {
         cached_hub_config(id);
         v.hf_config = id;
@@ -254,9 +321,9 @@ void Reader::model(const Entry& e) {
                         ", its base model: the same architecture); pass --hf-config with its config.json to be exact");
         return;
     }
-    refuse(e, "'" + id + "' is not in the local Hugging Face cache (" + hf_hub_cache().string() +
-                  ") and no preset has its Hub id: run `huggingface-cli download " + id +
-                  " config.json`, or pass --model or --hf-config");
+    unresolved("'" + id + "' is not in the local Hugging Face cache (" + hf_hub_cache().string() +
+               ") and no preset has its Hub id: run `huggingface-cli download " + id +
+               " config.json`, or pass --model or --hf-config");
 }
 
 bool Reader::ds_config_has_optimizer(const std::string& path) const {
@@ -273,9 +340,10 @@ namespace {
 
 using launch::Entry;
 
-bool json_text(const std::string& text) {
-    const auto first = std::find_if(text.begin(), text.end(), [](unsigned char c) { return !std::isspace(c); });
-    return first != text.end() && *first == '{';
+// A .json file is JSON (TrainingArguments dumps, LLaMA-Factory's JSON form); anything else is YAML, which
+// also reads flow mappings ({a: 1}) and plain JSON.
+bool json_file(const std::string& path) {
+    return path.size() >= 5 && to_lower(path.substr(path.size() - 5)) == ".json";
 }
 
 bool has_any(const std::vector<Entry>& entries, std::initializer_list<const char*> keys) {
@@ -287,7 +355,7 @@ bool has_any(const std::vector<Entry>& entries, std::initializer_list<const char
 }  // namespace
 
 LaunchFile parse_launch_file(const std::string& text, const std::string& path, const std::string& data_dir) {
-    const bool json = json_text(text);
+    const bool json = json_file(path);
     const std::vector<Entry> entries = json ? launch::json_entries(text, path) : launch::yaml_entries(text, path);
     LaunchFile f;
     f.trail.path = path;
@@ -295,6 +363,9 @@ LaunchFile parse_launch_file(const std::string& text, const std::string& path, c
     if (has_any(entries, {"distributed_type", "compute_environment", "deepspeed_config", "num_machines"})) {
         f.trail.kind = "accelerate config";
         launch::read_accelerate(r, entries);
+        if (!f.values.model && !f.values.hf_config)
+            f.trail.model_error = "--from: " + path + ": an accelerate config names no model: give --model, "
+                                  "--hf-config or --params";
     } else if (has_any(entries, {"model_name_or_path", "finetuning_type", "cutoff_len", "template", "lora_target",
                                  "quantization_bit", "stage"})) {
         f.trail.kind = std::string("LLaMA-Factory training ") + (json ? "JSON" : "YAML");
@@ -307,6 +378,7 @@ LaunchFile parse_launch_file(const std::string& text, const std::string& path, c
                          "TrainingArguments JSON (it has none of model_name_or_path, distributed_type, "
                          "per_device_train_batch_size)");
     }
+    r.finish();
     return f;
 }
 

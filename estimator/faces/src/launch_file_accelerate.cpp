@@ -95,18 +95,23 @@ void read_accelerate(Reader& r, const std::vector<Entry>& entries) {
     Request& v = r.out().values;
     const Entry* ds = find(entries, "deepspeed_config");
     const Entry* mp = find(entries, "mixed_precision");
+    const Entry* type = find(entries, "distributed_type");
     const bool ds_file = ds && ds->kind == Entry::Kind::map && find(ds->children, "deepspeed_config_file") &&
                          find(ds->children, "deepspeed_config_file")->kind != Entry::Kind::null;
+    // accelerate reads deepspeed_config only under distributed_type DEEPSPEED, whatever the key order.
+    const bool deepspeed = !type || (type->kind == Entry::Kind::scalar && type->text == "DEEPSPEED");
+    if (type) read_distributed_type(r, *type);
     for (const Entry& e : entries) {
         const std::string& k = e.key;
         if (k == "distributed_type") {
-            read_distributed_type(r, e);
+            continue;
         } else if (k == "deepspeed_config") {
-            if (e.kind == Entry::Kind::map) read_deepspeed_block(r, e, mp && ds_file);
+            if (!deepspeed) r.note(e, "unused: distributed_type is not DEEPSPEED");
+            else if (e.kind == Entry::Kind::map) read_deepspeed_block(r, e, mp && ds_file);
             else if (e.kind != Entry::Kind::null) r.refuse(e, "must be a mapping of DeepSpeed settings");
         } else if (k == "num_processes") {
             if (to_lower(r.scalar(e)) == "auto") {
-                r.note(e, "auto: every GPU visible at launch; pass --gpus");
+                r.warn(e, "auto: every GPU visible at launch, which the file does not say; pass --gpus (else 1)");
                 continue;
             }
             v.gpus = r.positive_int(e);
@@ -132,6 +137,11 @@ void read_accelerate(Reader& r, const std::vector<Entry>& entries) {
         } else {
             r.unknown(e);
         }
+    }
+    // DeepSpeedPlugin: zero_stage = int(os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", 2)) when no config file says it.
+    if (deepspeed && type && !ds_file && !v.stage) {
+        v.stage = 2;
+        r.launcher_default("--stage", "deepspeed_config.zero_stage not set: accelerate's DeepSpeedPlugin default 2");
     }
 }
 

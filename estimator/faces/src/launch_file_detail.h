@@ -44,7 +44,8 @@ public:
     /// `flag` is the launcher's default for a key the file leaves out.
     void launcher_default(const std::string& flag, const std::string& what);
     void note(const Entry& e, const std::string& what);
-    void unknown(const Entry& e);
+    void unknown(const Entry& e);  ///< collected: one warning for all of them (finish)
+    void finish();
     void warn(const Entry& e, const std::string& what);
 
     /// A path in the file: as given when it exists from the working
@@ -69,6 +70,7 @@ private:
     std::string where(const Entry& e) const;
     LaunchFile& out_;
     std::string data_dir_;
+    std::vector<std::string> unknown_;
 };
 
 /// The keys of a Hugging Face TrainingArguments (and TRL SFTConfig) that

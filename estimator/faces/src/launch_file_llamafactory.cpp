@@ -136,6 +136,28 @@ const std::set<std::string>& without_memory_effect() {
     return keys;
 }
 
+// pref_loss under stage dpo (LLaMA-Factory reads it nowhere else): orpo and simpo hold no reference model;
+// the rest are DPO losses. With LoRA, LLaMA-Factory's create_ref_model gives no reference (the policy with
+// its adapters disabled serves), which zeromem's dpo workload does not model: it counts a frozen copy.
+void read_preference(Reader& r, const std::vector<Entry>& entries) {
+    Request& v = r.out().values;
+    const Entry* loss = find(entries, "pref_loss");
+    if (!v.workload) {
+        if (loss) r.note(*loss, "unused: stage is not dpo");
+        return;
+    }
+    const std::string l = loss ? r.scalar(*loss) : "sigmoid";
+    if (l == "orpo" || l == "simpo") {
+        v.workload = "orpo";
+        r.from("--workload", *loss);
+        return r.note(*loss, l + ": preference training without a reference model (zeromem's orpo workload)");
+    }
+    if (v.lora_rank && !find(entries, "ref_model"))
+        r.out().trail.warnings.push_back(
+            r.file() + ": stage dpo with LoRA: LLaMA-Factory's reference is the policy with its adapters disabled "
+                       "(no second copy); zeromem counts a frozen reference copy, so its figure is high by that copy");
+}
+
 bool read_llamafactory_key(Reader& r, const Entry& e, const std::vector<Entry>& entries) {
     Request& v = r.out().values;
     const std::string& k = e.key;
@@ -152,10 +174,19 @@ bool read_llamafactory_key(Reader& r, const Entry& e, const std::vector<Entry>& 
     } else if (k == "quantization_bit") read_quantization(r, e, entries);
     else if (k == "flash_attn") read_flash_attn(r, e);
     else if (k == "disable_gradient_checkpointing") {
-        v.checkpointing = r.boolean(e) ? "none" : "full";
-        r.from("--gradient-checkpointing", e);
+        const Entry* hf = find(entries, "gradient_checkpointing");
+        if (!(hf && hf->kind == Entry::Kind::scalar && to_lower(hf->text) == "true")) {
+            v.checkpointing = r.boolean(e) ? "none" : "full";
+            r.from("--gradient-checkpointing", e);
+        }
     } else if (k == "gradient_checkpointing") {
-        r.note(e, "not LLaMA-Factory's switch: it checkpoints unless disable_gradient_checkpointing is true");
+        // The HF Trainer itself calls gradient_checkpointing_enable when it is true, whatever LLaMA-Factory's switch.
+        if (r.boolean(e)) {
+            v.checkpointing = "full";
+            r.from("--gradient-checkpointing", e);
+        } else {
+            r.note(e, "false: LLaMA-Factory's switch is disable_gradient_checkpointing");
+        }
     } else if (k == "additional_target" || k == "ref_model" || k == "adapter_name_or_path") {
         if (e.kind != Entry::Kind::null)
             r.refuse(e, k == "ref_model" ? "a separate reference model is not read from a file: pass --workload dpo "
@@ -165,14 +196,7 @@ bool read_llamafactory_key(Reader& r, const Entry& e, const std::vector<Entry>& 
         if (e.kind != Entry::Kind::null && r.boolean(e)) r.refuse(e, "true is not modelled (" + u->second + ")");
         r.note(e, "off");
     } else if (k == "pref_loss") {
-        const std::string loss = r.scalar(e);
-        if (loss == "orpo" || loss == "simpo") {
-            v.workload = "orpo";
-            r.from("--workload", e);
-            r.note(e, loss + ": preference training without a reference model (zeromem's orpo workload)");
-        } else {
-            r.note(e, loss + ": the DPO loss, same memory");
-        }
+        return true;  // read_preference, after the stage
     } else {
         return false;
     }
@@ -195,6 +219,7 @@ void read_llamafactory(Reader& r, const std::vector<Entry>& entries) {
             r.unknown(e);
     }
     read_finetuning_type(r, entries);
+    read_preference(r, entries);
     Request& v = r.out().values;
     if (!find(entries, "cutoff_len")) {
         v.seq_len = 2048;

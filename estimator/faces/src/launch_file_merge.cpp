@@ -42,6 +42,7 @@ Request merge_launch_file(const Request& req, const LaunchFile& file) {
         out.launch.sources.erase("--model");
         out.launch.sources.erase("--hf-config");
     } else {
+        if (!model_given && !file.trail.model_error.empty()) throw InputError(file.trail.model_error);
         take("--model", &Request::model, file, out);
         take("--hf-config", &Request::hf_config, file, out);
     }
@@ -68,14 +69,38 @@ Request merge_launch_file(const Request& req, const LaunchFile& file) {
     return out;
 }
 
+namespace {
+
+// A provenance or error text that names `flag` first ("--micro-batch", "--no-zero-init 0", "--seq-len: ...").
+bool names_flag(const std::string& text, const std::string& flag) {
+    auto starts = [&](const std::string& f) {
+        return text.rfind(f, 0) == 0 && (text.size() == f.size() || text[f.size()] == ' ' || text[f.size()] == ':' ||
+                                         text[f.size()] == '/');
+    };
+    return starts(flag) || (flag.rfind("--", 0) == 0 && starts("--no-" + flag.substr(2)));
+}
+
+}  // namespace
+
+std::string launch_file_origin(const Request& req, const std::string& message) {
+    for (const auto& [flag, where] : req.launch.sources)
+        if (names_flag(message, flag)) return " (" + flag + " is " + where + " of --from)";
+    return {};
+}
+
 void attribute_launch_file(const Request& req, Resolved& r) {
     if (req.launch.kind.empty()) return;
     for (auto& [setting, source] : r.provenance)
         for (const auto& [flag, where] : req.launch.sources)
-            if (source == flag || source.rfind(flag + " ", 0) == 0 || source.rfind(flag + ":", 0) == 0) {
+            if (names_flag(source, flag)) {
                 source = where + " (" + req.launch.kind + ", --from)";
                 break;
             }
+    for (const char* flag : {"--model", "--hf-config"})
+        if (const auto it = req.launch.sources.find(flag); it != req.launch.sources.end())
+            r.provenance["model.params"] += " (" + it->second + ", --from)";
+    if (const auto it = req.launch.sources.find("--ds-config"); it != req.launch.sources.end())
+        r.provenance["deepspeed_config"] = *req.ds_config + " (" + it->second + ", --from)";
     r.notes.insert(r.notes.begin(), req.launch.notes.begin(), req.launch.notes.end());
     r.warnings.insert(r.warnings.begin(), req.launch.warnings.begin(), req.launch.warnings.end());
 }

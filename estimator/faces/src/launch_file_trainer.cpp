@@ -169,6 +169,14 @@ void read_trainer_args(Reader& r, const std::vector<Entry>& entries) {
         if (trainer_keys_without_memory_effect().count(e.key)) r.note(e, "no effect on memory");
         else r.unknown(e);
     }
+    // A TrainingArguments dump states both switches: both false is training without mixed precision.
+    const Entry* bf16 = find(entries, "bf16");
+    const Entry* fp16 = find(entries, "fp16");
+    Request& v = r.out().values;
+    if (!v.dtype && bf16 && fp16) {
+        v.dtype = "fp32";
+        r.launcher_default("--dtype", "bf16 and fp16 both false: the HF Trainer trains without mixed precision (fp32)");
+    }
     apply_trainer_defaults(r, entries);
 }
 

@@ -423,9 +423,15 @@ nlohmann::json resolve_ds_config(const Request& req, const std::optional<Dtype>&
         throw InputError(std::string("--ds-config: ") + e.what());
     }
     if (auto w = check_precision(cfg, *req.ds_config, dtype_flag)) r.warnings.push_back(*w);
+    std::string ignored;  // one warning for every top-level key DeepSpeed ignores
+    int n_ignored = 0;
     for (const auto& p : validate_ds_schema(cfg, Launcher::hf_trainer))
-        if (p.kind == SchemaProblem::Kind::ignored_key)
-            r.warnings.push_back("--ds-config " + *req.ds_config + ": " + p.pointer + ": " + p.message);
+        if (p.kind == SchemaProblem::Kind::ignored_key) ignored += (n_ignored++ ? ", " : "") + p.pointer;
+    if (n_ignored > 0)
+        r.warnings.push_back("--ds-config " + *req.ds_config + ": " + ignored +
+                             (n_ignored > 1 ? ": not DeepSpeed v0.19.6 config keys" : ": not a DeepSpeed v0.19.6 config key") +
+                             ": DeepSpeed ignores unknown top-level keys (runtime/config.py DeepSpeedConfig reads only "
+                             "the keys it knows); check the spelling");
     try {
         apply_ds_config(cfg, *req.ds_config, autos, in.zero, in.train, r.provenance, in.stack.deepspeed);
     } catch (const ConfigError& e) {  // the flag, the file and the key's line, as check prints it

@@ -38,6 +38,12 @@ LaunchFile parse_launch_file(const std::string& text, const std::string& path, c
 /// (Request::launch), which resolve_request moves into the Resolved.
 Request merge_launch_file(const Request& req, const LaunchFile& file);
 
+/// " (--seq-len is FILE line 14: cutoff_len of --from)" when `message` (an
+/// InputError's text) names first a flag whose value came from the launch
+/// file, else empty: the faces append it, so a refusal of a value the user
+/// never typed as a flag points at the file's line.
+std::string launch_file_origin(const Request& req, const std::string& message);
+
 /// resolve_request's last step: every provenance entry a flag filled from
 /// the launch file names the file's line and key instead of the flag, and
 /// the file's notes and warnings join the Resolved's.

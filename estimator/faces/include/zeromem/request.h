@@ -23,6 +23,8 @@ struct LaunchTrail {
     std::map<std::string, std::string> sources;
     std::vector<std::string> notes;     ///< keys without effect on memory, launcher defaults applied
     std::vector<std::string> warnings;  ///< keys zeromem does not know (ignored)
+    /// The file's model could not be resolved: the error, raised only when no model flag replaces it.
+    std::string model_error;
 };
 
 /// The user's request, unparsed where the text carries units ("80GiB",
