@@ -1,6 +1,8 @@
 // zeromem check CONFIG.json: see check_command.h.
 #include "check_command.h"
 
+#include "zeromem/simulator.h"
+
 #include "zeromem/config_check.h"
 #include "zeromem/ds_config.h"
 #include "zeromem/request.h"
@@ -92,7 +94,10 @@ void resolve_memory(zeromem::Request req, const std::string& config_path, const 
     using namespace zeromem;
     req.ds_config = config_path;
     try {
-        o.memory = resolve_request(req, dir).input;
+        const Resolved res = resolve_request(req, dir);
+        o.memory = res.input;
+        o.gpu = res.gpu;
+        sim::use_replayed_fragmentation(*o.memory, req.fragmentation.has_value());  // as estimate sizes it
     } catch (const ConfigError& e) {
         o.memory_refusal = Finding{Severity::error, e.pointer(), e.detail(), ""};
     } catch (const InputError& e) {

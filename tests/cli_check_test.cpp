@@ -377,3 +377,20 @@ TEST(CliCheckNewUser, DeepSpeedChatMemoryEfficientLinearIsAcceptedAtEveryStage) 
     ASSERT_NE(at, std::string::npos) << e3.out;
     EXPECT_NE(e3.out.find("= 2623119360 B", at), std::string::npos) << e3.out.substr(at, 600);
 }
+
+// A ZeRO-3 config that offloads everything already and runs out of memory on activations (llama-3-8b at
+// 8192 tokens, micro batch 4): check's fix is estimate's "To fit" (the same search, advice.h advise, the same
+// replayed fragmentation), so it names gradient checkpointing and the figure is estimate's own.
+TEST(CliCheckNewUser, MemoryFixIsTheCheapestCombinationEstimateAdvises) {
+    const std::string cfg = cli::testdata("check/z3_offload_both_mb4.json");
+    const std::string flags = " --model llama-3-8b --gpus 8 --gpu A100-80GB --seq-len 8192";
+    const cli::Outcome c = zeromem("check " + cfg + flags);
+    EXPECT_EQ(c.exit_code, 1) << c.out;
+    const cli::Outcome e = zeromem("estimate --ds-config " + cfg + flags);
+    const auto at = e.out.find("needs ");
+    ASSERT_NE(at, std::string::npos) << e.out;
+    const std::string need = e.out.substr(at, e.out.find(" of ", at) - at);  // "needs 216.93 GiB"
+    EXPECT_NE(c.out.find(need + " per GPU"), std::string::npos) << need << "\n" << c.out;
+    EXPECT_NE(c.out.find("gradient_checkpointing full"), std::string::npos) << c.out;
+    EXPECT_EQ(c.out.find("use a higher stage, offload"), std::string::npos) << c.out;
+}

@@ -15,9 +15,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace zeromem;
     static const bool once = [] { return setenv("HF_HUB_CACHE", "/nonexistent/zeromem-fuzz-hub", 1) == 0; }();
     (void)once;
-    const std::string text(reinterpret_cast<const char*>(data), size);
+    if (size == 0) return 0;
+    // The first byte picks the syntax (a .json file is read as JSON, anything else as YAML).
+    const std::string path = data[0] & 1 ? "/nonexistent/zeromem-fuzz/args.json" : "/nonexistent/zeromem-fuzz/train.yaml";
+    const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
     try {
-        const LaunchFile f = parse_launch_file(text, "/nonexistent/zeromem-fuzz/train.yaml", ZEROMEM_SOURCE_DATA_DIR);
+        const LaunchFile f = parse_launch_file(text, path, ZEROMEM_SOURCE_DATA_DIR);
         (void)merge_launch_file(Request{}, f);
     } catch (const InputError&) {
     }

@@ -3,6 +3,7 @@
 #include "config_check_detail.h"
 
 #include "zeromem/config_check.h"
+#include "zeromem/advice.h"
 #include "zeromem/zeropp.h"
 #include "zeromem/optimizer_state.h"
 #include "zeromem/optimizer_wrapper.h"
@@ -374,6 +375,29 @@ void optimizer_type_findings(const json& config, Findings& out) {
                        "set zero_optimization.stage to 0 or use Adam"});
 }
 
+// The fix of a GPU that does not fit: the ZeRO tuning recipe's cheapest combination that fits (advice.h
+// advise, the same search as estimate's "To fit"), in the config's and the HF Trainer's terms.
+std::string gpu_fix(const CheckOptions& o, const Estimate& e) {
+    const EstimateInput& in = *o.memory;
+    std::optional<SpeedHardware> hw;  // ranked by speed where the GPU preset and one node give the hardware
+    if (o.gpu && in.cluster.nodes == 1) {
+        try {
+            hw = speed_hardware(*o.gpu, in.train.dtype, "", "", data_dir());
+        } catch (const InputError&) {
+            hw.reset();
+        }
+    }
+    for (const Advice& a : advise(in, e, hw ? &*hw : nullptr)) {
+        if (a.resource != "gpu") continue;
+        if (!a.found) return "no combination of the ZeRO tuning recipe's steps fits on this GPU: more GPUs (zeromem fit)";
+        std::string set;
+        for (const SettingChange& c : a.changes) set += (set.empty() ? "" : ", ") + c.path + " " + c.value;
+        return "set " + set + " (" + a.why + "; needs " + gib(a.need_after) + (a.tight ? ", tight" : "") +
+               "); zeromem plan tunes the rest";
+    }
+    return "use a higher stage, offload, a smaller micro batch or more GPUs (zeromem plan)";
+}
+
 void memory_findings(const CheckOptions& o, Findings& out) {
     const EstimateInput& in = *o.memory;
     const Estimate e = estimate(in);
@@ -397,7 +421,7 @@ void memory_findings(const CheckOptions& o, Findings& out) {
         else if (need > cap)
             out.push_back({Severity::error, "/zero_optimization/stage",
                            "needs " + gib(need) + " per GPU (peak in " + e.peak_phase + "), GPU has " + gib(cap),
-                           "use a higher stage, offload, a smaller micro batch or more GPUs (zeromem plan)"});
+                           gpu_fix(o, e)});
         else if (buckets * 5 > cap)
             out.push_back({Severity::warning, ptr,
                            "the buckets take " + gib(buckets) + " of the " + gib(cap) + " GPU", "lower them"});

@@ -9,6 +9,8 @@
 // cluster.
 #pragma once
 
+#include "zeromem/gpu.h"
+
 #include "zeromem/ds_config.h"
 #include "zeromem/ds_schema.h"
 #include "zeromem/estimate.h"
@@ -47,6 +49,8 @@ struct CheckOptions {
     /// The config applied to the model and cluster (resolve_request with the
     /// file as --ds-config). Unset: no memory findings.
     std::optional<EstimateInput> memory;
+    /// The --gpu preset of `memory`: the memory fix is ranked by the speed model on it, as estimate's advice.
+    std::optional<GpuSpec> gpu;
     /// NVMe capacity per node in bytes, for the NVMe-pool finding.
     std::optional<uint64_t> nvme_capacity;
     /// Why the config could not be applied to the model and cluster (what
