@@ -220,7 +220,9 @@ TEST_F(LaunchFileTest, UnknownKeysWarnAndHarmlessOnesAreNotes) {
 // line: several documents, merge keys, explicit tags, a quote left open, octal-looking integers, nested lists.
 TEST_F(LaunchFileTest, YamlThePythonReaderWouldReadOtherwiseIsRefused) {
     const std::string head = "model_name_or_path: meta-llama/Llama-2-7b-hf\n";
-    EXPECT_NE(error_of(head + "cutoff_len: 512\n---\ncutoff_len: 4096\n").find("2 YAML documents"), std::string::npos);
+    EXPECT_NE(error_of(head + "cutoff_len: 512\n---\ncutoff_len: 4096\n").find("line 3: a second YAML document"),
+              std::string::npos);
+    EXPECT_EQ(error_of("---\n" + head).find("YAML document"), std::string::npos);  // a marker before the one document
     EXPECT_NE(error_of(head + "d: &d {cutoff_len: 512}\n<<: *d\n").find("line 3: <<: YAML merge keys are not read"),
               std::string::npos);
     EXPECT_NE(error_of(head + "cutoff_len: !python/object:os.system 1\n").find("line 2: cutoff_len: the YAML tag"),

@@ -150,19 +150,27 @@ std::vector<Entry> yaml_entries(const std::string& text, const std::string& path
     struct Reset {
         ~Reset() { yaml_lines = nullptr; }
     } reset;
-    std::vector<YAML::Node> docs;
+    // Several documents: a '---' marker after content (PyYAML's safe_load refuses them). Counted on the text:
+    // yaml-cpp 0.7's LoadAll does not return on some short inputs (found by fuzz_launch_file).
+    bool content = false;
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+        const std::string& l = lines[i];
+        const bool marker = l.rfind("---", 0) == 0 && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r');
+        if (marker && content)
+            throw InputError("--from: " + path + " line " + std::to_string(i + 1) +
+                             ": a second YAML document ('---'); a launcher reads one");
+        const std::size_t first = l.find_first_not_of(" \t\r");
+        if (!marker && first != std::string::npos && l[first] != '#' && l[first] != '%') content = true;
+    }
+    YAML::Node root;
     try {
-        docs = YAML::LoadAll(text);
+        root = YAML::Load(text);
     } catch (const YAML::Exception& e) {
         std::string msg = e.msg;
         for (char& c : msg)
             if (static_cast<unsigned char>(c) < 0x20) c = ' ';
         throw InputError("--from: " + path + " line " + std::to_string(e.mark.line + 1) + ": malformed YAML: " + msg);
     }
-    if (docs.size() > 1)
-        throw InputError("--from: " + path + ": " + std::to_string(docs.size()) +
-                         " YAML documents ('---'); a launcher reads one");
-    const YAML::Node root = docs.empty() ? YAML::Node() : docs.front();
     if (!root.IsMap())
         throw InputError("--from: " + path + ": not a YAML mapping of keys (a LLaMA-Factory training YAML or an "
                          "accelerate config is one)");
