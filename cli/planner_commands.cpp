@@ -326,15 +326,15 @@ SpeedRun prepare_speed_run(const std::string& cmd, const zeromem::Request& req, 
     if (f.nvme_write) hw.nvme_write = double(parse_bytes(*f.nvme_write, "--nvme-write"));
     run.global = f.global_batch ? *f.global_batch
                                 : search_global_batch(in, req.micro_batch.has_value() || req.grad_accum.has_value());
-    std::vector<std::string> notes;
+    std::vector<std::string> ignored;  // flags given that the search replaces: warnings, the answer does not use them
     if (f.global_batch && (req.micro_batch || req.grad_accum))
-        notes.push_back("--global-batch " + std::to_string(*f.global_batch) + " sets the batch " + cmd +
+        ignored.push_back("--global-batch " + std::to_string(*f.global_batch) + " sets the batch " + cmd +
                         " searches; --micro-batch / --grad-accum are not used (" + cmd +
                         " picks the micro batch and the accumulation that make it up)");
     if (req.stage || req.offload_optimizer || req.offload_param)
-        notes.push_back(cmd + " evaluates every ZeRO stage and offload option; --stage / --offload-optimizer / "
-                              "--offload-param are not used (give them to estimate)");
-    print_diagnostics({}, notes, f.verbose);
+        ignored.push_back(cmd + " evaluates every ZeRO stage and offload option; --stage / --offload-optimizer / "
+                                "--offload-param are not used (give them to estimate)");
+    print_diagnostics(ignored, {}, f.verbose);
     return run;
 }
 
@@ -498,7 +498,11 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
     show_replay_progress(res.input, "fit");
     const auto rows = largest ? largest_model(res.input) : fewest_gpus(res.input, f.gpus_per_node, max_gpus);
     end_replay_progress();
-    print_diagnostics(res.warnings, unused_notes, f.verbose);
+    std::vector<std::string> warnings = res.warnings;
+    if (req.stage || req.offload_optimizer || req.offload_param)
+        warnings.push_back("fit gives one row per ZeRO stage and offload option; --stage / --offload-optimizer / "
+                           "--offload-param are not used (give them to estimate)");
+    print_diagnostics(warnings, unused_notes, f.verbose);
     auto reason = [&](const FitRow& r) {
         if (!r.note.empty() || r.value) return r.note;
         return largest ? std::string("not even a million parameters fit")

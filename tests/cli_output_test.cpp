@@ -80,13 +80,13 @@ TEST(CliOutput, EverySubcommandWithNotesTakesVerbose) {
     EXPECT_NE(r.err.find("1 note not shown"), std::string::npos) << r.err;
     r = zeromem("fit --model llama-2-7b --gpu A100-80GB --network ib-ndr400 --verbose");
     EXPECT_NE(r.err.find("zeromem: note: --network: fit does not use it"), std::string::npos) << r.err;
-    for (const char* sub : {"compare", "plan"}) {
+    // A flag the search replaces (--stage for compare, plan and fit) changes nothing in the answer the user
+    // asked with it: a warning, printed without --verbose.
+    for (const char* sub : {"compare", "plan", "fit"}) {
         const std::string args = std::string(sub) + " --model llama-2-7b --gpus 8 --gpu A100-80GB --global-batch 64 --stage 2";
         r = zeromem(args);
         ASSERT_NE(r.exit_code, 2) << r.err;
-        EXPECT_EQ(r.err.find("note:"), std::string::npos) << sub << r.err;
-        EXPECT_NE(r.err.find("1 note not shown"), std::string::npos) << sub << r.err;
-        r = zeromem(args + " --verbose");
+        EXPECT_NE(r.err.find("zeromem: warning: "), std::string::npos) << sub << r.err;
         EXPECT_NE(r.err.find("--stage / --offload-optimizer / --offload-param are not used"), std::string::npos)
             << sub << r.err;
     }

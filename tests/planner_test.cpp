@@ -469,3 +469,17 @@ TEST(Planner, TightOptionsRankAfterFittingOnes) {
     faster_fits.time.tokens_per_s = 1500;
     EXPECT_TRUE(ranks_before(faster_fits, slow_fits));
 }
+
+// Checkpointing the settings give (--gradient-checkpointing, a launcher file) is one of the "settings given"
+// the recipe keeps from step 1 on: step 1 evaluates with it, and step 2 (enable it) says it is given.
+TEST(Planner, GivenCheckpointingIsKeptFromStepOne) {
+    EstimateInput base = llama7b_on_8_a100();
+    base.train.checkpointing = Checkpointing::full;
+    const PlanResult r = plan(base, a100(), 64);
+    ASSERT_GE(r.steps.size(), 2u);
+    ASSERT_TRUE(r.steps[0].candidate);
+    EXPECT_EQ(r.steps[0].candidate->option.checkpointing, Checkpointing::full);
+    EXPECT_EQ(r.steps[1].recipe_step, 2);
+    EXPECT_NE(r.steps[1].outcome.find("gradient checkpointing given (full): kept from step 1"), std::string::npos)
+        << r.steps[1].outcome;
+}

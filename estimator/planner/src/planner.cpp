@@ -461,7 +461,19 @@ static std::optional<Candidate> escalate_until_fit(const EstimateInput& base, Es
         {9, zo(3, D::cpu, D::cpu, C::full), true, recipe_step(9).action},
         {10, zo(3, D::nvme, D::nvme, C::full), true, recipe_step(10).action},
     };
-    for (const Rung& rung : ladder) {
+    // Checkpointing the settings give (--gradient-checkpointing, a launcher file) is kept from step 1 on.
+    const Checkpointing given = base.train.checkpointing;
+    for (Rung rung : ladder) {
+        if (given != Checkpointing::none) {
+            if (rung.step == 2) {
+                r.steps.push_back({rung.step, rung.action,
+                                   std::string("gradient checkpointing given (") + to_string(given) +
+                                       "): kept from step 1; skipped",
+                                   {}});
+                continue;
+            }
+            if (rung.opt.checkpointing == Checkpointing::none) rung.opt.checkpointing = given;
+        }
         if (const auto why = option_refusal(base, rung.opt, base.cluster.data_parallel())) {
             r.steps.push_back({rung.step, rung.action, *why + "; skipped", {}});
             continue;
