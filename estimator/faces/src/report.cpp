@@ -102,12 +102,17 @@ std::string phase_suffix(const Estimate& e, const std::string& first_oom, const 
 // Which figure the GPU verdict gives, at the peak phase: what
 // torch.cuda.max_memory_allocated and max_memory_reserved would read, and
 // what nvidia-smi shows (the figure the verdict compares). Full convention only.
-std::string readings_line(const Estimate& e) {
+std::string readings_line(const Estimate& e, bool detail) {
     const PhaseMemory* peak = peak_phase_of(e);
     if (!peak) return {};
     const GpuMemory& m = peak->per_gpu;
     const uint64_t outside = m.total - m.reserved;
     const bool cublas_outside = outside > m.cuda_context + m.nccl_buffers;  // torch < 2.0: cuBLAS's own pool
+    if (!detail)
+        return "At the " + e.peak_phase + " peak: allocated " + format_gib(double(m.allocated)) +
+               " GiB (max_memory_allocated), reserved " + format_gib(double(m.reserved)) +
+               " GiB (max_memory_reserved, at least), nvidia-smi ~" + format_gib(double(m.total)) +
+               " GiB, the figure the verdict compares (--verbose says what each holds)";
     return "At the " + e.peak_phase + " peak: allocated " + format_gib(double(m.allocated)) +
            " GiB (torch.cuda.max_memory_allocated), reserved " + format_gib(double(m.reserved)) +
            " GiB (allocated + the fragmentation allowance; the least max_memory_reserved reads: wholly free cached segments, "
@@ -138,7 +143,15 @@ std::string rank0_line(const Estimate& e, const EstimateInput& in) {
 
 // The answer in sentences: the GPU and host verdicts (need, capacity, first
 // phase out of memory) and, for what does not fit, the recipe's change.
-std::vector<std::string> answer_lines(const Estimate& e, const Resolved& res) {
+// A capacity's provenance without its sources: "--gpu A100-80GB (data/gpus/A100-80GB.json): 79.14 GiB reported
+// by the device", the public reports it rests on left to --verbose.
+std::string without_sources(const std::string& provenance) {
+    const auto colon = provenance.find("): ");
+    const auto paren = provenance.find(" (", colon == std::string::npos ? 0 : colon + 3);
+    return colon == std::string::npos || paren == std::string::npos ? provenance : provenance.substr(0, paren);
+}
+
+std::vector<std::string> answer_lines(const Estimate& e, const Resolved& res, bool detail) {
     const EstimateInput& in = res.input;
     std::vector<std::string> out;
     const VerdictBand& band = verdict_band();
@@ -153,11 +166,11 @@ std::vector<std::string> answer_lines(const Estimate& e, const Resolved& res) {
                   phase_suffix(e, e.first_host_oom_phase, e.host_peak_phase));
     if (e.rank0_only) out.push_back(rank0_line(e, in));
     if (!in.model.arch) out.push_back("Activation allowance (no architecture): " + e.activation_allowance_how);
-    if (const auto line = readings_line(e); !line.empty()) out.push_back(line);
+    if (const auto line = readings_line(e, detail); !line.empty()) out.push_back(line);
     if (const auto it = res.provenance.find("cluster.gpu_memory"); it != res.provenance.end())
-        out.push_back("GPU capacity used: " + it->second);
+        out.push_back("GPU capacity used: " + (detail ? it->second : without_sources(it->second)));
     if (const auto it = res.provenance.find("cluster.host_memory"); it != res.provenance.end())
-        out.push_back("Host capacity used: " + it->second);
+        out.push_back("Host capacity used: " + (detail ? it->second : without_sources(it->second)));
     for (const auto& a : advice_for(e, res)) {
         const std::string what = a.resource == "gpu" ? "GPU" : "host";
         if (a.found)
@@ -342,7 +355,7 @@ std::string render_md(const Estimate& e, const Resolved& res, bool explain) {
               << format_gib(double(p.per_node.host_memory)) << " | " << phase_verdicts(p, in) << " |\n";
     }
     o << "\n";
-    for (const auto& l : answer_lines(e, res)) o << "- " << l << "\n";
+    for (const auto& l : answer_lines(e, res, explain)) o << "- " << l << "\n";
     for (const auto& n : e.notes) o << "- note: " << n << "\n";
     for (const auto& w : res.warnings) o << "- warning: " << w << "\n";
     o << "\nGiB = 2^30 bytes.\n";
@@ -408,7 +421,7 @@ std::string render_table(const Estimate& e, const Resolved& res, bool explain, b
         phase_table(o, e, in);
     }
     o << "\n";
-    for (const auto& l : answer_lines(e, res)) o << l << "\n";
+    for (const auto& l : answer_lines(e, res, explain || verbose)) o << l << "\n";
     for (const auto& n : e.notes) o << "note: " << n << "\n";
     o << "GiB = 2^30 bytes.";
     if (by_phase && (explain || verbose))
