@@ -2,7 +2,10 @@
 #include "replay_progress.h"
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
+#include <thread>
 #include <unistd.h>
 
 namespace zeromem_cli {
@@ -48,6 +51,42 @@ void show_replay_progress(zeromem::EstimateInput& in, const char* cmd) {
 void end_replay_progress() {
     if (g_progress.shown) std::fputs("\r\033[K", stderr);
     g_progress.shown = false;
+}
+
+struct ElapsedProgress::State {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false, shown = false;
+    std::thread t;
+};
+
+ElapsedProgress::ElapsedProgress(const char* what) {
+    if (!isatty(STDERR_FILENO)) return;
+    state_ = new State;
+    State* st = state_;
+    st->t = std::thread([st, what] {
+        const auto start = std::chrono::steady_clock::now();
+        std::unique_lock<std::mutex> lock(st->m);
+        if (st->cv.wait_for(lock, std::chrono::seconds(1), [st] { return st->done; })) return;
+        do {
+            st->shown = true;
+            std::fprintf(stderr, "\rzeromem: %s, %.0f s\033[K", what,
+                         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+            std::fflush(stderr);
+        } while (!st->cv.wait_for(lock, std::chrono::milliseconds(500), [st] { return st->done; }));
+    });
+}
+
+ElapsedProgress::~ElapsedProgress() {
+    if (!state_) return;
+    {
+        std::lock_guard<std::mutex> lock(state_->m);
+        state_->done = true;
+    }
+    state_->cv.notify_all();
+    state_->t.join();
+    if (state_->shown) std::fputs("\r\033[K", stderr);
+    delete state_;
 }
 
 }  // namespace zeromem_cli

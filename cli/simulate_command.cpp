@@ -2,6 +2,8 @@
 
 #include "options.h"
 #include "zeromem/sim_writers.h"
+
+#include "replay_progress.h"
 #include "zeromem/simulator.h"
 
 #include <iostream>
@@ -98,6 +100,9 @@ CLI::App* add_simulate_command(CLI::App& app, zeromem::Request& req, SimulateFla
     return sim;
 }
 
+// A Chrome trace past this size gets a warning before it is written (100 MiB).
+constexpr std::size_t kLargeTraceBytes = std::size_t(100) << 20;
+
 int run_simulate(const zeromem::Request& req, const SimulateFlags& f, const std::string& dir) {
     using namespace zeromem;
     if (f.format != "table" && f.format != "json" && f.format != "csv")
@@ -115,7 +120,10 @@ int run_simulate(const zeromem::Request& req, const SimulateFlags& f, const std:
     opt.steps = f.steps;
     opt.alloc = sim::parse_alloc_conf(res.input.residual.alloc_conf);  // --alloc-conf
     opt.record_allocator_trace = !f.memory_snapshot.empty();
-    const sim::SimResult r = sim::simulate(res.input, opt);
+    const sim::SimResult r = [&] {
+        ElapsedProgress progress("simulate: replaying the step through the caching allocator model");
+        return sim::simulate(res.input, opt);
+    }();
     // Bad input is one error line: warnings and notes only after the replay succeeded.
     std::vector<std::string> notes = res.notes;
     for (auto& n : replay_notes(req, res.input)) notes.push_back(std::move(n));
@@ -123,8 +131,20 @@ int run_simulate(const zeromem::Request& req, const SimulateFlags& f, const std:
     std::optional<sim::HostOom> host_oom;
     if (res.input.cluster.host_memory) host_oom = sim::find_host_oom(r.host, *res.input.cluster.host_memory);
     std::vector<std::string> wrote;  // printed after the answer
-    if (!f.chrome_trace.empty())
-        wrote.push_back(sim::wrote_line(f.chrome_trace, sim::write_file(f.chrome_trace, sim::chrome_trace(r).dump(), "--chrome-trace")));
+    if (!f.chrome_trace.empty()) {
+        std::string trace;
+        {
+            ElapsedProgress progress("simulate: building the Chrome trace");
+            trace = sim::chrome_trace(r).dump();
+        }
+        if (trace.size() > kLargeTraceBytes)
+            std::cerr << "zeromem: warning: --chrome-trace " << f.chrome_trace << " is "
+                      << std::to_string(trace.size() >> 20)
+                      << " MiB (Perfetto's UI opens traces up to about 1 GiB in the browser); --steps 1 or a shorter "
+                         "--grad-accum makes it smaller\n";
+        ElapsedProgress progress("simulate: writing the Chrome trace");
+        wrote.push_back(sim::wrote_line(f.chrome_trace, sim::write_file(f.chrome_trace, trace, "--chrome-trace")));
+    }
     if (!f.memory_snapshot.empty())
         wrote.push_back(sim::wrote_line(
             f.memory_snapshot, sim::write_file(f.memory_snapshot, sim::memory_snapshot_pickle(r), "--memory-snapshot")));
