@@ -135,6 +135,8 @@ TEST(CliCapacity, ModelListingMarksMixtureOfExperts) {
     const auto dense = r.out.find("llama-2-7b ");
     ASSERT_NE(dense, std::string::npos);
     EXPECT_EQ(r.out.substr(dense, r.out.find('\n', dense) - dense).find("MoE"), std::string::npos);
+    // The listing ends by saying how to give any other model.
+    EXPECT_NE(r.out.find("Any other model: --hf-config with its config.json"), std::string::npos) << r.out;
     const nlohmann::json j = nlohmann::json::parse(zeromem("models --format json").out);
     for (const auto& m : j)
         if (m["name"] == "qwen3-30b-a3b") {

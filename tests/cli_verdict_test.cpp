@@ -312,3 +312,24 @@ TEST(CliVerdict, RankZeroExtrasAreALineOfTheirOwn) {
 }
 
 }  // namespace
+
+// "To fit" is the fastest combination of the recipe's steps that fits (advice.h advise), with the steps named
+// and a pointer to plan; the flags it prints, added to the same command line, make estimate say it fits.
+TEST(CliVerdict, ToFitPrintsFlagsThatFitAndNamesTheRecipeSteps) {
+    const std::string args = "estimate --model llama-3-8b --gpus 4 --gpu A100-40GB --stage 2 --seq-len 4096";
+    const cli::Outcome r = cli::zeromem(args);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    const auto at = r.out.find("To fit the GPU: ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    EXPECT_NE(line.find("recipe step"), std::string::npos) << line;
+    EXPECT_NE(line.find("`zeromem plan` also tunes"), std::string::npos) << line;
+    const std::string flags = line.substr(16, line.find(" (") - 16);  // "--gradient-checkpointing full --stage 3 ..."
+    ASSERT_EQ(flags.rfind("--", 0), 0u) << line;
+    // The advice's --stage replaces the one given (a flag is given once).
+    const std::string rest = flags.find("--stage") != std::string::npos
+                                 ? "estimate --model llama-3-8b --gpus 4 --gpu A100-40GB --seq-len 4096"
+                                 : args;
+    const cli::Outcome fixed = cli::zeromem(rest + " " + flags);
+    EXPECT_TRUE(fixed.exit_code == 0 || fixed.exit_code == 4) << flags << "\n" << fixed.out;
+}

@@ -116,9 +116,15 @@ std::string render(const std::vector<std::string>& names, bool json, Load load, 
 
 std::string render_preset_listing(PresetKind kind, const std::string& dir, bool json) {
     switch (kind) {
-    case PresetKind::models:
-        return render(list_model_presets(dir), json, [&](const std::string& n) { return load_model_preset(n, dir); },
-                      model_json, model_line);
+    case PresetKind::models: {
+        std::string out = render(list_model_presets(dir), json,
+                                 [&](const std::string& n) { return load_model_preset(n, dir); }, model_json, model_line);
+        if (!json)  // the presets are a few common models; every other one is its config.json
+            out += "\nAny other model: --hf-config with its config.json, a model folder holding one, or a Hub id "
+                   "(org/name) in the local Hugging Face cache (see `zeromem estimate --help`); --from reads it from a "
+                   "LLaMA-Factory YAML's model_name_or_path.\n";
+        return out;
+    }
     case PresetKind::gpus:
         return render(list_gpu_presets(dir), json, [&](const std::string& n) { return load_gpu_preset(n, dir); },
                       gpu_json, gpu_line);
