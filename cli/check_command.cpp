@@ -3,6 +3,8 @@
 
 #include "zeromem/simulator.h"
 
+#include "tabular_output.h"
+
 #include "zeromem/config_check.h"
 #include "zeromem/ds_config.h"
 #include "zeromem/request.h"
@@ -47,6 +49,15 @@ void print_table(const std::vector<Located>& fs, const std::vector<zeromem::Find
     std::cout << path << ": " << count_findings(all, Severity::error) << " error(s), "
               << count_findings(all, Severity::warning) << " warning(s), " << count_findings(all, Severity::note)
               << " note(s) for launcher " << to_string(l) << ", DeepSpeed " << version << "\n";
+}
+
+// --format csv / md: one row per finding.
+void print_tabular(const std::vector<Located>& fs, const std::string& path, const std::string& format) {
+    Table t{{"file", "line", "severity", "pointer", "message", "fix"}, {}};
+    for (const auto& [f, line] : fs)
+        t.rows.push_back({path, line > 0 ? std::to_string(line) : "", zeromem::to_string(f->severity), f->pointer,
+                          f->message, f->fix});
+    std::cout << render_tabular(t, format);
 }
 
 void print_json(const std::vector<Located>& fs, const std::vector<zeromem::Finding>& all, zeromem::Launcher l,
@@ -120,15 +131,15 @@ CLI::App* add_check_command(CLI::App& app, zeromem::Request& req, CheckFlags& f,
     chk->add_option_function<std::string>("--nvme-capacity", [&f](const std::string& v) { f.nvme_capacity = v; },
                                           "NVMe capacity per node, for the NVMe-pool finding (e.g. 2TB)")
         ->group("Check")->type_name("SIZE");
-    chk->add_option("--format", f.format, "table (default) or json")->group("Output")->type_name("FORMAT");
+    chk->add_option("--format", f.format, "table (default), json, csv or md (one row per finding)")->group("Output")->type_name("FORMAT");
     add_request_options(chk, req);
     return chk;
 }
 
 int run_check(zeromem::Request req, const CheckFlags& f, const std::string& dir) {
     using namespace zeromem;
-    if (f.format != "table" && f.format != "json")
-        throw InputError("--format: '" + f.format + "' is not table or json for check");
+    if (f.format != "table" && f.format != "json" && !tabular_format(f.format))
+        throw InputError("--format: '" + f.format + "' is not table, json, csv or md for check");
     if (req.ds_config) throw InputError("--ds-config: check takes the config as its argument, not --ds-config");
     if (req.from)
         throw InputError("--from: check reads the DeepSpeed config given as its argument; `zeromem estimate --from " +
@@ -164,7 +175,8 @@ int run_check(zeromem::Request req, const CheckFlags& f, const std::string& dir)
     for (const auto& x : fs) located.push_back({&x, ds_config_line_of(lines, x.pointer)});
     const std::string newest = ds_schema().value("newest_version", std::string());
     const std::string version = o.deepspeed_version.empty() ? newest : o.deepspeed_version;
-    if (f.format == "json") print_json(located, fs, o.launcher, f.config, version);
+    if (tabular_format(f.format)) print_tabular(located, f.config, f.format);
+    else if (f.format == "json") print_json(located, fs, o.launcher, f.config, version);
     else print_table(located, fs, o.launcher, f.config, version);
     return count_findings(fs, Severity::error) > 0 ? 1 : 0;
 }

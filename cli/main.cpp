@@ -144,7 +144,7 @@ void add_planner_commands(CLI::App& app, Cli& c, const Wants& wants) {
         if (!wants(sub->get_name().c_str())) continue;
         add_request_options(sub, c.req);
         add_speed_options(sub, c.sf);
-        sub->add_option("--format", c.format, "table (default) or json")->group("Output")->type_name("FORMAT");
+        sub->add_option("--format", c.format, "table (default), json, csv or md (one row per option or plan step)")->group("Output")->type_name("FORMAT");
         add_verbose_flag(sub, c.sf.verbose);
     }
     if (wants("compare"))
@@ -162,7 +162,7 @@ void add_planner_commands(CLI::App& app, Cli& c, const Wants& wants) {
         add_speed_options(c.fit, c.sf, kUnusedSpeedGroup);
         c.fit->add_option("--gpus-per-node", c.sf.gpus_per_node, "GPUs per node when searching the fewest GPUs (default 8)")
             ->group("Cluster")->type_name("N");
-        c.fit->add_option("--format", c.format, "table (default) or json")->group("Output")->type_name("FORMAT");
+        c.fit->add_option("--format", c.format, "table (default), json, csv or md (one row per option)")->group("Output")->type_name("FORMAT");
         add_verbose_flag(c.fit, c.sf.verbose);
     }
 }

@@ -1,5 +1,7 @@
 // compare, plan and fit: thin faces over the planner (see planner_commands.h).
 #include "planner_commands.h"
+
+#include "planner_tables.h"
 #include "compare_table.h"
 #include "replay_progress.h"
 
@@ -285,8 +287,8 @@ struct SpeedRun {
 SpeedRun prepare_speed_run(const std::string& cmd, const zeromem::Request& req, const SpeedFlags& f,
                            const std::string& format, const std::string& dir) {
     using namespace zeromem;
-    if (format != "table" && format != "json")
-        throw InputError("--format: '" + format + "' is not table or json for " + cmd);
+    if (format != "table" && format != "json" && !tabular_format(format))
+        throw InputError("--format: '" + format + "' is not table, json, csv or md for " + cmd);
     if (f.target != "deepspeed" && f.target != "hf-trainer")
         throw InputError("--for: '" + f.target + "' is not deepspeed or hf-trainer");
     if (!req.gpu) throw InputError("--gpu: " + cmd + " needs a GPU preset for the speed model (see `zeromem gpus`)");
@@ -338,13 +340,18 @@ SpeedRun prepare_speed_run(const std::string& cmd, const zeromem::Request& req, 
     return run;
 }
 
-int run_compare(const SpeedRun& run, bool json_out, bool wide) {
+int run_compare(const SpeedRun& run, const std::string& format, bool wide) {
     using namespace zeromem;
+    const bool json_out = format == "json";
     const EstimateInput& in = run.res.input;
     const SpeedHardware& hw = run.hw;
     const int64_t global = run.global;
     const auto rows = compare_options(in, hw, global, {});
     end_replay_progress();
+    if (tabular_format(format)) {
+        std::cout << render_tabular(compare_table_rows(rows), format);
+        return compare_exit_status(rows);
+    }
     if (json_out) {
         nlohmann::json arr = nlohmann::json::array();
         for (const auto& c : rows) arr.push_back(candidate_json(c, in, hw));
@@ -365,7 +372,8 @@ int fit_exit_status(const std::vector<zeromem::FitRow>& rows, bool answered) {
     return with_margin ? 0 : answered ? kExitTight : 1;
 }
 
-int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
+int run_plan(const SpeedRun& run, const SpeedFlags& f, const std::string& format) {
+    const bool json_out = format == "json" || tabular_format(format);  // the prose lines are the table's only
     using namespace zeromem;
     const EstimateInput& in = run.res.input;
     const SpeedHardware& hw = run.hw;
@@ -378,7 +386,9 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, bool json_out) {
         f.target == "hf-trainer" && !res.provenance.count("zero_optimization.stage3_gather_16bit_weights_on_model_save");
     const PlanResult r = plan(in, hw, global, space, SpeedConstants{}, simulator_replay());
     end_replay_progress();
-    if (json_out) {
+    if (tabular_format(format)) {
+        std::cout << render_tabular(plan_table_rows(r), format);
+    } else if (json_out) {
         nlohmann::json j;
         j["steps"] = nlohmann::json::array();
         for (const auto& s : r.steps) {
@@ -472,13 +482,14 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
         (format == "table" || format == "json"))
         return run_compare_deepspeed(req, format, dir);
     const SpeedRun run = prepare_speed_run(cmd, req, f, format, dir);
-    return cmd == "compare" ? run_compare(run, format == "json", f.wide) : run_plan(run, f, format == "json");
+    return cmd == "compare" ? run_compare(run, format, f.wide) : run_plan(run, f, format);
 }
 
 int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format, const std::string& dir,
             const std::vector<std::string>& unused_notes) {
     using namespace zeromem;
-    if (format != "table" && format != "json") throw InputError("--format: '" + format + "' is not table or json for fit");
+    if (format != "table" && format != "json" && !tabular_format(format))
+        throw InputError("--format: '" + format + "' is not table, json, csv or md for fit");
     // docs/compare-plan-fit.md, "Fit": a model (--model, --hf-config, --params, --module-tree) asks for the fewest
     // GPUs, up to --gpus when given; --gpus alone asks for the largest model.
     const bool has_model = req.params || req.model || req.hf_config || req.module_tree;
@@ -511,6 +522,10 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
     const bool answered = std::any_of(rows.begin(), rows.end(), [](const FitRow& r) { return r.value || r.unbounded; });
     auto verdict = [](const FitRow& r) { return !r.value ? nlohmann::json(nullptr) : nlohmann::json(r.tight ? "tight" : "fits"); };
     auto optional_count = [](uint64_t v) { return v ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    if (tabular_format(format)) {
+        std::cout << render_tabular(fit_table_rows(rows, largest, reason), format);
+        return fit_exit_status(rows, answered);
+    }
     if (format == "json") {
         nlohmann::json arr = nlohmann::json::array();
         for (const auto& r : rows)

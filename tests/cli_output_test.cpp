@@ -160,3 +160,30 @@ TEST(CliOutput, CompareWideShowsTheBreakdown) {
 }
 
 }  // namespace
+
+// --format csv and md for compare, plan, fit and check: one row per option (plan step, finding) with the unit
+// in each column's name, the same rows and figures as their JSON (GiB = bytes / 2^30, two decimals).
+TEST(CliOutput, CompareFitPlanCheckTakeCsvAndMd) {
+    const std::string cmp = "compare --model llama-2-7b --gpus 8 --gpu A100-80GB";
+    const auto j = nlohmann::json::parse(zeromem(cmp + " --format json").out);
+    const Outcome csv = zeromem(cmp + " --format csv");
+    ASSERT_EQ(csv.exit_code, 0) << csv.err;
+    const auto rows = lines_of(csv.out);
+    ASSERT_EQ(rows.size(), j.size() + 1) << csv.out;
+    EXPECT_EQ(rows[0].rfind("option,gradient_checkpointing,micro_batch,grad_accum,", 0), 0u) << rows[0];
+    EXPECT_NE(rows[0].find(",per_gpu_GiB,"), std::string::npos);
+    char gib[32];
+    std::snprintf(gib, sizeof gib, ",%.2f,", j[0]["per_gpu_total"].get<double>() / double(1ull << 30));
+    EXPECT_NE(rows[1].find(gib), std::string::npos) << rows[1] << " vs " << gib;
+    const Outcome md = zeromem(cmp + " --format md");
+    EXPECT_EQ(lines_of(md.out).size(), j.size() + 2) << md.out;  // header, rule, rows
+    EXPECT_EQ(md.out.rfind("| option | gradient_checkpointing |", 0), 0u) << md.out;
+    const Outcome plan = zeromem("plan --model llama-2-7b --gpus 8 --gpu A100-80GB --format csv");
+    ASSERT_EQ(plan.exit_code, 0) << plan.err;
+    EXPECT_EQ(lines_of(plan.out).back().rfind("winner,", 0), 0u) << plan.out;
+    const Outcome fit = zeromem("fit --model llama-2-7b --gpu A100-80GB --format md");
+    ASSERT_EQ(fit.exit_code, 0) << fit.err;
+    EXPECT_EQ(fit.out.rfind("| option | min_gpus | per_gpu_GiB |", 0), 0u) << fit.out;
+    const Outcome chk = zeromem("check " + cli::data("ds_configs/ds_zero3_config.json") + " --format csv");
+    EXPECT_EQ(chk.out.rfind("file,line,severity,pointer,message,fix\n", 0), 0u) << chk.out;
+}
