@@ -145,6 +145,10 @@ void add_planner_commands(CLI::App& app, Cli& c, const Wants& wants) {
         add_request_options(sub, c.req);
         add_speed_options(sub, c.sf);
         sub->add_option("--format", c.format, "table (default), json, csv or md (one row per option or plan step)")->group("Output")->type_name("FORMAT");
+        sub->add_flag("--explain", c.sf.explain,
+                      sub == c.cmp ? "Then the first-ranked option's estimate with every formula, its numbers and source"
+                                   : "Then the winner's estimate with every formula, its numbers and source")
+            ->group("Output");
         add_verbose_flag(sub, c.sf.verbose);
     }
     if (wants("compare"))

@@ -30,6 +30,7 @@ struct SpeedFlags {
     int64_t gpus_per_node = 8;
     bool verbose = false;  ///< --verbose: print the notes too (print_diagnostics)
     bool wide = false;     ///< compare --wide: the step time's terms and TFLOP/s as columns
+    bool explain = false;  ///< compare/plan --explain: the first-ranked option's (the winner's) estimate, explained
 };
 
 /// Registers the speed model's flags on `sub`, writing into `f`, in the help group `group`.

@@ -340,7 +340,19 @@ SpeedRun prepare_speed_run(const std::string& cmd, const zeromem::Request& req, 
     return run;
 }
 
-int run_compare(const SpeedRun& run, const std::string& format, bool wide) {
+// --explain of compare and plan: the chosen option's full estimate with its formulas, as estimate --explain
+// prints it for the same settings (table only; the other formats carry no prose).
+void print_explained(const zeromem::Candidate& c, const zeromem::Resolved& res, const char* which) {
+    using namespace zeromem;
+    Resolved at = res;
+    apply_candidate(c, at.input);
+    const Estimate e = estimate(at.input, /*explain=*/true);
+    std::cout << "\n" << which << " (" << c.option.label() << ", micro batch " << c.micro_batch << " x accumulation "
+              << c.grad_accum << "), explained:\n"
+              << render(e, at, Format::table, /*explain=*/true);
+}
+
+int run_compare(const SpeedRun& run, const std::string& format, bool wide, bool explain) {
     using namespace zeromem;
     const bool json_out = format == "json";
     const EstimateInput& in = run.res.input;
@@ -359,6 +371,7 @@ int run_compare(const SpeedRun& run, const std::string& format, bool wide) {
         return compare_exit_status(rows);
     }
     print_compare_table(rows, run.res, hw, global, wide);
+    if (explain && !rows.empty()) print_explained(rows.front(), run.res, "The first-ranked option");
     if (!any_fits(rows)) std::fprintf(stderr, "zeromem: compare: no option fits\n");
     return compare_exit_status(rows);
 }
@@ -455,6 +468,7 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, const std::string& format
                      gib(*in.cluster.gpu_memory).c_str(), f.emit.empty() ? "" : ", and it is what --emit writes");
     if (!json_out) print_winner_notes(*r.winner, f);
     if (!json_out) print_gather_on_save(r);
+    if (f.explain) print_explained(*r.winner, res, "The winner");
     if (!f.emit.empty()) {
         EstimateInput emitted = in;
         if (r.gather_on_save == "on") emitted.zero.stage3_gather_16bit_weights_on_model_save = true;
@@ -482,7 +496,8 @@ int run_compare_or_plan(const std::string& cmd, const zeromem::Request& req, con
         (format == "table" || format == "json"))
         return run_compare_deepspeed(req, format, dir);
     const SpeedRun run = prepare_speed_run(cmd, req, f, format, dir);
-    return cmd == "compare" ? run_compare(run, format, f.wide) : run_plan(run, f, format);
+    if (f.explain && format != "table") throw InputError("--explain: " + cmd + " explains with --format table only");
+    return cmd == "compare" ? run_compare(run, format, f.wide, f.explain) : run_plan(run, f, format);
 }
 
 int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format, const std::string& dir,

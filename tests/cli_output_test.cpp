@@ -187,3 +187,25 @@ TEST(CliOutput, CompareFitPlanCheckTakeCsvAndMd) {
     const Outcome chk = zeromem("check " + cli::data("ds_configs/ds_zero3_config.json") + " --format csv");
     EXPECT_EQ(chk.out.rfind("file,line,severity,pointer,message,fix\n", 0), 0u) << chk.out;
 }
+
+// compare and plan take --explain: the first-ranked option's (the winner's) estimate with its formulas,
+// whose total is the figure the table (the Winner line) gives.
+TEST(CliOutput, CompareAndPlanExplainTheirChoice) {
+    const Outcome plan = zeromem("plan --model llama-2-7b --gpus 8 --gpu A100-80GB --explain");
+    ASSERT_EQ(plan.exit_code, 0) << plan.err;
+    const auto w = plan.out.find("\nWinner: ");
+    ASSERT_NE(w, std::string::npos) << plan.out;
+    const auto semi = plan.out.find("; ", w);
+    const std::string winner_gib = plan.out.substr(semi + 2, plan.out.find(" GiB per GPU", semi) - semi - 2);
+    const auto ex = plan.out.find("The winner (");
+    ASSERT_NE(ex, std::string::npos) << plan.out;
+    const auto total = plan.out.find("total (peak: ", ex);
+    ASSERT_NE(total, std::string::npos);
+    const std::string row = plan.out.substr(total, plan.out.find('\n', total) - total);
+    EXPECT_EQ(row.substr(row.find_last_of(' ') + 1), winner_gib) << row;
+    EXPECT_NE(plan.out.find("[DeepSpeed v0.19.6", ex), std::string::npos);  // the formulas' sources
+    const Outcome cmp = zeromem("compare --model llama-2-7b --gpus 8 --gpu A100-80GB --explain");
+    ASSERT_EQ(cmp.exit_code, 0) << cmp.err;
+    EXPECT_NE(cmp.out.find("The first-ranked option ("), std::string::npos) << cmp.out;
+    EXPECT_EQ(zeromem("compare --model llama-2-7b --gpus 8 --gpu A100-80GB --explain --format json").exit_code, 2);
+}
