@@ -145,9 +145,9 @@ void InputsPanel::build_training_group(QFormLayout* form) {
     // the way the HF Trainer resolves "auto" from its --bf16/--fp16 arguments.
     dtype->addItems({"auto", "bf16", "fp16", "fp32"});
     form->addRow(tr("&dtype"), with_error(dtype, "--dtype"));
-    const zeromem::RequestDefaults def = zeromem::request_defaults();
     micro_batch = spin(0, 1 << 20, tr(" samples"));
-    micro_batch->setSpecialValueText(tr("not given (%1)").arg(def.micro_batch));
+    // Not given: compare (every tab's options) picks the micro batch and the accumulation per option.
+    micro_batch->setSpecialValueText(tr("not given: picked per option"));
     micro_batch->setToolTip(tr("Micro batch per GPU; with the accumulation steps and GPUs it sets the global batch "
                                "(compare then uses the largest micro batch that fits it). Neither given: the "
                                "global batch compare uses without --micro-batch and --grad-accum"));
@@ -155,7 +155,7 @@ void InputsPanel::build_training_group(QFormLayout* form) {
     seq_len = spin(1, 1 << 22, tr(" tokens"));
     form->addRow(tr("Se&quence length"), with_error(seq_len, "--seq-len"));
     grad_accum = spin(0, 1 << 20, tr(" steps"));
-    grad_accum->setSpecialValueText(tr("not given (%1)").arg(def.grad_accum));
+    grad_accum->setSpecialValueText(tr("not given: picked per option"));
     form->addRow(tr("Gradient &accumulation"), with_error(grad_accum, "--grad-accum"));
     checkpointing = new QComboBox(this);
     checkpointing->addItem(tr("compare none and full"), QString());

@@ -125,6 +125,7 @@ public:
         hollow_->replace(out);
         offscale_->replace(off);
         offscale_->setName(tr("off scale"));
+        outline_hollow_markers();
         path_->replace(path);
         path_->setName(data.ordering_name);
         capacity_->replace({QPointF(data.capacity_gib, 0), QPointF(data.capacity_gib, y_->max())});
@@ -188,6 +189,16 @@ private:
         ring_->setPen(QPen(Qt::black, 2));
         capacity_->setPen(QPen(QColor(214, 39, 40), 2, Qt::DashLine));
         path_->setPen(QPen(QColor(120, 120, 120), 1.5, Qt::DotLine));
+    }
+
+    // The hollow series (does not fit, off scale, selected) draw no fill, and a legend marker shows only the
+    // fill: each marker takes its series' outline colour instead, so the legend keys are not blank squares.
+    void outline_hollow_markers() {
+        for (QScatterSeries* s : {hollow_, offscale_, ring_})
+            for (QLegendMarker* m : chart_->legend()->markers(s)) {
+                m->setBrush(QBrush(Qt::white));
+                m->setPen(s->pen());
+            }
     }
 
     void make_labels(double xmax) {
@@ -349,7 +360,7 @@ public:
         set_axes(host_axes_, cats, host_max * 1.05, true);
         host_axes_.values->setTitleText(data.host_capacity_gib > 0
                                             ? tr("GiB per node<br>usable %1").arg(data.host_capacity_gib, 0, 'f', 0)
-                                            : tr("GiB per node<br>(host RAM not given)"));
+                                            : tr("GiB per node<br>RAM unknown"));
         set_line(gpu_cap_, data.capacity_gib, n, tr("GPU capacity (%1 GiB)"));
         set_line(host_cap_, data.host_capacity_gib, n, tr("usable host RAM per node (%1 GiB)"));
     }

@@ -30,6 +30,7 @@
 #include <QTemporaryDir>
 #include <QValueAxis>
 #include <QtTest>
+#include <QLegendMarker>
 
 #include <nlohmann/json.hpp>
 
@@ -104,6 +105,22 @@ private slots:
 
     // The x axis frames the options that fit and the capacity line, with the stated margin; the options
     // beyond it (ZeRO-0's full replicas here) are drawn pinned at the right edge, their labels saying so.
+    // The hollow series' legend keys (does not fit, off scale, selected) carry their outline colour: a
+    // legend marker draws only its brush and pen, and a transparent brush alone left them blank squares.
+    void hollow_series_have_visible_legend_keys() {
+        MainWindow w(llama70b(), kIb, kData, false);
+        QChart* c = chart_of(w, "speedMemoryChartView");
+        QVERIFY(c);
+        for (const char* name : {"hollow", "offscale", "selected"}) {
+            auto* s = series_in<QScatterSeries>(c, name);
+            QVERIFY2(s, name);
+            const auto markers = c->legend()->markers(s);
+            QVERIFY2(!markers.isEmpty(), name);
+            QCOMPARE(markers.front()->pen().color(), s->pen().color());
+            QVERIFY2(markers.front()->pen().color().alpha() > 0, name);
+        }
+    }
+
     void speed_axis_frames_the_options_that_fit() {
         MainWindow w(llama70b(), kIb, kData, false);
         QVERIFY2(w.last_error().isEmpty(), qPrintable(w.last_error()));
