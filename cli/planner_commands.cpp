@@ -336,16 +336,25 @@ SpeedRun prepare_speed_run(const std::string& cmd, const zeromem::Request& req, 
     if (req.stage || req.offload_optimizer || req.offload_param)
         ignored.push_back(cmd + " evaluates every ZeRO stage and offload option; --stage / --offload-optimizer / "
                                 "--offload-param are not used (give them to estimate)");
+    if (cmd == "compare" && req.checkpointing)
+        ignored.push_back("compare evaluates every option with and without gradient checkpointing; "
+                          "--gradient-checkpointing is not used (plan keeps it, estimate takes it)");
     print_diagnostics(ignored, {}, f.verbose);
     return run;
 }
 
 // --explain of compare and plan: the chosen option's full estimate with its formulas, as estimate --explain
 // prints it for the same settings (table only; the other formats carry no prose).
-void print_explained(const zeromem::Candidate& c, const zeromem::Resolved& res, const char* which) {
+void print_explained(const zeromem::Candidate& c, const zeromem::Resolved& res, const char* which,
+                     bool as_emitted = false, bool gather_on_save = false) {
     using namespace zeromem;
     Resolved at = res;
-    apply_candidate(c, at.input);
+    if (as_emitted) {  // plan's winner: the settings of the file it writes, as its Winner line
+        apply_as_emitted(c, at.input);
+        if (gather_on_save) at.input.zero.stage3_gather_16bit_weights_on_model_save = true;
+    } else {
+        apply_candidate(c, at.input);
+    }
     const Estimate e = estimate(at.input, /*explain=*/true);
     std::cout << "\n" << which << " (" << c.option.label() << ", micro batch " << c.micro_batch << " x accumulation "
               << c.grad_accum << "), explained:\n"
@@ -438,8 +447,12 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, const std::string& format
             std::printf("This is the estimate of the configuration plan writes (reduce bucket %lld, overlap_comm %s, "
                         "DeepSpeed's optimizer block, the HF Trainer's stage-3 bucket rules); `compare` lists the "
                         "option at the settings given (buckets, overlap_comm, optimizer): give it the emitted file "
-                        "(--ds-config) for this same figure.\n",
-                        (long long)w.reduce_bucket_size, w.overlap_comm ? "on" : "off");
+                        "(--ds-config%s) for this same figure.\n",
+                        (long long)w.reduce_bucket_size, w.overlap_comm ? "on" : "off",
+                        f.target == "hf-trainer" && w.dtype != Dtype::fp32 ? (std::string(" with --dtype ") + to_string(w.dtype) +
+                                                    ", the Trainer's --" + to_string(w.dtype) + " for its \"auto\"")
+                                                       .c_str()
+                                                 : "");
             if (w.tight) std::printf("The winner is %s; plan found no option that fits with the margin.\n", tight_words(w.memory).c_str());
             if (w.generation)
                 std::printf("Generation during evaluation: num_beams %lld, eval batch %lld, max_new_tokens %lld "
@@ -468,7 +481,7 @@ int run_plan(const SpeedRun& run, const SpeedFlags& f, const std::string& format
                      gib(*in.cluster.gpu_memory).c_str(), f.emit.empty() ? "" : ", and it is what --emit writes");
     if (!json_out) print_winner_notes(*r.winner, f);
     if (!json_out) print_gather_on_save(r);
-    if (f.explain) print_explained(*r.winner, res, "The winner");
+    if (f.explain) print_explained(*r.winner, res, "The winner", true, r.gather_on_save == "on");
     if (!f.emit.empty()) {
         EstimateInput emitted = in;
         if (r.gather_on_save == "on") emitted.zero.stage3_gather_16bit_weights_on_model_save = true;

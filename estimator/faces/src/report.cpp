@@ -278,9 +278,14 @@ std::string head_line(const Estimate& e, const EstimateInput& in) {
                 ? ", tp " + std::to_string(in.cluster.tp) + " x pp " + std::to_string(in.cluster.pp) + " (N_d " +
                       std::to_string(in.cluster.data_parallel()) + ")"
                 : std::string()) +
-           ", " + stage_text(in) + ", " + to_string(in.train.dtype) + ", micro batch " +
-           std::to_string(in.train.micro_batch) + ", seq " + std::to_string(in.train.seq_len) + ", convention " +
-           to_string(e.convention);
+           ", " + stage_text(in) + ", " + to_string(in.train.dtype) +
+           (in.train.load_in_bits < 16 ? ", " + std::to_string(in.train.load_in_bits) + "-bit base" : std::string()) +
+           (in.train.lora_rank > 0 ? ", LoRA rank " + std::to_string(in.train.lora_rank) : std::string()) +
+           ", micro batch " + std::to_string(in.train.micro_batch) + ", seq " + std::to_string(in.train.seq_len) +
+           (in.train.checkpointing != Checkpointing::none
+                ? std::string(", checkpointing ") + to_string(in.train.checkpointing)
+                : std::string()) +
+           ", convention " + to_string(e.convention);
 }
 
 std::string render_csv(const Estimate& e, const Resolved& res) {

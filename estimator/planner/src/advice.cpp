@@ -278,7 +278,8 @@ Advice gpu_advice(const EstimateInput& in, const Estimate& est, const SpeedHardw
     a.step_seconds = t.seconds;
     a.why = steps_text(t.steps) +
             (hw ? "; the fastest combination of the recipe's steps that fits, by the speed model"
-                : "; the earliest combination of the recipe's steps that fits (no GPU preset: not ranked by speed)");
+                : "; the earliest combination of the recipe's steps that fits (not ranked by speed: that needs a GPU preset "
+                  "and one node; compare and plan rank several nodes with --network)");
     return a;
 }
 

@@ -32,6 +32,11 @@ void apply_emitted_settings(EstimateInput& in) {
 
 using planner_detail::apply_emitted_settings;
 
+void apply_as_emitted(const Candidate& c, EstimateInput& in) {
+    apply_candidate(c, in);
+    apply_emitted_settings(in);
+}
+
 nlohmann::json emit_ds_config(const Candidate& c, const EstimateInput& base, bool hf_trainer) {
     using nlohmann::json;
     const int64_t gpus = base.cluster.gpus;

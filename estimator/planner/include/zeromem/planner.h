@@ -89,6 +89,10 @@ constexpr int kMaxPlanReplays = 8;
 /// generation settings when the candidate has them).
 void apply_candidate(const Candidate& c, EstimateInput& in);
 
+/// apply_candidate, then the settings the file plan --emit writes implies (DeepSpeed's optimizer block, the HF
+/// rules for the stage-3 buckets): the input whose estimate is plan's Winner figure.
+void apply_as_emitted(const Candidate& c, EstimateInput& in);
+
 /// The global batch compare and plan search over, one rule for every face:
 /// the DeepSpeed config's train_batch_size when it has one; else, when the
 /// user gave the micro batch or the accumulation (`batch_given`), micro batch
