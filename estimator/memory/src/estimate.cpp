@@ -543,27 +543,6 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
 
 }  // namespace
 
-uint64_t lora_params(const ModelArch& arch, int64_t rank, const std::string& targets) {
-    if (rank <= 0) throw InputError("--lora-rank: must be positive");
-    const int64_t h = arch.hidden_size;
-    const int64_t hd = arch.head_dim > 0 ? arch.head_dim : h / arch.num_heads;
-    const int64_t q = arch.num_heads * hd, kv = arch.num_kv_heads * hd, f = arch.ffn_size;
-    int64_t per_layer = 0;
-    std::size_t pos = 0;
-    while (pos <= targets.size()) {
-        const std::size_t comma = targets.find(',', pos);
-        const std::string name = targets.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-        if (name == "q") per_layer += rank * (h + q);
-        else if (name == "k" || name == "v") per_layer += rank * (h + kv);
-        else if (name == "o") per_layer += rank * (q + h);
-        else if (name == "gate" || name == "up") per_layer += rank * (h + f);
-        else if (name == "down") per_layer += rank * (f + h);
-        else throw InputError("--lora-target: unknown projection '" + name + "' (use q,k,v,o,gate,up,down)");
-        if (comma == std::string::npos) break;
-        pos = comma + 1;
-    }
-    return static_cast<uint64_t>(per_layer * arch.num_layers);
-}
 
 namespace {
 

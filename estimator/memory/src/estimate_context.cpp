@@ -92,10 +92,19 @@ void set_host_sizes(FullContext& c) {
     if (in.model.arch && per_param_buffers) {
         double raw = 0, rounded = 0;
         uint64_t blocks = 0;
-        for (const auto& [numel, count] : parameter_numels(*in.model.arch, c.tp)) {
-            raw += double(c.bm * numel) * double(count);
-            rounded += double(terms::power_of_two_ceil(c.bm * numel)) * double(count);
-            blocks += terms::power_of_two_ceil(c.bm * ceil_div(numel, c.N)) * count;
+        const ModelArch& a = *in.model.arch;
+        const uint64_t layers = uint64_t(std::max<int64_t>(1, a.num_layers));
+        const uint64_t h = uint64_t(std::max<int64_t>(1, a.hidden_size));
+        for (const auto& [numel, count] : parameter_numels(a, c.tp)) {
+            // A quantized base (--load-in) stores its layers' linear weights packed (bitsandbytes: 4-bit in a
+            // 16-bit quant_storage, numel / 4 elements; 8-bit one byte each): their partitions are that size.
+            const bool packed = in.train.load_in_bits < 16 && count % layers == 0 && numel >= h * h / 16;
+            auto bytes = [&](uint64_t n) {
+                return packed ? ceil_div(n * uint64_t(in.train.load_in_bits), 8) : c.bm * n;
+            };
+            raw += double(bytes(numel)) * double(count);
+            rounded += double(terms::power_of_two_ceil(bytes(numel))) * double(count);
+            blocks += terms::power_of_two_ceil(bytes(ceil_div(numel, c.N))) * count;
         }
         if (raw > 0) s.per_param_rounding = rounded / raw;
         s.zero_init_partition_blocks = blocks;

@@ -537,6 +537,8 @@ StepTime step_time(const EstimateInput& in, const SpeedHardware& hw, const Speed
     c.w = double(dtype_bytes(in.train.communication_dtype.value_or(in.train.dtype)));
     c.tok = double(in.train.micro_batch) * double(in.train.seq_len);
     c.trainable = std::min(c.psi, double(in.train.trainable_params.value_or(in.model.params)));
+    if (in.train.lora_rank > 0 && in.model.arch)  // the adapters train; the base is only stored (and gathered)
+        c.trainable = std::min(c.psi, double(lora_params(*in.model.arch, in.train.lora_rank, in.train.lora_targets)));
     // MiCS: each rank updates 1/mics_shard_size of the states (mics.py).
     c.local = c.trainable / double(in.zero.partition_size(c.n));
     r.overhead = k.fixed_step_overhead;

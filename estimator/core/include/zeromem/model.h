@@ -140,6 +140,11 @@ struct ParamCount {
 /// positive.
 ParamCount count_params(const ModelArch& arch);
 
+/// LoRA adapter parameters of rank `rank` on the projections `targets`
+/// ("q,k,v,o,gate,up,down"): rank x (in + out) per targeted projection and
+/// layer. Throws InputError naming --lora-rank / --lora-target for a bad value.
+uint64_t lora_params(const ModelArch& arch, int64_t rank, const std::string& targets);
+
 /// Width of the MLP one token passes through in a block, for activation
 /// shapes: ffn_size for dense models; for MoE num_experts_per_tok x
 /// expert_ffn_size + shared_expert_ffn_size (the routed experts' outputs a

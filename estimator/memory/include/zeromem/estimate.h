@@ -239,6 +239,5 @@ double attention_score_factor(const ModelArch& arch);
 /// LoRA adapter parameters: rank r x (in + out) for each targeted projection
 /// (comma list of q,k,v,o,gate,up,down) in every layer. Throws InputError
 /// naming --lora-target for an unknown projection.
-uint64_t lora_params(const ModelArch& arch, int64_t rank, const std::string& targets);
 
 }  // namespace zeromem
