@@ -304,3 +304,18 @@ TEST_F(LaunchFileTest, UnknownKeysAreOneWarningAndRefusalsPointAtTheFile) {
               " (--seq-len is " + kFullSft + " line 14: cutoff_len of --from)");
     EXPECT_EQ(launch_file_origin(merged, "--gpus: 3 nodes do not divide 8 GPUs"), "");  // --gpus is not from the file
 }
+
+// Booleans as PyYAML (YAML 1.1) resolves them; a misspelled finetuning_type is named as a typo; a value
+// glued to its colon gets the hint.
+TEST_F(LaunchFileTest, YamlBooleansTyposAndAGluedColon) {
+    const std::string head = "model_name_or_path: meta-llama/Llama-2-7b-hf\n";
+    EXPECT_EQ(parse_launch_file(head + "bf16: yes\n", kLaunch + "/t.yaml", kData).values.dtype,
+              std::optional<std::string>("bf16"));
+    EXPECT_EQ(parse_launch_file(head + "disable_gradient_checkpointing: on\n", kLaunch + "/t.yaml", kData)
+                  .values.checkpointing,
+              std::optional<std::string>("none"));
+    EXPECT_NE(error_of(head + "finetuning_type: ful\n").find("'ful' is not a finetuning_type"), std::string::npos);
+    EXPECT_NE(error_of(head + "cutoff_len:1024\nbf16: true\n").find("a value needs a space after its colon"),
+              std::string::npos)
+        << error_of(head + "cutoff_len:1024\nbf16: true\n");
+}

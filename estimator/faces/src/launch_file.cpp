@@ -169,6 +169,7 @@ std::vector<Entry> yaml_entries(const std::string& text, const std::string& path
         std::string msg = e.msg;
         for (char& c : msg)
             if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+        if (msg.find("illegal map value") != std::string::npos) msg += " (a value needs a space after its colon: 'key: value')";
         throw InputError("--from: " + path + " line " + std::to_string(e.mark.line + 1) + ": malformed YAML: " + msg);
     }
     if (!root.IsMap())
@@ -224,8 +225,9 @@ int64_t Reader::positive_int(const Entry& e) const {
 
 bool Reader::boolean(const Entry& e) const {
     const std::string t = to_lower(scalar(e));
-    if (t == "true") return true;
-    if (t == "false") return false;
+    // As PyYAML (YAML 1.1, what LLaMA-Factory and accelerate read with) resolves booleans.
+    if (t == "true" || t == "yes" || t == "on") return true;
+    if (t == "false" || t == "no" || t == "off") return false;
     refuse(e, "must be true or false, got '" + e.text + "'");
 }
 

@@ -59,6 +59,8 @@ void read_finetuning_type(Reader& r, const std::vector<Entry>& entries) {
             if (const Entry* u = find(entries, unused)) r.note(*u, "unused under finetuning_type full");
         return r.note(*t, "full: every parameter trains");
     }
+    if (type != "lora" && type != "freeze" && type != "oft")
+        r.refuse(*t, "'" + type + "' is not a finetuning_type (LLaMA-Factory takes lora, oft, freeze or full)");
     if (type != "lora")
         r.refuse(*t, "'" + type + "' is not modelled (full and lora are): its trainable parameters depend on "
                      "freeze_trainable_layers / the OFT blocks; pass --trainable-params instead");
