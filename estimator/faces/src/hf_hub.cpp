@@ -45,7 +45,8 @@ std::string cached_hub_config(const std::string& id) {
         return (repo / "snapshots" / commit / "config.json").string();
     std::vector<std::string> found;
     for (fs::directory_iterator it(repo / "snapshots", ec), end; !ec && it != end; it.increment(ec))
-        if (std::error_code file_ec; fs::is_regular_file(it->path() / "config.json", file_ec)) found.push_back((it->path() / "config.json").string());
+        if (std::error_code file_ec; fs::is_regular_file(it->path() / "config.json", file_ec))  // a loop is no file
+            found.push_back((it->path() / "config.json").string());
     std::sort(found.begin(), found.end());
     if (found.empty())
         throw InputError("--hf-config: '" + id + "' is not a file or directory, and the Hub model is not in the local "

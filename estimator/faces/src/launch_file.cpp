@@ -336,7 +336,10 @@ void Reader::model(const Entry& e) {
                " config.json`, or pass --model or --hf-config");
 }
 
-bool Reader::ds_config_has_optimizer(const std::string& path) const {
+bool Reader::deepspeed_builds_optimizer(const std::vector<Entry>& entries) const {
+    const Entry* ds = find(entries, "deepspeed");
+    if (!ds || ds->kind != Entry::Kind::scalar) return false;
+    const std::string path = existing_path(*ds);
     try {
         return load_ds_config_file(path).contains("optimizer");
     } catch (const InputError&) {

@@ -96,8 +96,8 @@ void read_accelerate(Reader& r, const std::vector<Entry>& entries) {
     const Entry* ds = find(entries, "deepspeed_config");
     const Entry* mp = find(entries, "mixed_precision");
     const Entry* type = find(entries, "distributed_type");
-    const bool ds_file = ds && ds->kind == Entry::Kind::map && find(ds->children, "deepspeed_config_file") &&
-                         find(ds->children, "deepspeed_config_file")->kind != Entry::Kind::null;
+    const Entry* file = ds && ds->kind == Entry::Kind::map ? find(ds->children, "deepspeed_config_file") : nullptr;
+    const bool ds_file = file && file->kind != Entry::Kind::null;
     // accelerate reads deepspeed_config only under distributed_type DEEPSPEED, whatever the key order.
     const bool deepspeed = !type || (type->kind == Entry::Kind::scalar && type->text == "DEEPSPEED");
     if (type) read_distributed_type(r, *type);

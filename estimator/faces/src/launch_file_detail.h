@@ -59,9 +59,9 @@ public:
     /// architecture), said in a note. Refused otherwise.
     void model(const Entry& e);
 
-    /// The DeepSpeed config `path` has an "optimizer" block (then the HF
-    /// Trainer's `optim` is not used: DeepSpeed builds the optimizer).
-    bool ds_config_has_optimizer(const std::string& path) const;
+    /// The DeepSpeed config the file's `deepspeed` key names has an "optimizer"
+    /// block (then the HF Trainer's `optim` is not used: DeepSpeed builds it).
+    bool deepspeed_builds_optimizer(const std::vector<Entry>& entries) const;
 
     LaunchFile& out() { return out_; }
     const std::string& file() const { return out_.trail.path; }

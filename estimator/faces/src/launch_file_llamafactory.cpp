@@ -210,9 +210,7 @@ bool read_llamafactory_key(Reader& r, const Entry& e, const std::vector<Entry>& 
 void read_llamafactory(Reader& r, const std::vector<Entry>& entries) {
     if (!find(entries, "model_name_or_path"))
         throw InputError("--from: " + r.file() + ": model_name_or_path is missing (LLaMA-Factory requires it)");
-    const Entry* ds = find(entries, "deepspeed");
-    const bool ds_optimizer =
-        ds && ds->kind == Entry::Kind::scalar && r.ds_config_has_optimizer(r.existing_path(*ds));
+    const bool ds_optimizer = r.deepspeed_builds_optimizer(entries);
     for (const Entry& e : entries) {
         if (read_llamafactory_key(r, e, entries) || read_trainer_key(r, e, ds_optimizer)) continue;
         if (without_memory_effect().count(e.key) || trainer_keys_without_memory_effect().count(e.key))

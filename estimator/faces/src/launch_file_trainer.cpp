@@ -141,7 +141,7 @@ const std::set<std::string>& trainer_keys_without_memory_effect() {
         "batch_eval_metrics", "gradient_checkpointing_kwargs", "torch_compile_backend", "torch_compile_mode",
         "torch_empty_cache_steps", "dataset_text_field", "packing", "dataset_num_proc", "completion_only_loss",
         "assistant_only_loss", "use_mps_device", "per_gpu_train_batch_size", "per_gpu_eval_batch_size",
-        "logging_dir", "save_steps", "restore_callback_states_from_checkpoint", "use_legacy_prediction_loop",
+        "restore_callback_states_from_checkpoint", "use_legacy_prediction_loop",
         "dispatch_batches", "split_batches", "include_inputs_for_metrics", "include_for_metrics", "jit_mode_eval",
         "use_ipex", "ray_scope", "debug", "mp_parameters", "tpu_num_cores", "tpu_metrics_debug", "xpu_backend",
         "fsdp_config", "fsdp_min_num_params", "fsdp_transformer_layer_cls_to_wrap", "trust_remote_code",
@@ -161,9 +161,7 @@ void apply_trainer_defaults(Reader& r, const std::vector<Entry>& entries) {
 }
 
 void read_trainer_args(Reader& r, const std::vector<Entry>& entries) {
-    const Entry* ds = find(entries, "deepspeed");
-    const bool ds_optimizer =
-        ds && ds->kind == Entry::Kind::scalar && r.ds_config_has_optimizer(r.existing_path(*ds));
+    const bool ds_optimizer = r.deepspeed_builds_optimizer(entries);
     for (const Entry& e : entries) {
         if (read_trainer_key(r, e, ds_optimizer)) continue;
         if (trainer_keys_without_memory_effect().count(e.key)) r.note(e, "no effect on memory");
