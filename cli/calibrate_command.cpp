@@ -33,6 +33,16 @@ matched to an estimate phase by its message and printed beside the estimate: GiB
 bytes in --format json. Exit status 0, or 2 when a log or flag cannot be read.
 )";
 
+// Whether the run's micro batch and sequence length were both given (a flag, the DeepSpeed config, --from),
+// not the defaults: then the activations are the run's, and calibrate fits no scale on them.
+bool activations_stated(const zeromem::Provenance& prov) {
+    for (const char* k : {"train_micro_batch_size_per_gpu", "seq_len"}) {
+        const auto it = prov.find(k);
+        if (it == prov.end() || it->second.rfind("default", 0) == 0) return false;
+    }
+    return true;
+}
+
 }  // namespace
 
 CLI::App* add_calibrate_command(CLI::App& app, zeromem::Request& req, CalibrateFlags& f, bool with_options) {
@@ -42,7 +52,8 @@ CLI::App* add_calibrate_command(CLI::App& app, zeromem::Request& req, CalibrateF
     cal->add_option("--log", f.logs, "A log or readings file of the run (repeatable)")
         ->required()->group("Calibrate")->type_name("FILE");
     cal->add_option("--output", f.output, "Write the calibration profile fitted from the logs (process baseline, "
-                    "reserved share; needs --gpu) for `estimate --calibration`")->group("Output")->type_name("PROFILE.json");
+                    "reserved share, and a factor on the activations when micro batch or sequence is not given; needs "
+                    "--gpu) for `estimate --calibration`")->group("Output")->type_name("PROFILE.json");
     cal->add_option("--format", f.format, "table (default) or json")->group("Output")->type_name("FORMAT");
     add_verbose_flag(cal, f.verbose);
     add_request_options(cal, req);
@@ -65,7 +76,7 @@ int run_calibrate(const zeromem::Request& req, const CalibrateFlags& f, const st
     const Calibration c = calibrate(logs, e, res.input, sim::snapshot_frame_component);
     std::optional<CalibrationProfile> profile;
     if (!f.output.empty() || !res.input.cluster.gpu_name.empty())
-        profile = fit_calibration_profile(c, res.input, f.logs);  // --output without --gpu: InputError
+        profile = fit_calibration_profile(c, res.input, f.logs, activations_stated(res.provenance));  // no --gpu: InputError
     if (!f.output.empty()) {
         std::ofstream out(f.output);
         out << calibration_profile_json(*profile).dump(2) << "\n";

@@ -127,7 +127,11 @@ int run_simulate(const zeromem::Request& req, const SimulateFlags& f, const std:
     // Bad input is one error line: warnings and notes only after the replay succeeded.
     std::vector<std::string> notes = res.notes;
     for (auto& n : replay_notes(req, res.input)) notes.push_back(std::move(n));
-    print_diagnostics(res.warnings, notes, f.verbose);
+    std::vector<std::string> warnings = res.warnings;
+    if (res.input.residual.activation_scale != 1.0)
+        warnings.push_back("--calibration: the replay allocates the tensors each module saves at their shapes; the "
+                           "profile's activation_scale is applied by estimate, not here");
+    print_diagnostics(warnings, notes, f.verbose);
     std::optional<sim::HostOom> host_oom;
     if (res.input.cluster.host_memory) host_oom = sim::find_host_oom(r.host, *res.input.cluster.host_memory);
     std::vector<std::string> wrote;  // printed after the answer

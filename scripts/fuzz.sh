@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets (tests/fuzz) with clang-14 + ASan + UBSan in
 # build-fuzz/ and runs each for a fixed time (default 60 s), seeded from
 # data/, tests/data/ and tests/fuzz/seeds/. Run from anywhere:
-#   bash scripts/fuzz.sh [SECONDS] [TARGET...]     (targets: ds_config hf_config sizes stack run_log snapshot module_tree launch_file cli)
+#   bash scripts/fuzz.sh [SECONDS] [TARGET...]     (targets: ds_config hf_config sizes stack run_log snapshot module_tree launch_file calibration_profile cli)
 # Crashes, hangs (> 10 s per input) and sanitizer reports are written to
 # build-fuzz/artifacts/<target>/; each must become a regression test
 # (tests/data/malformed/ or tests/fuzz_regression_test.cpp). The summary
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 secs="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(ds_config hf_config sizes stack run_log snapshot module_tree launch_file cli)
+[ ${#targets[@]} -eq 0 ] && targets=(ds_config hf_config sizes stack run_log snapshot module_tree launch_file calibration_profile cli)
 CC="${CC:-clang-14}" CXX="${CXX:-clang++-14}" cmake -S . -B build-fuzz -DZEROMEM_FUZZ=ON -DBUILD_TESTING=OFF \
   -DZEROMEM_BUILD_BENCH=OFF -DZEROMEM_BUILD_GUI=OFF -DZEROMEM_ENABLE_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz -j2 --target $(printf 'fuzz_%s ' "${targets[@]}")
@@ -32,6 +32,7 @@ for t in "${targets[@]}"; do
     launch_file) seeds=(tests/data/launch/llamafactory/examples/train_full tests/data/launch/llamafactory/examples/train_qlora
                         tests/data/launch/llamafactory/examples/deepspeed tests/data/launch/accelerate/config_yaml_templates
                         tests/data/launch/trainer) ;;
+    calibration_profile) seeds=(tests/fuzz/seeds/calibration_profile) ;;
     cli) seeds=(tests/fuzz/seeds/cli) ;;
   esac
   for s in "${seeds[@]}"; do

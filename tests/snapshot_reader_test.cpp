@@ -252,7 +252,8 @@ TEST(MemorySnapshot, CalibrateMatchesBlocksByFrameThenSize) {
     p.per_gpu.momentum = 8 * kMiB;
     p.per_gpu.variance = 8 * kMiB;
     p.per_gpu.temporary_buffers = 500;      // the 512 B block requested 400 B: 100 B off, beyond 1% (5 B)
-    p.per_gpu.total = 3 * 8 * kMiB + 1030 + 500;
+    p.per_gpu.allocated = 3 * 8 * kMiB + 1030 + 500;  // torch.cuda.memory_allocated's figure (estimate.h)
+    p.per_gpu.total = p.per_gpu.allocated;
     e.phases = {p};
     e.peak_phase = "steady_backward";
     const EstimateInput in;

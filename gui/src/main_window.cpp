@@ -310,7 +310,7 @@ void MainWindow::show_breakdown() {
         const zeromem::GpuMemory& m = peak_components(c.memory);
         d.bars.append({qs(short_label(c.option)),
                        {gib(m.parameters), gib(m.gradients), gib(m.optimizer_states), gib(m.activations),
-                        gib(m.temporary_buffers), gib(m.cuda_context + m.nccl_buffers + m.cublas_workspaces),
+                        gib(m.temporary_buffers), gib(m.cuda_context + m.nccl_buffers + m.cublas_workspaces + m.process_baseline),
                         gib(m.fragmentation)},
                        gib(c.memory.per_node.host_memory)});
     }

@@ -49,8 +49,11 @@ std::string render_table(const SimResult& r) {
       << "    cuBLAS/cuBLASLt workspaces " << gib(pm.cublas_workspaces) << " GiB ("
       << (pm.cublas_in_allocator ? "inside" : "outside") << " the caching allocator)\n"
       << "    CUDA context               " << gib(pm.cuda_context) << " GiB (outside the allocator)\n"
-      << "    NCCL buffers               " << gib(pm.nccl_buffers) << " GiB (outside the allocator)\n"
-      << "  nvidia-smi at the reserved peak ~ " << gib(r.peak_reserved + pm.total())
+      << "    NCCL buffers               " << gib(pm.nccl_buffers) << " GiB (outside the allocator)\n";
+    if (pm.process_baseline > 0)
+        o << "    process baseline           " << gib(pm.process_baseline)
+          << " GiB (the calibration profile's, inside the allocator)\n";
+    o << "  nvidia-smi at the reserved peak ~ " << gib(r.peak_reserved + pm.total())
       << " GiB (peak reserved + these)\n";
     o << "  live at the allocated peak (requested bytes, estimator terms):";
     for (int i = 0; i < kComponentCount; ++i) o << (i ? ", " : " ") << kComponents[i] << " " << gib(r.peak_composition[static_cast<size_t>(i)]);
@@ -86,6 +89,7 @@ nlohmann::json to_json(const SimResult& r) {
     j["cublas_in_allocator"] = r.process.cublas_in_allocator;
     j["cuda_context"] = r.process.cuda_context;
     j["nccl_buffers"] = r.process.nccl_buffers;
+    j["process_baseline"] = r.process.process_baseline;
     j["nvidia_smi_at_peak_reserved"] = r.peak_reserved + r.process.total();
     j["peak_event"] = r.peak_event;
     j["peak_module"] = r.peak_module;

@@ -201,6 +201,7 @@ namespace {
 // What process_memory reads of an input: equal keys give equal figures and texts.
 struct ProcessKey {
     std::optional<uint64_t> cuda_context, nccl_buffers, cublas_workspaces;
+    uint64_t process_baseline = 0;
     int cc = 0;
     std::string deepspeed, torch, transformers, intra_interconnect;
     int64_t gpus = 0, nodes = 0, tp = 0, pp = 0, ep = 0, stage = 0, hpz = 0, mics = 0;
@@ -208,7 +209,8 @@ struct ProcessKey {
 
     explicit ProcessKey(const EstimateInput& in)
         : cuda_context(in.residual.cuda_context), nccl_buffers(in.residual.nccl_buffers),
-          cublas_workspaces(in.residual.cublas_workspaces), cc(in.cluster.compute_capability),
+          cublas_workspaces(in.residual.cublas_workspaces), process_baseline(in.residual.process_baseline),
+          cc(in.cluster.compute_capability),
           deepspeed(in.stack.deepspeed), torch(in.stack.torch), transformers(in.stack.transformers),
           intra_interconnect(in.cluster.intra_interconnect), gpus(in.cluster.gpus), nodes(in.cluster.nodes),
           tp(in.cluster.tp), pp(in.cluster.pp), ep(in.moe.ep()), stage(in.zero.stage),
@@ -216,7 +218,7 @@ struct ProcessKey {
           qgz(in.zero.zero_quantized_gradients) {}
     bool operator==(const ProcessKey& o) const {
         return cuda_context == o.cuda_context && nccl_buffers == o.nccl_buffers &&
-               cublas_workspaces == o.cublas_workspaces && cc == o.cc && deepspeed == o.deepspeed &&
+               cublas_workspaces == o.cublas_workspaces && process_baseline == o.process_baseline && cc == o.cc && deepspeed == o.deepspeed &&
                torch == o.torch && transformers == o.transformers && intra_interconnect == o.intra_interconnect &&
                gpus == o.gpus && nodes == o.nodes && tp == o.tp && pp == o.pp && ep == o.ep && stage == o.stage &&
                hpz == o.hpz && mics == o.mics && hpz_active == o.hpz_active && qgz == o.qgz;
@@ -307,6 +309,14 @@ ProcessMemory process_memory_of(const EstimateInput& in) {
                                "autograd's backward thread); " +
                                (w.in_allocator ? "inside the caching allocator (allocateCUDABlasWorkspace)"
                                                : "cuBLAS's own pool outside the caching allocator (torch < 2.0)")});
+    }
+    // A calibration profile's fitted baseline.
+    if (r.process_baseline > 0) {
+        m.process_baseline = r.process_baseline;
+        m.terms.push_back({"process_baseline", "fitted figure (--calibration)", num(double(m.process_baseline)) + " B",
+                           m.process_baseline,
+                           "measured minus estimated torch.cuda.memory_allocated at the run's earliest reading "
+                           "(zeromem calibrate); inside the caching allocator"});
     }
     return m;
 }

@@ -206,8 +206,9 @@ void add_output_options(CLI::App* sub, zeromem::Request& req) {
             gO)->type_name("PATH");
     opt_str(sub, "--host-overhead", req.host_overhead, "Host RAM of one training process before the model (default 1GiB)", gO)->type_name("SIZE");
     opt_str(sub, "--calibration", req.calibration,
-            "Calibration profile from `zeromem calibrate --output`: its fitted process baseline and reserved share "
-            "replace the modelled CUDA context and fragmentation (same GPU type and stack only)", gO)->type_name("PROFILE.json");
+            "Calibration profile from `zeromem calibrate --output`: its fitted process baseline (allocated in every "
+            "phase), reserved share (the fragmentation fraction) and activation factor (at the micro batch and "
+            "sequence it was fitted at) apply (same GPU type and stack only)", gO)->type_name("PROFILE.json");
     sub->add_flag("--force-calibration", req.force_calibration,
                   "Apply --calibration although it was fitted on another GPU type or software stack")->group(gO);
 }

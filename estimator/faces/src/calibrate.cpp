@@ -33,11 +33,9 @@ int phase_index(const Estimate& e, const std::string& name) {
     return -1;
 }
 
-int64_t allocated_of(const PhaseMemory& p) {
-    const GpuMemory& g = p.per_gpu;
-    return static_cast<int64_t>(g.total) - static_cast<int64_t>(g.cuda_context) - static_cast<int64_t>(g.fragmentation);
-}
-int64_t reserved_of(const PhaseMemory& p) { return allocated_of(p) + static_cast<int64_t>(p.per_gpu.fragmentation); }
+// torch.cuda.memory_allocated's and memory_reserved's figures (estimate.h GpuMemory).
+int64_t allocated_of(const PhaseMemory& p) { return static_cast<int64_t>(p.per_gpu.allocated); }
+int64_t reserved_of(const PhaseMemory& p) { return static_cast<int64_t>(p.per_gpu.reserved); }
 int64_t device_of(const PhaseMemory& p) { return static_cast<int64_t>(p.per_gpu.total); }
 
 std::optional<int64_t> bytes_of(const std::optional<Reading>& r) {
@@ -100,7 +98,10 @@ std::vector<PhaseTerm> terms_of(const PhaseMemory& p) {
     std::vector<PhaseTerm> t = {{"parameters", int64_t(g.parameters)},   {"gradients", int64_t(g.gradients)},
                                 {"optimizer_states", int64_t(g.optimizer_states)},
                                 {"activations", int64_t(g.activations)}, {"temporary_buffers", int64_t(g.temporary_buffers)},
-                                {"cuda_context", int64_t(g.cuda_context)}, {"fragmentation", int64_t(g.fragmentation)}};
+                                {"cublas_workspaces", int64_t(g.cublas_workspaces)},
+                                {"process_baseline", int64_t(g.process_baseline)},
+                                {"cuda_context", int64_t(g.cuda_context)}, {"nccl_buffers", int64_t(g.nccl_buffers)},
+                                {"fragmentation", int64_t(g.fragmentation)}};
     t.erase(std::remove_if(t.begin(), t.end(), [](const PhaseTerm& x) { return x.bytes == 0; }), t.end());
     std::stable_sort(t.begin(), t.end(), [](const PhaseTerm& a, const PhaseTerm& b) { return a.bytes > b.bytes; });
     return t;
@@ -223,6 +224,7 @@ Calibration calibrate(const std::vector<RunLog>& logs, const Estimate& e, const 
                 r.estimated = estimated_figures(o, e, in, k);
                 r.difference = difference_of(r.measured, r.estimated);
                 r.terms = terms_of(e.phases[std::size_t(k)]);
+                r.phase_allocated = allocated_of(e.phases[std::size_t(k)]);
                 r.explained_by = explaining_term(r.difference, r.terms);
                 for (const auto& b : o.largest_blocks)
                     r.blocks.push_back(match_block(b, e.phases[std::size_t(k)], frame_component));

@@ -1,13 +1,14 @@
 // Fitting, writing, reading and applying a calibration profile (see
 // zeromem/calibration_profile.h).
-#include "zeromem/process_terms.h"
 #include "zeromem/calibration_profile.h"
 
+#include "zeromem/ds_config.h"
 #include "zeromem/util.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 namespace zeromem {
 
@@ -68,6 +69,43 @@ void fit_reserved_share(const Calibration& c, CalibrationProfile& p) {
                                  {"measured_reserved", res}};
 }
 
+int64_t activations_term(const CalibrationRow& r) {
+    for (const auto& t : r.terms)
+        if (t.name == "activations") return t.bytes;
+    return 0;
+}
+
+// The factor on the activations that makes the reading with the largest
+// measured peak come out at its measured bytes, once the fitted baseline is
+// added: (measured - baseline - (estimated - activations)) / activations,
+// taken only where the row's estimate is its own phase's allocated bytes
+// (a see_memory_usage peak since the previous call; not a peak since the
+// start that an earlier phase sets).
+void fit_activation_scale(const Calibration& c, CalibrationProfile& p) {
+    const CalibrationRow* best = nullptr;
+    auto peak = [](const CalibrationRow& r) { return r.measured.max_allocated ? *r.measured.max_allocated : *r.measured.allocated; };
+    auto est = [](const CalibrationRow& r) { return r.estimated.max_allocated ? *r.estimated.max_allocated : *r.estimated.allocated; };
+    for (const auto& r : c.rows) {
+        if (r.observation.baseline != Baseline::absolute || !r.measured.allocated) continue;
+        if (!(r.estimated.max_allocated || r.estimated.allocated) || activations_term(r) <= 0) continue;
+        if (est(r) != r.phase_allocated) continue;
+        if (!best || peak(r) > peak(*best)) best = &r;
+    }
+    if (!best) return;
+    const int64_t m = peak(*best), e = est(*best), act = activations_term(*best);
+    const int64_t base = p.process_baseline.value_or(0);
+    const double f = double(m - std::max<int64_t>(0, base) - (e - act)) / double(act);
+    if (!(f > 0.0)) return;  // the rest of the estimate already exceeds the reading: no activations to scale
+    p.activation_scale = f;
+    p.activation_scale_evidence = {{"factor", f},
+                                   {"log", best->log_path},
+                                   {"source_line", best->observation.line},
+                                   {"phase", best->phase},
+                                   {"measured_peak_allocated", m},
+                                   {"estimated_peak_allocated", e},
+                                   {"estimated_activations", act}};
+}
+
 std::string stack_text(const std::string& gpu, const SoftwareStack& s) {
     return gpu + ", deepspeed " + s.deepspeed + ", torch " + s.torch + ", transformers " + s.transformers;
 }
@@ -75,7 +113,7 @@ std::string stack_text(const std::string& gpu, const SoftwareStack& s) {
 }  // namespace
 
 CalibrationProfile fit_calibration_profile(const Calibration& c, const EstimateInput& in,
-                                           const std::vector<std::string>& logs) {
+                                           const std::vector<std::string>& logs, bool activations_stated) {
     if (in.cluster.gpu_name.empty())
         throw InputError("--gpu: a calibration profile records the GPU type it was fitted on; name the run's GPU preset");
     CalibrationProfile p;
@@ -84,6 +122,7 @@ CalibrationProfile fit_calibration_profile(const Calibration& c, const EstimateI
     p.inputs = inputs_json(in, logs);
     fit_baseline(c, p);
     fit_reserved_share(c, p);
+    if (!activations_stated) fit_activation_scale(c, p);
     return p;
 }
 
@@ -93,34 +132,67 @@ nlohmann::json calibration_profile_json(const CalibrationProfile& p) {
              {{"gpu", p.gpu}, {"deepspeed", p.stack.deepspeed}, {"torch", p.stack.torch}, {"transformers", p.stack.transformers}}},
             {"inputs", p.inputs},
             {"process_baseline", p.process_baseline ? p.process_baseline_evidence : nlohmann::json()},
-            {"reserved_share", p.reserved_share ? p.reserved_share_evidence : nlohmann::json()}};
+            {"reserved_share", p.reserved_share ? p.reserved_share_evidence : nlohmann::json()},
+            {"activation_scale", p.activation_scale ? p.activation_scale_evidence : nlohmann::json()}};
 }
 
 CalibrationProfile read_calibration_profile(const std::string& path) {
-    const std::string text = read_text_file(path, "calibration profile (--calibration)");
-    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-    auto bad = [&](const std::string& what) -> void { throw InputError(path + ": calibration profile: " + what); };
-    if (j.is_discarded() || !j.is_object()) bad("not a JSON object (malformed or cut off)");
-    if (j.value("format", std::string()) != kFormat) bad("'format' is not \"" + std::string(kFormat) + "\"");
+    return parse_calibration_profile(read_text_file(path, "calibration profile (--calibration)"), path);
+}
+
+CalibrationProfile parse_calibration_profile(const std::string& text, const std::string& path) {
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        std::size_t line = 1;
+        for (std::size_t i = 0; i + 1 < std::min<std::size_t>(e.byte, text.size()); ++i)
+            if (text[i] == '\n') ++line;
+        throw InputError(path + ":" + std::to_string(line) + ": calibration profile: malformed or cut-off JSON");
+    } catch (const nlohmann::json::out_of_range&) {
+        throw InputError(path + ": calibration profile: a JSON number is out of range");
+    }
+    const std::map<std::string, int> lines = ds_config_key_lines(text);
+    // FILE:LINE of the field (or of its nearest written ancestor): calibration profile: what.
+    auto bad = [&](const std::string& pointer, const std::string& what) -> void {
+        const int line = ds_config_line_of(lines, pointer);
+        throw InputError(path + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": calibration profile: " + what);
+    };
+    if (!j.is_object()) bad("/", "not a JSON object");
+    if (!j.contains("format") || j["format"] != kFormat) bad("/format", "'format' is not \"" + std::string(kFormat) + "\"");
     CalibrationProfile p;
     const auto& on = j.contains("fitted_on") ? j["fitted_on"] : nlohmann::json();
     for (const char* k : {"gpu", "deepspeed", "torch", "transformers"})
-        if (!on.is_object() || !on.contains(k) || !on[k].is_string()) bad(std::string("'fitted_on.") + k + "' missing or not a string");
+        if (!on.is_object() || !on.contains(k) || !on[k].is_string())
+            bad(std::string("/fitted_on/") + k, std::string("'fitted_on.") + k + "' missing or not a string");
     p.gpu = on["gpu"].get<std::string>();
     p.stack = {on["deepspeed"].get<std::string>(), on["torch"].get<std::string>(), on["transformers"].get<std::string>()};
     if (j.contains("inputs")) p.inputs = j["inputs"];
     if (const auto& b = j.value("process_baseline", nlohmann::json()); !b.is_null()) {
-        if (!b.is_object() || !b.contains("bytes") || !b["bytes"].is_number_integer()) bad("'process_baseline.bytes' is not a whole number");
+        if (!b.is_object() || !b.contains("bytes") || !b["bytes"].is_number_integer())
+            bad("/process_baseline/bytes", "'process_baseline.bytes' is not a whole number");
         p.process_baseline = b["bytes"].get<int64_t>();
         p.process_baseline_evidence = b;
     }
     if (const auto& s = j.value("reserved_share", nlohmann::json()); !s.is_null()) {
-        if (!s.is_object() || !s.contains("fraction") || !s["fraction"].is_number()) bad("'reserved_share.fraction' is not a number");
+        if (!s.is_object() || !s.contains("fraction") || !s["fraction"].is_number())
+            bad("/reserved_share/fraction", "'reserved_share.fraction' is not a number");
         const double f = s["fraction"].get<double>();
-        if (!(f >= 0.0 && f < 1.0)) bad("'reserved_share.fraction' is outside [0, 1)");
+        if (!(f >= 0.0 && f < 1.0)) bad("/reserved_share/fraction", "'reserved_share.fraction' is outside [0, 1)");
         p.reserved_share = f;
         p.reserved_share_evidence = s;
     }
+    if (const auto& a = j.value("activation_scale", nlohmann::json()); !a.is_null()) {
+        if (!a.is_object() || !a.contains("factor") || !a["factor"].is_number())
+            bad("/activation_scale/factor", "'activation_scale.factor' is not a number");
+        const double f = a["factor"].get<double>();
+        if (!(f > 0.0 && f <= 1000.0)) bad("/activation_scale/factor", "'activation_scale.factor' is outside (0, 1000]");
+        p.activation_scale = f;
+        p.activation_scale_evidence = a;
+    }
+    for (const char* k : {"micro_batch", "seq_len"})
+        if (p.inputs.is_object() && p.inputs.contains(k) && !p.inputs[k].is_number_integer())
+            bad(std::string("/inputs/") + k, std::string("'inputs.") + k + "' is not a whole number");
     return p;
 }
 
@@ -137,14 +209,34 @@ std::vector<std::string> apply_calibration_profile(const CalibrationProfile& p, 
                         " (--force-calibration)");
     }
     if (p.process_baseline) {
-        // The modelled context (the architecture's, or --cuda-context) plus the fitted baseline.
-        const uint64_t modelled = in.residual.cuda_context ? *in.residual.cuda_context : process_memory(in).cuda_context;
-        const int64_t ctx = std::max<int64_t>(0, int64_t(modelled) + *p.process_baseline);
-        in.residual.cuda_context = uint64_t(ctx);
-        prov["cuda_context"] = "calibration profile " + path + " (CUDA context + fitted process baseline " +
-                               std::to_string(*p.process_baseline) + " B)";
-        notes.push_back("from calibration profile " + path + ": cuda_context " + format_gib(double(ctx)) +
-                        " GiB (includes the fitted process baseline " + format_gib(double(*p.process_baseline)) + " GiB)");
+        in.residual.process_baseline = uint64_t(std::max<int64_t>(0, *p.process_baseline));
+        prov["process_baseline"] = "calibration profile " + path + " (measured - estimated allocated at the run's "
+                                   "earliest reading)";
+        notes.push_back("from calibration profile " + path + ": process baseline " +
+                        format_gib(double(in.residual.process_baseline)) + " GiB allocated in every phase" +
+                        (*p.process_baseline < 0 ? " (the fitted " + format_gib(double(*p.process_baseline)) +
+                                                       " GiB is below 0: the estimate was above the run there; "
+                                                       "no bytes are taken off)"
+                                                 : std::string()));
+    }
+    if (p.activation_scale) {
+        const auto fit_at = [&](const char* k) {
+            return p.inputs.is_object() && p.inputs.contains(k) ? p.inputs[k].get<int64_t>() : int64_t(-1);
+        };
+        char f[64];
+        std::snprintf(f, sizeof f, "%.4f", *p.activation_scale);
+        if (fit_at("micro_batch") == in.train.micro_batch && fit_at("seq_len") == in.train.seq_len) {
+            in.residual.activation_scale = *p.activation_scale;
+            prov["activation_scale"] = "calibration profile " + path + " (the run's peak over the estimate's activations)";
+            notes.push_back("from calibration profile " + path + ": activations x " + f +
+                            " (fitted at micro batch " + std::to_string(in.train.micro_batch) + ", seq " +
+                            std::to_string(in.train.seq_len) + ", which the run did not state)");
+        } else {
+            notes.push_back("calibration profile " + path + ": its activation_scale x " + f +
+                            " is not applied: it was fitted at micro batch " + std::to_string(fit_at("micro_batch")) +
+                            ", seq " + std::to_string(fit_at("seq_len")) + ", this estimate is for micro batch " +
+                            std::to_string(in.train.micro_batch) + ", seq " + std::to_string(in.train.seq_len));
+        }
     }
     if (p.reserved_share) {
         in.residual.fragmentation_fraction = *p.reserved_share;

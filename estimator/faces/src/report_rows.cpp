@@ -47,6 +47,8 @@ std::vector<Row> gpu_rows(const GpuMemory& m, Optimizer opt) {
     rows.push_back({"activations", "activations", m.activations, 1});
     rows.push_back({"temporary_buffers", "temporary buffers", m.temporary_buffers, 1});
     rows.push_back({"cublas_workspaces", "cuBLAS/cuBLASLt workspaces", m.cublas_workspaces, 1});
+    if (m.process_baseline > 0)  // the same in every phase: only with --calibration
+        rows.push_back({"process_baseline", "process baseline (calibration profile)", m.process_baseline, 1});
     rows.push_back({"fragmentation", "fragmentation allowance", m.fragmentation, 1});
     rows.push_back({"cuda_context", "CUDA context", m.cuda_context, 1});
     rows.push_back({"nccl_buffers", "NCCL buffers", m.nccl_buffers, 1});

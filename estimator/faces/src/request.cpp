@@ -748,7 +748,6 @@ void apply_calibration(const Request& req, Resolved& r) {
         return;
     }
     CalibrationProfile p = read_calibration_profile(*req.calibration);
-    if (req.cuda_context) p.process_baseline.reset();   // --cuda-context wins
     if (req.fragmentation) p.reserved_share.reset();    // --fragmentation wins
     for (auto& n : apply_calibration_profile(p, *req.calibration, req.force_calibration, r.input, r.provenance))
         r.notes.push_back(std::move(n));

@@ -251,6 +251,7 @@ uint64_t sum_bytes(const std::vector<terms::Term>& list) {
 void finish_gpu(GpuMemory& m, const FullContext& c) {
     const EstimateInput& in = c.in;
     m.cublas_workspaces = c.proc.cublas_workspaces;
+    m.process_baseline = c.proc.process_baseline;
     m.cuda_context = c.proc.cuda_context;
     m.nccl_buffers = c.proc.nccl_buffers;
     m.allocated = m.parameters + m.gradients + m.optimizer_states + m.activations + m.temporary_buffers +

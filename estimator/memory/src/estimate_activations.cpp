@@ -70,6 +70,13 @@ std::string dropout_masks_named(const ModelArch& a) {
     return out.empty() ? ", no dropout (all probabilities 0: no masks)" : ", " + out;
 }
 
+// A calibration profile's factor (input.h ResidualSettings::activation_scale) on every activation figure.
+void scale_activations(double f, const Explainer& ex, Activations& r) {
+    if (f == 1.0) return;
+    for (uint64_t* v : {&r.forward, &r.backward, &r.loss_backward, &r.host}) *v = to_bytes(f * double(*v));
+    if (ex.on) ex.note("activations x " + num(f) + ": the calibration profile's activation_scale (--calibration)");
+}
+
 Activations activations(const FullContext& c, const Explainer& ex) {
     const auto& in = c.in;
     const auto& t = in.train;
@@ -161,6 +168,7 @@ Activations activations(const FullContext& c, const Explainer& ex) {
                         (sh ? ")" : "") + ") (the backward's temporaries counted beside it)",
                     n, head.head_backward, kSrcLmHeadLoss);
         }
+        scale_activations(in.residual.activation_scale, ex, r);
     } else {
         ex.note("activations not estimated: no architecture (--params, or a module tree without one); give --model "
                 "or --hf-config for the Korthikanti et al. activation formula.");

@@ -172,6 +172,7 @@ void summarize_phases(const FullContext& c, const GpuMemory& st, uint64_t act_ba
     m.cuda_context = c.proc.cuda_context;
     m.nccl_buffers = c.proc.nccl_buffers;
     m.cublas_workspaces = c.proc.cublas_workspaces;
+    m.process_baseline = c.proc.process_baseline;
     m.fragmentation = gpu_peak->per_gpu.fragmentation;
     m.allocated = gpu_peak->per_gpu.allocated;
     m.reserved = gpu_peak->per_gpu.reserved;

@@ -16,8 +16,10 @@ namespace zeromem {
 namespace {
 
 // The per-process terms of a phase (CUDA context, NCCL buffers, cuBLAS
-// workspaces): one process per GPU holds them once, whatever it trains.
-uint64_t process_bytes(const GpuMemory& m) { return m.cuda_context + m.nccl_buffers + m.cublas_workspaces; }
+// workspaces, a calibrated baseline): one process per GPU holds them once, whatever it trains.
+uint64_t process_bytes(const GpuMemory& m) {
+    return m.cuda_context + m.nccl_buffers + m.cublas_workspaces + m.process_baseline;
+}
 
 
 constexpr const char* kSrcTrlDpo =

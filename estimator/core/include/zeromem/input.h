@@ -70,6 +70,16 @@ struct ResidualSettings {
     /// cuBLAS + cuBLASLt workspaces per process, bytes (--cublas-workspace).
     /// Unset: PyTorch's defaults (process_terms.h cublas_workspaces).
     std::optional<uint64_t> cublas_workspaces;
+    /// Allocated bytes every phase of the run held beyond the modelled terms,
+    /// fitted by a calibration profile (calibration_profile.h: measured minus
+    /// estimated torch.cuda.memory_allocated at the run's earliest reading).
+    /// Inside the caching allocator, so it counts in allocated and reserved. 0
+    /// without --calibration.
+    uint64_t process_baseline = 0;
+    /// Factor on the activations, fitted by a calibration profile when the run
+    /// did not state its micro batch or sequence length (the estimate then
+    /// stands in with the defaults). 1 without --calibration.
+    double activation_scale = 1.0;
     /// PYTORCH_CUDA_ALLOC_CONF the run uses (e.g. "expandable_segments:True"),
     /// read by the simulator's replay of the fragmentation allowance; empty:
     /// PyTorch's defaults. The estimator does not parse it.

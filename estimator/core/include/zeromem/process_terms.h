@@ -93,19 +93,24 @@ struct ProcessMemory {
     uint64_t nccl_buffers = 0;
     uint64_t cublas_workspaces = 0;
     bool cublas_in_allocator = true;
+    /// A calibration profile's fitted process baseline (input.h
+    /// ResidualSettings::process_baseline): tensors the run held beyond the
+    /// modelled terms, inside the caching allocator.
+    uint64_t process_baseline = 0;
     /// Bytes outside PyTorch's caching allocator: context, NCCL, and cuBLAS's
     /// own pool before torch 2.0.
     uint64_t outside_allocator() const {
         return cuda_context + nccl_buffers + (cublas_in_allocator ? 0 : cublas_workspaces);
     }
     /// Bytes the caching allocator hands out for them (cuBLAS workspaces, torch >= 2.0).
-    uint64_t inside_allocator() const { return cublas_in_allocator ? cublas_workspaces : 0; }
-    uint64_t total() const { return cuda_context + nccl_buffers + cublas_workspaces; }
-    std::vector<ExplainTerm> terms;  ///< cuda_context, nccl_buffers, cublas_workspaces
+    uint64_t inside_allocator() const { return (cublas_in_allocator ? cublas_workspaces : 0) + process_baseline; }
+    uint64_t total() const { return cuda_context + nccl_buffers + cublas_workspaces + process_baseline; }
+    std::vector<ExplainTerm> terms;  ///< cuda_context, nccl_buffers, cublas_workspaces, process_baseline (when fitted)
 };
 
 /// The terms for `in`, with in.residual's overrides (cuda_context,
-/// nccl_buffers, cublas_workspaces) taking the place of the models.
+/// nccl_buffers, cublas_workspaces) taking the place of the models, and its
+/// process_baseline.
 ProcessMemory process_memory(const EstimateInput& in);
 
 }  // namespace zeromem

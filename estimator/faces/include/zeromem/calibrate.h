@@ -54,6 +54,7 @@ struct CalibrationRow {
     MemoryFigures estimated;
     MemoryFigures difference;       ///< measured - estimated, for each key both have
     std::vector<PhaseTerm> terms;   ///< the phase's components, largest first
+    int64_t phase_allocated = 0;    ///< the phase's estimated allocated bytes (0 when no phase matches)
     std::string explained_by;       ///< the one term within 10% of the main difference, if any
     std::vector<BlockMatch> blocks; ///< memory snapshot: its largest blocks against the phase's components
 };

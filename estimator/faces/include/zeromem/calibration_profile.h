@@ -27,41 +27,59 @@ namespace zeromem {
 ///    "measured_allocated", "estimated_allocated"} or null: bytes PyTorch held
 ///    beyond the modelled terms at the earliest reading that gives the
 ///    allocated bytes of a matched phase (measured - estimated; may be
-///    negative). Applied as an addition to the per-process cuda_context
-///    term, which it joins as memory every phase carries.
+///    negative). Applied as the process_baseline term: allocated bytes every
+///    phase carries (input.h ResidualSettings::process_baseline; not below 0).
 ///  - "reserved_share": {"fraction", "log", "source_line",
 ///    "measured_peak_allocated", "measured_reserved"} or null: (reserved -
 ///    peak allocated) / peak allocated at the reading with the largest peak
 ///    (allocated where a reading gives no peak), the caching allocator's
 ///    reserved-but-unallocated share; null when it is not below 1. Applied
 ///    as the fragmentation fraction.
+///  - "activation_scale": {"factor", "log", "source_line", "phase",
+///    "measured_peak_allocated", "estimated_peak_allocated",
+///    "estimated_activations"} or null: fitted only when the run's micro
+///    batch or sequence length was not given (the estimate used defaults), at
+///    the reading with the largest measured peak whose estimate is its own
+///    phase's allocated bytes: (measured - baseline - (estimated -
+///    activations)) / activations. Applied as a factor on the activations
+///    only to estimates at the micro batch and sequence length it was fitted
+///    at ("inputs"); null when the rest of the estimate already exceeds the
+///    reading.
 struct CalibrationProfile {
     std::string gpu;
     SoftwareStack stack;
     nlohmann::json inputs = nlohmann::json::object();
     std::optional<int64_t> process_baseline;
     std::optional<double> reserved_share;
+    std::optional<double> activation_scale;
     nlohmann::json process_baseline_evidence;  ///< the object written under "process_baseline"
     nlohmann::json reserved_share_evidence;    ///< the object written under "reserved_share"
+    nlohmann::json activation_scale_evidence;  ///< the object written under "activation_scale"
 };
 
 /// Fits the profile from `c` (calibrate's rows for `in`), naming `logs` among
-/// its inputs. Throws InputError naming --gpu when `in` has no GPU preset
-/// (the profile must say which GPU type it was fitted on).
+/// its inputs; the activation scale only when `activations_stated` is false
+/// (the micro batch or the sequence length was not given). Throws InputError
+/// naming --gpu when `in` has no GPU preset (the profile must say which GPU
+/// type it was fitted on).
 CalibrationProfile fit_calibration_profile(const Calibration& c, const EstimateInput& in,
-                                           const std::vector<std::string>& logs);
+                                           const std::vector<std::string>& logs, bool activations_stated);
 
 nlohmann::json calibration_profile_json(const CalibrationProfile& p);
 
 /// Reads a profile file; InputError naming the file and field when it is not one.
 CalibrationProfile read_calibration_profile(const std::string& path);
+/// The same on the file's text, `path` naming it in errors.
+CalibrationProfile parse_calibration_profile(const std::string& text, const std::string& path);
 
-/// Applies `p` to `in`: cuda_context += process baseline (not below 0), the
-/// fragmentation fraction = reserved share (replacing fixed bytes and the
-/// replay's provider). Throws InputError naming --calibration when `p` was
-/// fitted on another GPU type or stack, unless `force`. Returns one note per
-/// term taken from the profile; writes where each came from into `prov`
-/// under "cuda_context" and "fragmentation".
+/// Applies `p` to `in`: process_baseline = the fitted baseline (not below
+/// 0), the fragmentation fraction = reserved share (replacing fixed bytes and
+/// the replay's provider), activation_scale = the fitted factor when `in` has
+/// the micro batch and sequence length it was fitted at. Throws InputError
+/// naming --calibration when `p` was fitted on another GPU type or stack,
+/// unless `force`. Returns one note per term taken from the profile (or left
+/// out); writes where each came from into `prov` under "process_baseline",
+/// "fragmentation" and "activation_scale".
 std::vector<std::string> apply_calibration_profile(const CalibrationProfile& p, const std::string& path, bool force,
                                                    EstimateInput& in, Provenance& prov);
 

@@ -37,9 +37,12 @@ struct GpuMemory {
     uint64_t cublas_workspaces = 0;  ///< cuBLAS/cuBLASLt workspaces (in the allocator from torch 2.0)
     uint64_t cuda_context = 0;       ///< outside the caching allocator
     uint64_t nccl_buffers = 0;       ///< NCCL communicator buffers, outside the caching allocator
+    /// A calibration profile's fitted process baseline (input.h), inside the
+    /// caching allocator; 0 without --calibration.
+    uint64_t process_baseline = 0;
     uint64_t fragmentation = 0;
     /// torch.cuda.max_memory_allocated's reading: the tensors above, cuBLAS
-    /// workspaces when the allocator holds them.
+    /// workspaces when the allocator holds them, the process baseline.
     uint64_t allocated = 0;
     /// torch.cuda.max_memory_reserved's reading: allocated + fragmentation.
     uint64_t reserved = 0;
