@@ -291,7 +291,7 @@ TEST(RunLogSystem, ZeromemMeasureJsonPhases) {
     EXPECT_EQ(o.allocated->bytes, 2000);
     EXPECT_EQ(o.max_host->bytes, 5000);
     const std::string e = error_of([] { (void)read_run_log(R"({"backend": "host", "ranks": [{"rank": 0}]})", "m.json"); });
-    EXPECT_TRUE(contains(e, "m.json: zeromem measure: a rank without a 'phases' list")) << e;
+    EXPECT_TRUE(contains(e, "m.json:1: zeromem measure: a rank without a 'phases' list")) << e;
 }
 
 TEST(RunLogSystem, NvidiaSmiWordsInsideAnotherCellAreNoHeader) {
@@ -320,8 +320,18 @@ TEST(RunLogErrors, CutOffReadingsNameFileAndLine) {
         {"RuntimeError: CUDA out of memory. Tried to allocate 3.14 GiB (GPU 5; 31.75 GiB total capa\n",
          "bad.log:1: CUDA out of memory:", "cut off"},
         {"  train_mem_gpu_alloc_delta  =\n", "bad.log:1: Trainer memory metrics:", "whole number"},
+        // log_metrics prints "<n>MB" after "=" (transformers metrics_format): a bare number there is a cut-off line
+        {"  train_mem_cpu_alloc_delta  =     4429MB\n  train_mem_gpu_alloc_delta  =     16", "bad.log:2: Trainer memory metrics:",
+         "has no 'MB'"},
         {"index, memory.used [MiB]\n0, 72x14 MiB\n", "bad.log:2: nvidia-smi:", "MiB"},
         {"{\"allocated_bytes.all.current\": 12,\n \"allocated_bytes.all.peak\": 1", "bad.log:2:", "cut-off JSON"},
+        {"{\"allocated_bytes.all.current\": 12,\n \"allocated_bytes.all.peak\": \"x\"}", "bad.log:2: torch.cuda.memory_stats:",
+         "'allocated_bytes.all.peak' is not a whole number"},
+        {"{\"backend\": \"host\",\n \"ranks\": [{\"rank\": 0, \"phases\": [\n  {\"name\": \"load\"},\n  {\"name\": \"forward\",\n"
+         "   \"peak_bytes\": {\"device\": {\"total\": -5}}}]}]}",
+         "bad.log:5: zeromem measure:", "'total' is not a whole number"},
+        {"{\"backend\": \"host\",\n \"ranks\": [{\"rank\": 0, \"phases\": [\n  {\"name\": \"load\"},\n  {\"name\": 3}]}]}",
+         "bad.log:4: zeromem measure:", "a phase without a 'name'"},
         {"|   PyTorch CUDA memory summary, device ID 0   |\n| Allocated memory |  4162 MiB |  18706 MiB |\n",
          "bad.log:1: torch.cuda.memory_summary:", "cut off"},
         {"\tMaximum resident set size (kbytes): 12.5\n", "bad.log:1: /usr/bin/time -v:", "kbytes"},

@@ -3,6 +3,7 @@
 // torch.cuda.memory_stats() and zeromem measure.
 #include "run_log_lines.h"
 
+#include "zeromem/ds_config.h"
 #include "zeromem/types.h"
 #include "zeromem/util.h"
 
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 
 namespace zeromem {
 
@@ -131,14 +133,31 @@ namespace {
 
 using nlohmann::json;
 
-// A byte count held in `j[key]`: a whole number >= 0 (json: exact).
-std::optional<Reading> json_bytes(const json& j, const char* key, const std::string& path, LogFormat f) {
+// Where a JSON document's values are: its text's key lines (ds_config.h
+// ds_config_key_lines) and the file, for errors that name FILE:LINE.
+struct JsonWhere {
+    const std::string& path;
+    const std::map<std::string, int>& lines;
+    LogFormat format;
+    int line_of(const std::string& pointer) const { return ds_config_line_of(lines, pointer); }
+    [[noreturn]] void fail(const std::string& pointer, const std::string& what) const {
+        const int l = line_of(pointer);
+        throw InputError(path + (l > 0 ? ":" + std::to_string(l) : std::string()) + ": " + to_string(format) + ": " + what);
+    }
+};
+
+std::string pointer_to(const std::string& parent, const std::string& key) {
+    return parent + "/" + (json::json_pointer() / key).to_string().substr(1);
+}
+
+// A byte count held in `j[key]` (j at JSON pointer `at`): a whole number >= 0 (json: exact).
+std::optional<Reading> json_bytes(const json& j, const char* key, const std::string& at, const JsonWhere& w) {
     const auto it = j.find(key);
     if (it == j.end() || it->is_null()) return std::nullopt;
     const bool whole = it->is_number_unsigned() || (it->is_number_integer() && it->get<int64_t>() >= 0);
-    if (!whole) throw InputError(path + ": " + to_string(f) + ": '" + key + "' is not a whole number of bytes");
+    if (!whole) w.fail(pointer_to(at, key), "'" + std::string(key) + "' is not a whole number of bytes");
     const uint64_t v = it->get<uint64_t>();
-    if (v > (uint64_t(1) << 62)) throw InputError(path + ": " + to_string(f) + ": '" + key + "' is beyond 2^62 bytes");
+    if (v > (uint64_t(1) << 62)) w.fail(pointer_to(at, key), "'" + std::string(key) + "' is beyond 2^62 bytes");
     const auto b = static_cast<int64_t>(v);
     return Reading{b, b, b};
 }
@@ -147,44 +166,50 @@ std::optional<Reading> json_bytes(const json& j, const char* key, const std::str
 
 // json.dumps(torch.cuda.memory_stats()): the allocator's counters in bytes
 // (torch/cuda/memory.py memory_stats: "allocated_bytes.all.current" etc.).
-bool read_memory_stats_json(const nlohmann::json& j, const std::string& path, std::vector<MemoryObservation>& out) {
+bool read_memory_stats_json(const nlohmann::json& j, const std::string& path, const std::map<std::string, int>& lines,
+                            std::vector<MemoryObservation>& out) {
     if (!j.is_object() || !j.contains("allocated_bytes.all.current")) return false;
-    const LogFormat f = LogFormat::torch_memory_stats;
+    const JsonWhere w{path, lines, LogFormat::torch_memory_stats};
     MemoryObservation o;
-    o.format = f;
-    o.line = 1;
+    o.format = w.format;
+    o.line = static_cast<std::size_t>(std::max(1, w.line_of("/allocated_bytes.all.current")));
     o.message = "memory_stats";
-    o.allocated = json_bytes(j, "allocated_bytes.all.current", path, f);
-    o.max_allocated = json_bytes(j, "allocated_bytes.all.peak", path, f);
-    o.reserved = json_bytes(j, "reserved_bytes.all.current", path, f);
-    o.max_reserved = json_bytes(j, "reserved_bytes.all.peak", path, f);
+    o.allocated = json_bytes(j, "allocated_bytes.all.current", "", w);
+    o.max_allocated = json_bytes(j, "allocated_bytes.all.peak", "", w);
+    o.reserved = json_bytes(j, "reserved_bytes.all.current", "", w);
+    o.max_reserved = json_bytes(j, "reserved_bytes.all.peak", "", w);
     out.push_back(o);
     return true;
 }
 
 // zeromem measure --output: ranks[].phases[] with peak_bytes / end_bytes
 // {device: {..., total}} and host_rss_peak, all bytes.
-bool read_measure_json(const nlohmann::json& j, const std::string& path, std::vector<MemoryObservation>& out) {
+bool read_measure_json(const nlohmann::json& j, const std::string& path, const std::map<std::string, int>& lines,
+                       std::vector<MemoryObservation>& out) {
     if (!j.is_object() || !j.contains("ranks") || !j.contains("backend")) return false;
-    const LogFormat f = LogFormat::zeromem_measure;
-    auto bad = [&](const std::string& what) { throw InputError(path + ": " + to_string(f) + ": " + what); };
-    if (!j["ranks"].is_array()) bad("'ranks' is not a list");
-    for (const auto& r : j["ranks"]) {
-        if (!r.is_object() || !r.contains("phases") || !r["phases"].is_array()) bad("a rank without a 'phases' list");
-        for (const auto& p : r["phases"]) {
-            if (!p.is_object() || !p.contains("name") || !p["name"].is_string()) bad("a phase without a 'name'");
+    const JsonWhere w{path, lines, LogFormat::zeromem_measure};
+    if (!j["ranks"].is_array()) w.fail("/ranks", "'ranks' is not a list");
+    for (std::size_t ri = 0; ri < j["ranks"].size(); ++ri) {
+        const auto& r = j["ranks"][ri];
+        const std::string rank_at = "/ranks/" + std::to_string(ri);
+        if (!r.is_object() || !r.contains("phases") || !r["phases"].is_array())
+            w.fail(rank_at + "/phases", "a rank without a 'phases' list");
+        for (std::size_t pi = 0; pi < r["phases"].size(); ++pi) {
+            const auto& p = r["phases"][pi];
+            const std::string at = rank_at + "/phases/" + std::to_string(pi);
+            if (!p.is_object() || !p.contains("name") || !p["name"].is_string()) w.fail(at + "/name", "a phase without a 'name'");
             MemoryObservation o;
-            o.format = f;
-            o.line = 1;
+            o.format = w.format;
+            o.line = static_cast<std::size_t>(std::max(1, w.line_of(at + "/name")));
             o.message = p["name"].get<std::string>();
             if (r.contains("rank") && r["rank"].is_number_integer()) o.rank = r["rank"].get<int>();
             const auto device = [&](const char* which) -> std::optional<Reading> {
                 if (!p.contains(which) || !p[which].is_object() || !p[which].contains("device")) return std::nullopt;
-                return json_bytes(p[which]["device"], "total", path, f);
+                return json_bytes(p[which]["device"], "total", at + "/" + which + "/device", w);
             };
             o.max_allocated = device("peak_bytes");
             o.allocated = device("end_bytes");
-            o.max_host = json_bytes(p, "host_rss_peak", path, f);
+            o.max_host = json_bytes(p, "host_rss_peak", at, w);
             o.host_scope = HostScope::process;
             o.peak_window = PeakWindow::since_previous;  // measure resets the peaks at each phase (PhaseClock::begin)
             out.push_back(o);
@@ -233,7 +258,10 @@ RunLog read_run_log(const std::string& text, const std::string& path) {
     bool done = false;
     if (first != std::string::npos && text[first] == '{') {
         const nlohmann::json doc = parse_json(text, path, json_error);
-        done = json_error.empty() && (read_memory_stats_json(doc, path, obs) || read_measure_json(doc, path, obs));
+        if (json_error.empty()) {
+            const std::map<std::string, int> lines = ds_config_key_lines(text);
+            done = read_memory_stats_json(doc, path, lines, obs) || read_measure_json(doc, path, lines, obs);
+        }
     }
     if (!done) {
         const std::vector<Line> lines = split_lines(text);

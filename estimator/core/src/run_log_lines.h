@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -72,8 +73,11 @@ void read_nvidia_smi(const std::vector<Line>& lines, const std::string& path, st
 void read_gnu_time(const std::vector<Line>& lines, const std::string& path, std::vector<MemoryObservation>& out);
 
 // JSON documents: true when `text` is one this reader knows (and it was read).
-bool read_memory_stats_json(const nlohmann::json& doc, const std::string& path, std::vector<MemoryObservation>& out);
-bool read_measure_json(const nlohmann::json& doc, const std::string& path, std::vector<MemoryObservation>& out);
+/// `lines`: the document's key lines (ds_config.h ds_config_key_lines), so errors and readings name their line.
+bool read_memory_stats_json(const nlohmann::json& doc, const std::string& path, const std::map<std::string, int>& lines,
+                            std::vector<MemoryObservation>& out);
+bool read_measure_json(const nlohmann::json& doc, const std::string& path, const std::map<std::string, int>& lines,
+                       std::vector<MemoryObservation>& out);
 
 // A memory snapshot pickle (`data` opens with 0x80): its readings and notes into `log`.
 void read_memory_snapshot(const std::string& data, const std::string& path, RunLog& log);

@@ -204,10 +204,16 @@ void read_trainer_metrics(const std::vector<Line>& lines, const std::string& pat
             const Where w{path, l.number, LogFormat::hf_trainer_metrics};
             pos += kind.size();
             while (pos < t.size() && (t[pos] == '"' || t[pos] == '\'')) ++pos;
-            if (!expect(t, pos, "=") && !expect(t, pos, ":")) w.fail("'" + stage + "_mem_" + kind + "' without '= <n>MB' or ': <bytes>'");
+            const bool formatted = expect(t, pos, "=");  // Trainer.log_metrics: "key = value" (else a dict's "key: value")
+            if (!formatted && !expect(t, pos, ":")) w.fail("'" + stage + "_mem_" + kind + "' without '= <n>MB' or ': <bytes>'");
             const auto d = read_decimal(t, pos);
             if (!d || d->decimals != 0) w.fail("'" + stage + "_mem_" + kind + "' is not followed by a whole number");
-            const bool mib = expect(t, pos, "MB");  // log_metrics: v >> 20 (floored MiB); else bytes
+            // log_metrics prints metrics_format's f"{v >> 20}MB" (floored MiB) for every _mem_ key
+            // (transformers trainer_pt_utils.py metrics_format); a dict or JSON holds the bytes.
+            const bool mib = expect(t, pos, "MB");
+            if (formatted && !mib)
+                w.fail("'" + stage + "_mem_" + kind + " = " + std::to_string(d->mantissa) +
+                       "' has no 'MB': Trainer.log_metrics prints '<n>MB' after '=' (the line is cut off)");
             const Reading r = mib ? floored(*d, kMiB, 1.0L, w) : rounded(*d, 1.0L, 0.0L, w);
             const std::string key = kind.substr(0, kind.size() - 6);  // drop "_delta"
             if (open.count(stage) && open[stage].values.count(key)) close(stage);  // a second block of the stage
