@@ -21,6 +21,17 @@ if command -v help2man >/dev/null; then
   grep -q "SS zeromem estimate" "$prefix/share/man/man1/zeromem.1" || fail "man page lacks the estimate section"
   grep -q -- 'gpu.*memory SIZE' "$prefix/share/man/man1/zeromem.1" || fail "man page lacks the estimate options"
 fi
+# The Python helper: its package where python3 imports it, and the pip project beside the data.
+pydir="$(find "$prefix/lib" -path '*dist-packages/zeromem/__init__.py' 2>/dev/null | head -1)"
+[ -n "$pydir" ] || fail "python package zeromem not installed under $prefix/lib/*/dist-packages"
+[ -f "$(dirname "$pydir")/callback.py" ] || fail "python package lacks callback.py"
+[ -f "$prefix/share/zeromem/python/pyproject.toml" ] || fail "pip project not installed in share/zeromem/python"
+[ -f "$prefix/share/zeromem/python/build_backend/zeromem_build.py" ] || fail "pip project lacks its build backend"
+if command -v python3 >/dev/null; then
+  out="$(cd / && PYTHONPATH="$(dirname "$(dirname "$pydir")")" python3 -c 'import zeromem; print(zeromem.dump_module_tree.__name__)' 2>&1)" \
+    || fail "installed python package does not import: $out"
+  [ "$out" = dump_module_tree ] || fail "installed python package: $out"
+fi
 # Its own data, even with ZEROMEM_DATA_DIR pointing elsewhere.
 out="$(ZEROMEM_DATA_DIR=/nonexistent "$zm" models)" || fail "installed zeromem models: $out"
 echo "$out" | grep -q "^llama-2-7b " || fail "models list lacks llama-2-7b: $out"
