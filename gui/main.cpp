@@ -18,7 +18,7 @@ namespace {
 /// default model or GPU type, so the GUI picks one. Every other default (micro batch, accumulation, sequence
 /// length, host RAM) is the library's (request_defaults), the same as `zeromem compare` without those flags.
 void fill_example(zeromem::Request& r) {
-    if (!r.model && !r.params && !r.hf_config) r.model = "llama-2-7b";
+    if (!r.model && !r.params && !r.hf_config && !r.module_tree) r.model = "llama-2-7b";
     if (!r.gpu) r.gpu = "A100-80GB";
     if (!r.gpus) r.gpus = 8;
 }
@@ -46,11 +46,6 @@ int main(int argc, char** argv) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
         std::fprintf(stderr, "zeromem-gui: %s\n", e.what());
-        return 2;
-    }
-    if (req.module_tree) {  // the inputs panel has no such model source: refused, not mixed with a preset
-        std::fprintf(stderr, "zeromem-gui: --module-tree: not taken by the GUI (its model is a preset, a count or a "
-                             "config.json); use zeromem estimate, compare or plan\n");
         return 2;
     }
     if (req.from) {  // the inputs panel would keep its own fields over the file's: refused rather than half read

@@ -93,7 +93,8 @@ QWidget* InputsPanel::with_error(QWidget* field, const QString& flag, QWidget* e
 
 void InputsPanel::build_model_group(QFormLayout* form, const std::string& data_dir) {
     model_source = new QComboBox(this);
-    model_source->addItems({tr("preset"), tr("parameter count (--params)"), tr("Hugging Face config.json")});
+    model_source->addItems({tr("preset"), tr("parameter count (--params)"), tr("Hugging Face config.json"),
+                            tr("module tree (--module-tree)")});
     form->addRow(tr("M&odel from"), model_source);
     preset_search = new QLineEdit(this);
     preset_search->setPlaceholderText(tr("search presets"));
@@ -109,6 +110,11 @@ void InputsPanel::build_model_group(QFormLayout* form, const std::string& data_d
     hf_config = new QLineEdit(this);
     hf_config->setPlaceholderText(tr("path to config.json"));
     form->addRow(tr("&config.json"), with_error(hf_config, "--hf-config", open_button(hf_config, tr("a Hugging Face config.json"), this)));
+    module_tree = new QLineEdit(this);
+    module_tree->setPlaceholderText(tr("tree.json from python -m zeromem.tree"));
+    module_tree->setToolTip(tr("The model as built (zeromem.dump_module_tree): exact total and trainable counts; "
+                               "a config.json above, or the one the tree carries, gives the activations"));
+    form->addRow(tr("Module t&ree"), with_error(module_tree, "--module-tree", open_button(module_tree, tr("a module tree JSON"), this)));
     connect(preset_search, &QLineEdit::textChanged, this, &InputsPanel::filter_presets);
 }
 
@@ -181,7 +187,7 @@ void InputsPanel::build_training_group(QFormLayout* form) {
 
 void InputsPanel::connect_changes() {
     auto emit_changed = [this]() { emit changed(); };
-    for (QLineEdit* e : {params, hf_config, host_memory, trainable, ds_config})
+    for (QLineEdit* e : {params, hf_config, module_tree, host_memory, trainable, ds_config})
         connect(e, &QLineEdit::textChanged, this, emit_changed);
     for (QComboBox* c : {model_source, gpu, interconnect, network, host, dtype, checkpointing, load_in})
         connect(c, &QComboBox::currentIndexChanged, this, emit_changed);
@@ -195,7 +201,10 @@ void InputsPanel::connect_changes() {
     connect(presets, &QListWidget::itemActivated, this, [use_source](QListWidgetItem*) { use_source(0); });
     connect(presets, &QListWidget::itemClicked, this, [use_source](QListWidgetItem*) { use_source(0); });
     connect(params, &QLineEdit::textChanged, this, [use_source](const QString&) { use_source(1); });
-    connect(hf_config, &QLineEdit::textChanged, this, [use_source](const QString&) { use_source(2); });
+    connect(hf_config, &QLineEdit::textChanged, this, [this, use_source](const QString&) {
+        if (model_source->currentIndex() != 3) use_source(2);  // a tree's source keeps the config.json beside it
+    });
+    connect(module_tree, &QLineEdit::textChanged, this, [use_source](const QString&) { use_source(3); });
 }
 
 void InputsPanel::filter_presets(const QString& text) {
@@ -207,13 +216,14 @@ void InputsPanel::set_from(const zeromem::Request& req, const SpeedChoice& speed
     const QSignalBlocker block(this);
     QList<QObject*> kids = findChildren<QObject*>();
     for (QObject* k : kids) k->blockSignals(true);
-    model_source->setCurrentIndex(req.hf_config ? 2 : req.params && !req.model ? 1 : 0);
+    model_source->setCurrentIndex(req.module_tree ? 3 : req.hf_config ? 2 : req.params && !req.model ? 1 : 0);
     if (req.model) {
         const auto found = presets->findItems(QString::fromStdString(*req.model), Qt::MatchFixedString);
         if (!found.isEmpty()) presets->setCurrentItem(found.front());
     }
     params->setText(QString::fromStdString(req.params.value_or("")));
     hf_config->setText(QString::fromStdString(req.hf_config.value_or("")));
+    module_tree->setText(QString::fromStdString(req.module_tree.value_or("")));
     if (req.gpu) gpu->setCurrentIndex(gpu->findText(QString::fromStdString(*req.gpu), Qt::MatchFixedString));
     gpus->setValue(int(req.gpus.value_or(1)));
     nodes->setValue(int(req.nodes.value_or(1)));
@@ -238,12 +248,17 @@ zeromem::Request InputsPanel::request(const zeromem::Request& base) const {
     r.model.reset();
     r.params.reset();
     r.hf_config.reset();
+    r.module_tree.reset();
     if (model_source->currentIndex() == 0)  // no row matches an unknown --model: the library names it
         r.model = presets->currentItem() ? presets->currentItem()->text().toStdString() : base.model;
     else if (model_source->currentIndex() == 1)
         r.params = params->text().trimmed().toStdString();
     else if (model_source->currentIndex() == 2)
         r.hf_config = hf_config->text().trimmed().toStdString();
+    else if (model_source->currentIndex() == 3) {  // the tree, with the config.json field when it is filled
+        r.module_tree = module_tree->text().trimmed().toStdString();
+        r.hf_config = text_or_none(hf_config);
+    }
     r.gpu = gpu->currentText().toStdString();
     r.gpus = gpus->value();
     r.nodes = nodes->value();

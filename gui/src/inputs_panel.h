@@ -44,11 +44,12 @@ public:
     QString error_text(const QString& flag) const;
 
     // Fields, public for keyboard-driven tests.
-    QComboBox* model_source = nullptr;  ///< preset / parameters / config.json
+    QComboBox* model_source = nullptr;  ///< preset / parameters / config.json / module tree
     QLineEdit* preset_search = nullptr;
     QListWidget* presets = nullptr;
     QLineEdit* params = nullptr;
     QLineEdit* hf_config = nullptr;
+    QLineEdit* module_tree = nullptr;   ///< --module-tree (with the config.json field, when filled, for the activations)
     QComboBox* gpu = nullptr;
     QSpinBox* gpus = nullptr;
     QSpinBox* nodes = nullptr;

@@ -537,6 +537,31 @@ private slots:
         QCOMPARE(w.inputs()->error_text("--ds-config"), w.last_error());
     }
 
+    // --module-tree as a model source: the tree's counts (tiny_llama.json, tests/module_tree_test.cpp: h 8,
+    // f 16, V 32, one layer, untied head), its config.json for the activations, and errors beside the field.
+    void model_from_module_tree() {
+        const QString tree = QString(ZEROMEM_TEST_DATA_DIR) + "/module_trees/tiny_llama.json";
+        Request r = default_request();
+        r.model.reset();
+        r.module_tree = tree.toStdString();
+        MainWindow w(r, {}, kData, false);
+        QCOMPARE(w.inputs()->model_source->currentIndex(), 3);
+        QCOMPARE(w.inputs()->module_tree->text(), tree);
+        QVERIFY2(w.last_error().isEmpty(), qPrintable(w.last_error()));
+        const uint64_t h = 8, f = 16, V = 32;
+        const uint64_t total = V * h + (4 * h * h + 3 * h * f + 2 * h) + h + V * h;
+        QCOMPARE(w.evaluation()->resolved.input.model.params, total);
+        QVERIFY(w.evaluation()->resolved.input.model.arch.has_value());  // the config.json the tree carries
+        QCOMPARE(w.evaluation()->resolved.input.model.largest_layer_params, V * h);
+        w.inputs()->module_tree->setText(tree + ".missing");
+        QVERIFY(w.last_error().startsWith("--module-tree"));
+        QCOMPARE(w.inputs()->error_text("--module-tree"), w.last_error());
+        w.inputs()->model_source->setCurrentIndex(0);  // back to a preset: the tree is not used
+        w.inputs()->presets->setCurrentItem(w.inputs()->presets->findItems("llama-2-7b", Qt::MatchFixedString).front());
+        QVERIFY2(w.last_error().isEmpty(), qPrintable(w.last_error()));
+        QCOMPARE(w.evaluation()->resolved.input.model.name, std::string("llama-2-7b"));
+    }
+
     void inputs_are_keyboard_reachable() {
         MainWindow w(default_request(), {}, kData, false);
         const QList<QWidget*> fields = {w.inputs()->model_source, w.inputs()->preset_search, w.inputs()->presets,
