@@ -5,6 +5,7 @@
 // flags, and the difference measured - estimated.
 #include "cli_runner.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -211,6 +212,74 @@ TEST(CliCalibrate, ProfileMovesAnotherStageByItsFittedTermsOnly) {
     EXPECT_TRUE(stated["profile"]["activation_scale"].is_null());
     EXPECT_FALSE(stated["profile"]["process_baseline"].is_null());
     std::remove(profile.c_str());
+}
+
+// The whole command on each of the other printers' formats (the texts follow the printers: megatron/utils.py
+// report_memory, json.dumps(torch.cuda.memory_stats()), torch/cuda/memory.py memory_summary, nvidia-smi
+// --query-gpu=index,memory.used --format=csv, GNU time -v; the run_log_test.cpp cases read them). Their
+// peaks count from the start, so each is held against steady_backward and the largest phase up to it; GNU
+// time's maximum resident set is one process's, held against the host peak phase per rank.
+TEST(CliCalibrate, EveryOtherFormatEndToEnd) {
+    const std::string setup = " --model llama-2-7b --gpus 8 --gpu A100-80GB --stage 2 --host-memory 1TiB";
+    const auto est = json_of("estimate" + setup);
+    auto largest_until_steady = [&](const char* key) {
+        int64_t best = 0;
+        for (const auto& p : est["phases"]) {
+            best = std::max(best, p["per_gpu"][key].get<int64_t>());
+            if (p["name"] == "steady_backward") break;
+        }
+        return best;
+    };
+    struct Case {
+        const char* file;
+        std::string text;
+        const char* format;
+        const char* key;     // the measured figure checked
+        int64_t measured;    // its bytes, from the printed number and unit
+        const char* est_key; // the estimate's per-GPU figure it is held against
+    };
+    const Case cases[] = {
+        {"megatron.log",
+         "[Rank 0] (after 10 iterations) memory (MB) | allocated: 4162.8798828125 | max allocated: 18706.662109375 | "
+         "reserved: 23816.0 | max reserved: 23816.0\n",
+         "report_memory", "max_allocated", 19615356928, "allocated"},  // 18706.662109375 x 2^20
+        {"stats.json",
+         "{\"allocated_bytes.all.current\": 4365095936,\n \"allocated_bytes.all.peak\": 19615356928,\n"
+         " \"reserved_bytes.all.current\": 24972886016,\n \"reserved_bytes.all.peak\": 24972886016}\n",
+         "torch.cuda.memory_stats", "max_reserved", 24972886016, "reserved"},
+        {"summary.txt",
+         "|                  PyTorch CUDA memory summary, device ID 0                 |\n"
+         "|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |\n"
+         "| Allocated memory      |   4162 MiB |  18706 MiB |  99999 GiB |  99995 GiB |\n"
+         "| GPU reserved memory   |  23816 MiB |  23816 MiB |  23816 MiB |      0 B   |\n",
+         "torch.cuda.memory_summary", "max_allocated", 18706 * kMiB, "allocated"},
+        {"smi.csv", "index, memory.used [MiB]\n0, 72714 MiB\n", "nvidia-smi", "device_used", 72714 * kMiB, "total"},
+    };
+    for (const auto& c : cases) {
+        const std::string path = cli::temp_path(c.file);
+        { std::ofstream(path) << c.text; }
+        const auto j = json_of("calibrate --log '" + path + "'" + setup);
+        ASSERT_EQ(j["observations"].size(), 1u) << c.file;
+        const auto& o = j["observations"][0];
+        EXPECT_EQ(o["format"], std::string(c.format)) << c.file;
+        EXPECT_EQ(o["phase"], "steady_backward") << c.file;
+        EXPECT_EQ(o["measured"][c.key], c.measured) << c.file;
+        EXPECT_EQ(o["estimated"][c.key], largest_until_steady(c.est_key)) << c.file;
+        EXPECT_EQ(o["difference"][c.key], c.measured - largest_until_steady(c.est_key)) << c.file;
+        std::remove(path.c_str());
+    }
+    // GNU time -v: "Maximum resident set size (kbytes)" is KiB of one process, against the host peak per rank
+    const std::string time_v = cli::temp_path("time.txt");
+    { std::ofstream(time_v) << "\tCommand being timed: \"python train.py\"\n\tMaximum resident set size (kbytes): 67890123\n"; }
+    const auto t = json_of("calibrate --log '" + time_v + "'" + setup);
+    ASSERT_EQ(t["observations"].size(), 1u);
+    const auto& o = t["observations"][0];
+    EXPECT_EQ(o["phase"], est["host_peak_phase"]);
+    EXPECT_EQ(o["measured"]["max_host"], int64_t(67890123) * 1024);
+    int64_t host_peak = 0;
+    for (const auto& p : est["phases"]) host_peak = std::max(host_peak, p["per_node"]["host_memory"].get<int64_t>());
+    EXPECT_EQ(o["estimated"]["max_host"], host_peak / 8);  // 8 ranks on the node
+    std::remove(time_v.c_str());
 }
 
 TEST(CliCalibrate, BadProfilesAndOutputWithoutGpu) {
