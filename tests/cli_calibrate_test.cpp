@@ -282,6 +282,33 @@ TEST(CliCalibrate, EveryOtherFormatEndToEnd) {
     std::remove(time_v.c_str());
 }
 
+// L22's out-of-memory message ("31.75 GiB total capacity; 28.28 GiB already allocated; 1.95 GiB free; 28.28
+// GiB reserved in total by PyTorch") gives the memory outside the allocator, (total - free) - reserved, and
+// nothing else: it is a failed request inside an unfinished phase (calibration_profile.h).
+TEST(CliCalibrate, OutOfMemoryMessageFitsOnlyTheMemoryOutsideTheAllocator) {
+    const std::string profile = cli::temp_path("profile_oom.json");
+    const std::string setup = " --model llama-2-7b --gpus 8 --gpu V100-32GB --stage 2 --dtype fp16";
+    const auto j = json_of("calibrate --log " + testdata("run_logs/L22_torch_oom_message_v100_zero2.log") + setup +
+                           " --output '" + profile + "'");
+    const auto p = nlohmann::json::parse(cli::slurp(profile));
+    EXPECT_EQ(j["profile"], p);
+    const int64_t outside = gib_h(3175) - gib_h(195) - gib_h(2828);
+    EXPECT_EQ(p["outside_allocator"]["bytes"], outside);
+    EXPECT_EQ(p["outside_allocator"]["source_line"], 2);
+    for (const char* k : {"process_baseline", "reserved_share", "activation_scale"}) EXPECT_TRUE(p[k].is_null()) << k;
+    // applied: the context is the run's outside-allocator bytes less the modelled NCCL buffers
+    // (ZeRO-2 of a 7B on 32 GB cards does not fit: the run ran out of memory; exit status 1)
+    const auto plain = json_of("estimate" + setup, 1);
+    const auto cal = json_of("estimate" + setup + " --calibration '" + profile + "'", 1);
+    EXPECT_EQ(cal["per_gpu"]["nccl_buffers"], plain["per_gpu"]["nccl_buffers"]);
+    EXPECT_EQ(cal["per_gpu"]["cuda_context"], outside - plain["per_gpu"]["nccl_buffers"].get<int64_t>());
+    EXPECT_EQ(cal["per_gpu"]["allocated"], plain["per_gpu"]["allocated"]);
+    // a flag wins over the profile's term
+    const auto flagged = json_of("estimate" + setup + " --calibration '" + profile + "' --cuda-context 1GiB", 1);
+    EXPECT_EQ(flagged["per_gpu"]["cuda_context"], kGiB);
+    std::remove(profile.c_str());
+}
+
 TEST(CliCalibrate, BadProfilesAndOutputWithoutGpu) {
     const std::string bad = cli::temp_path("bad_profile.json");
     { std::ofstream(bad) << "{\"format\": \"zeromem calibration profile 1\", \"fitted_on\": {\"gpu\": 3}}"; }

@@ -3,6 +3,7 @@
 #include "zeromem/calibration_profile.h"
 
 #include "zeromem/ds_config.h"
+#include "zeromem/process_terms.h"
 #include "zeromem/util.h"
 
 #include <algorithm>
@@ -30,9 +31,16 @@ nlohmann::json inputs_json(const EstimateInput& in, const std::vector<std::strin
             {"logs", logs}};
 }
 
+// An out-of-memory message is the allocator at a failed request, in the middle of a phase the run did not
+// finish (allocated: what was held before it; reserved: after the cached blocks were released to retry,
+// CUDACachingAllocator.cpp malloc's release_cached_blocks): not a phase's reading to fit a term on, except
+// what it says about the memory outside the allocator (fit_outside_allocator).
+bool oom_message(const CalibrationRow& r) { return r.observation.format == LogFormat::torch_oom_message; }
+
 // The earliest row with a measured and estimated absolute allocated figure.
 void fit_baseline(const Calibration& c, CalibrationProfile& p) {
     for (const auto& r : c.rows) {
+        if (oom_message(r)) continue;
         if (r.observation.baseline != Baseline::absolute || !r.measured.allocated || !r.estimated.allocated) continue;
         p.process_baseline = *r.measured.allocated - *r.estimated.allocated;
         p.process_baseline_evidence = {{"bytes", *p.process_baseline},
@@ -54,7 +62,7 @@ void fit_reserved_share(const Calibration& c, CalibrationProfile& p) {
     const CalibrationRow* best = nullptr;
     auto peak = [](const CalibrationRow& r) { return r.measured.max_allocated ? *r.measured.max_allocated : *r.measured.allocated; };
     for (const auto& r : c.rows)
-        if (r.observation.baseline == Baseline::absolute && r.measured.allocated && r.measured.reserved &&
+        if (!oom_message(r) && r.observation.baseline == Baseline::absolute && r.measured.allocated && r.measured.reserved &&
             peak(r) > 0 && *r.measured.reserved >= peak(r) && (!best || peak(r) > peak(*best)))
             best = &r;
     if (!best) return;
@@ -86,7 +94,7 @@ void fit_activation_scale(const Calibration& c, CalibrationProfile& p) {
     auto peak = [](const CalibrationRow& r) { return r.measured.max_allocated ? *r.measured.max_allocated : *r.measured.allocated; };
     auto est = [](const CalibrationRow& r) { return r.estimated.max_allocated ? *r.estimated.max_allocated : *r.estimated.allocated; };
     for (const auto& r : c.rows) {
-        if (r.observation.baseline != Baseline::absolute || !r.measured.allocated) continue;
+        if (oom_message(r) || r.observation.baseline != Baseline::absolute || !r.measured.allocated) continue;
         if (!(r.estimated.max_allocated || r.estimated.allocated) || activations_term(r) <= 0) continue;
         if (est(r) != r.phase_allocated) continue;
         if (!best || peak(r) > peak(*best)) best = &r;
@@ -106,6 +114,22 @@ void fit_activation_scale(const Calibration& c, CalibrationProfile& p) {
                                    {"estimated_activations", act}};
 }
 
+// What the device held beyond the caching allocator at the first reading that gives both (an out-of-memory
+// message: total capacity - free, and reserved by PyTorch): the CUDA context, NCCL's buffers and anything
+// else outside the allocator, which no allocator counter separates.
+void fit_outside_allocator(const Calibration& c, CalibrationProfile& p) {
+    for (const auto& r : c.rows) {
+        if (!r.measured.device_used || !r.measured.reserved || *r.measured.device_used < *r.measured.reserved) continue;
+        p.outside_allocator = *r.measured.device_used - *r.measured.reserved;
+        p.outside_allocator_evidence = {{"bytes", *p.outside_allocator},
+                                        {"log", r.log_path},
+                                        {"source_line", r.observation.line},
+                                        {"measured_device_used", *r.measured.device_used},
+                                        {"measured_reserved", *r.measured.reserved}};
+        return;
+    }
+}
+
 std::string stack_text(const std::string& gpu, const SoftwareStack& s) {
     return gpu + ", deepspeed " + s.deepspeed + ", torch " + s.torch + ", transformers " + s.transformers;
 }
@@ -123,6 +147,7 @@ CalibrationProfile fit_calibration_profile(const Calibration& c, const EstimateI
     fit_baseline(c, p);
     fit_reserved_share(c, p);
     if (!activations_stated) fit_activation_scale(c, p);
+    fit_outside_allocator(c, p);
     return p;
 }
 
@@ -133,7 +158,8 @@ nlohmann::json calibration_profile_json(const CalibrationProfile& p) {
             {"inputs", p.inputs},
             {"process_baseline", p.process_baseline ? p.process_baseline_evidence : nlohmann::json()},
             {"reserved_share", p.reserved_share ? p.reserved_share_evidence : nlohmann::json()},
-            {"activation_scale", p.activation_scale ? p.activation_scale_evidence : nlohmann::json()}};
+            {"activation_scale", p.activation_scale ? p.activation_scale_evidence : nlohmann::json()},
+            {"outside_allocator", p.outside_allocator ? p.outside_allocator_evidence : nlohmann::json()}};
 }
 
 CalibrationProfile read_calibration_profile(const std::string& path) {
@@ -190,6 +216,13 @@ CalibrationProfile parse_calibration_profile(const std::string& text, const std:
         p.activation_scale = f;
         p.activation_scale_evidence = a;
     }
+    if (const auto& o = j.value("outside_allocator", nlohmann::json()); !o.is_null()) {
+        if (!o.is_object() || !o.contains("bytes") || !o["bytes"].is_number_integer() || o["bytes"].get<int64_t>() < 0 ||
+            o["bytes"].get<int64_t>() > (int64_t(1) << 50))
+            bad("/outside_allocator/bytes", "'outside_allocator.bytes' is not a whole number of bytes in [0, 2^50]");
+        p.outside_allocator = o["bytes"].get<int64_t>();
+        p.outside_allocator_evidence = o;
+    }
     for (const char* k : {"micro_batch", "seq_len"})
         if (p.inputs.is_object() && p.inputs.contains(k) && !p.inputs[k].is_number_integer())
             bad(std::string("/inputs/") + k, std::string("'inputs.") + k + "' is not a whole number");
@@ -237,6 +270,19 @@ std::vector<std::string> apply_calibration_profile(const CalibrationProfile& p, 
                             ", seq " + std::to_string(fit_at("seq_len")) + ", this estimate is for micro batch " +
                             std::to_string(in.train.micro_batch) + ", seq " + std::to_string(in.train.seq_len));
         }
+    }
+    if (p.outside_allocator) {
+        // The run's CUDA context + NCCL buffers (+ cuBLAS's pool before torch 2.0): the context is what is
+        // left once the modelled NCCL buffers and an outside-allocator cuBLAS pool are taken off.
+        ProcessMemory modelled = process_memory(in);
+        const int64_t others = int64_t(modelled.nccl_buffers) + (modelled.cublas_in_allocator ? 0 : int64_t(modelled.cublas_workspaces));
+        const int64_t ctx = std::max<int64_t>(0, *p.outside_allocator - others);
+        in.residual.cuda_context = uint64_t(ctx);
+        prov["cuda_context"] = "calibration profile " + path + " (the run's memory outside the allocator less the "
+                               "modelled NCCL buffers)";
+        notes.push_back("from calibration profile " + path + ": CUDA context " + format_gib(double(ctx)) +
+                        " GiB (the run's " + format_gib(double(*p.outside_allocator)) +
+                        " GiB outside the allocator less the modelled NCCL buffers " + format_gib(double(others)) + " GiB)");
     }
     if (p.reserved_share) {
         in.residual.fragmentation_fraction = *p.reserved_share;

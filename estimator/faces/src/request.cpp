@@ -749,6 +749,7 @@ void apply_calibration(const Request& req, Resolved& r) {
     }
     CalibrationProfile p = read_calibration_profile(*req.calibration);
     if (req.fragmentation) p.reserved_share.reset();    // --fragmentation wins
+    if (req.cuda_context) p.outside_allocator.reset();  // --cuda-context wins
     for (auto& n : apply_calibration_profile(p, *req.calibration, req.force_calibration, r.input, r.provenance))
         r.notes.push_back(std::move(n));
     r.fragmentation_fitted = p.reserved_share.has_value();

@@ -45,6 +45,15 @@ namespace zeromem {
 ///    only to estimates at the micro batch and sequence length it was fitted
 ///    at ("inputs"); null when the rest of the estimate already exceeds the
 ///    reading.
+///  - "outside_allocator": {"bytes", "log", "source_line",
+///    "measured_device_used", "measured_reserved"} or null: device used -
+///    reserved by PyTorch at the first reading that gives both (the CUDA
+///    out-of-memory message: total capacity - free, and reserved), i.e. the
+///    CUDA context, NCCL buffers and anything else outside the caching
+///    allocator, which no allocator counter separates. Applied as the
+///    cuda_context term less the modelled NCCL buffers (not below 0).
+/// An out-of-memory message is fitted for outside_allocator only: it is the
+/// allocator at a failed request in an unfinished phase.
 struct CalibrationProfile {
     std::string gpu;
     SoftwareStack stack;
@@ -52,9 +61,11 @@ struct CalibrationProfile {
     std::optional<int64_t> process_baseline;
     std::optional<double> reserved_share;
     std::optional<double> activation_scale;
+    std::optional<int64_t> outside_allocator;
     nlohmann::json process_baseline_evidence;  ///< the object written under "process_baseline"
     nlohmann::json reserved_share_evidence;    ///< the object written under "reserved_share"
     nlohmann::json activation_scale_evidence;  ///< the object written under "activation_scale"
+    nlohmann::json outside_allocator_evidence; ///< the object written under "outside_allocator"
 };
 
 /// Fits the profile from `c` (calibrate's rows for `in`), naming `logs` among
@@ -75,11 +86,12 @@ CalibrationProfile parse_calibration_profile(const std::string& text, const std:
 /// Applies `p` to `in`: process_baseline = the fitted baseline (not below
 /// 0), the fragmentation fraction = reserved share (replacing fixed bytes and
 /// the replay's provider), activation_scale = the fitted factor when `in` has
-/// the micro batch and sequence length it was fitted at. Throws InputError
+/// the micro batch and sequence length it was fitted at, cuda_context = the
+/// memory outside the allocator less the modelled NCCL buffers. Throws InputError
 /// naming --calibration when `p` was fitted on another GPU type or stack,
 /// unless `force`. Returns one note per term taken from the profile (or left
 /// out); writes where each came from into `prov` under "process_baseline",
-/// "fragmentation" and "activation_scale".
+/// "fragmentation", "activation_scale" and "cuda_context".
 std::vector<std::string> apply_calibration_profile(const CalibrationProfile& p, const std::string& path, bool force,
                                                    EstimateInput& in, Provenance& prov);
 
