@@ -39,11 +39,14 @@ void refuse_unreplayed_tree(const zeromem::Request& req, const zeromem::Estimate
     if (in.train.trainable_params)
         throw InputError("--module-tree: the tree has frozen parameters (requires_grad false); the simulator replays "
                          "full fine-tuning only; use zeromem estimate");
+    // A dense tree's own modules are replayed (sim::modules_from_tree); routed experts follow the
+    // architecture's MoE blocks, which must then hold the tree's parameters.
+    if (!in.model.tree || !zeromem::sim::tree_has_routed_experts(*in.model.tree)) return;
     const uint64_t listed = zeromem::count_params(*in.model.arch).total;
     if (listed != in.model.params)
-        throw InputError("--module-tree: the tree holds " + std::to_string(in.model.params) + " parameters, the "
-                         "architecture's modules the simulator replays " + std::to_string(listed) +
-                         "; use zeromem estimate");
+        throw InputError("--module-tree: the tree's routed experts are replayed from the architecture, whose "
+                         "modules hold " + std::to_string(listed) + " parameters, the tree " +
+                         std::to_string(in.model.params) + "; use zeromem estimate");
 }
 
 // Notes for settings that leave the replay unchanged, and for the versions

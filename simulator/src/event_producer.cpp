@@ -192,7 +192,7 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt, EventLog&& bu
     ag_ = overlap_ ? Stream::allgather : Stream::compute;
     rd_ = overlap_ ? Stream::reduce : Stream::compute;
     bucket_ = static_cast<uint64_t>(std::max<int64_t>(1, z.reduce_bucket_size));
-    mods_ = build_modules(*in.model.arch);
+    mods_ = modules_of(in);
     reserve_events();
     log_.modules.push_back("model");
     for (const auto& m : mods_) log_.modules.push_back(m.name);

@@ -110,7 +110,7 @@ HostProducer::HostProducer(const EstimateInput& in, int64_t steps)
     pin_opt_ = z.offload_optimizer_pin_memory;
     lazy_states_ = facts_.creates_cpu_adam_states_at_first_step;
     pin_par_ = z.offload_param_pin_memory;
-    mods_ = build_modules(*in.model.arch);
+    mods_ = modules_of(in);
     log_.modules.push_back("model");
     for (const auto& m : mods_) log_.modules.push_back(m.name);
     for (const auto& m : mods_)

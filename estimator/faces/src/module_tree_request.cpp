@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <string>
 
 namespace zeromem {
@@ -77,6 +78,7 @@ void apply_module_tree(const Request& req, Resolved& r) {
     }
     in.model.params = tree.total;
     in.model.largest_layer_params = tree.largest_module;
+    in.model.tree = std::make_shared<const ModuleTree>(tree);
     r.provenance["model.params"] = "counted from the module tree " + path + ": " + n + " parameters, each tied tensor once";
     r.provenance["model.largest_layer_params"] = "largest module of the module tree " + path + ": '" +
                                                  tree.largest_module_name + "' (" + tree.largest_module_class + "), " +

@@ -42,6 +42,23 @@ struct SimModule {
 /// or a layout the tree does not build (the sums differ).
 std::vector<SimModule> build_modules(const ModelArch& arch);
 
+/// The modules of a module tree (--module-tree, module_tree.h) the way
+/// DeepSpeed's hooks see them: each module with parameters of its own (a tied
+/// parameter counted once, at its first listing, the module beside it sharing
+/// it), in forward order: the modules before the blocks, each block
+/// (model.layers.N, GPT-2's h.N) in the order LlamaDecoderLayer.forward runs
+/// its norms, projections and MLP (other names after them, in registration
+/// order), then the rest. Roles by the module's own name as transformers'
+/// decoders name them ("other" saves no activations). user_tree_modules.cpp.
+std::vector<SimModule> modules_from_tree(const ModuleTree& tree);
+/// Whether a tree holds routed experts (".experts." in a path): those are
+/// replayed from the architecture (build_modules), whose MoE blocks know the
+/// routing.
+bool tree_has_routed_experts(const ModuleTree& tree);
+/// The modules the replay runs for `in`: the tree's (dense), else the
+/// architecture's.
+std::vector<SimModule> modules_of(const EstimateInput& in);
+
 /// Simulation settings beyond the estimator's input.
 struct SimOptions {
     int64_t steps = 2;                 ///< optimizer steps (each with gradient accumulation steps micro steps)

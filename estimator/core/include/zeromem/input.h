@@ -29,6 +29,7 @@ struct GenerationSettings {
 };
 
 struct WorkloadSettings;  // workload.h
+struct ModuleTree;        // module_tree.h
 
 /// The model as the estimator sees it.
 struct ModelInfo {
@@ -36,6 +37,9 @@ struct ModelInfo {
     uint64_t params = 0;                ///< Ψ, total parameters
     uint64_t largest_layer_params = 0;  ///< largest single module's own params (DeepSpeed's L)
     std::optional<ModelArch> arch;      ///< set when built from a preset or config.json
+    /// The model as the user built it (--module-tree), when given: the
+    /// simulator replays its modules, in place of the architecture's.
+    std::shared_ptr<const ModuleTree> tree;
 };
 
 struct EstimateInput;
