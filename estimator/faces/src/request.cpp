@@ -1,6 +1,7 @@
 #include "zeromem/request.h"
 
 #include "hf_hub.h"
+#include "request_detail.h"
 
 #include "zeromem/calibration_profile.h"
 
@@ -22,17 +23,9 @@
 
 namespace zeromem {
 
+using namespace request_detail;
+
 namespace {
-
-// Larger than any cluster built; keeps the arithmetic far from overflow.
-constexpr int64_t kMaxGpus = 1 << 20;
-// The GPUs of a typical training node (DGX A100, DGX H100: 8; a 16-GPU DGX-2 says --nodes 1).
-constexpr int64_t kGpusPerTypicalNode = 8;
-
-int64_t positive(int64_t v, const char* flag) {
-    if (v <= 0) throw InputError(std::string(flag) + ": must be a positive integer, got " + std::to_string(v));
-    return v;
-}
 
 namespace fs = std::filesystem;
 
@@ -86,23 +79,6 @@ void add_plausibility_warnings(const Request& req, const EstimateInput& in, std:
     if (t.optimizer == Optimizer::sgd && req.optimizer && to_lower(*req.optimizer) == "sgd")
         w.push_back("--optimizer sgd counts a momentum buffer (4 B/param); the HF Trainer's optim=sgd builds "
                     "torch.optim.SGD with momentum 0 unless optim_args sets it: use --optimizer sgd_nomomentum then");
-}
-
-// The Hugging Face hub cache: $HF_HUB_CACHE, else $HF_HOME/hub, else
-// ~/.cache/huggingface/hub (huggingface_hub constants.py).
-// A preset name as the files spell it, matched case-insensitively.
-std::string preset_spelling(const std::string& name, const std::vector<std::string>& known) {
-    for (const auto& k : known)
-        if (to_lower(k) == to_lower(name)) return k;
-    return name;
-}
-
-// True when a size is written with a decimal unit (KB, MB, GB, TB).
-bool decimal_unit(const std::string& text) {
-    const std::string t = to_lower(text);
-    for (const char* u : {"kb", "mb", "gb", "tb"})
-        if (t.size() >= 2 && t.compare(t.size() - 2, 2, u) == 0) return true;
-    return false;
 }
 
 // The "enabled" value of a DeepSpeed precision block: true, false, "auto"
@@ -213,196 +189,6 @@ void apply_generation(const Request& req, EstimateInput& in, Provenance& prov) {
         prov["generation.prompt_len"] = "the training sequence length (--seq-len)";
     }
     in.generation = g;
-}
-
-// Resolves the model source (--params, --model or --hf-config) and
-// --largest-layer-params into r.input.model.
-// count_params of an architecture read from --model or --hf-config: an impossible value (a negative
-// hidden_size) names the flag, the file and, when the file spells the key so, its line.
-ParamCount counted_from_file(const ModelArch& arch, const Request& req, const std::string& data_dir) {
-    try {
-        return count_params(arch);
-    } catch (const InputError& e) {
-        std::string msg = e.what();
-        if (msg.rfind("model '", 0) == 0 && msg.find("': ") != std::string::npos) msg = msg.substr(msg.find("': ") + 3);
-        const std::string flag = req.model ? "--model" : "--hf-config";
-        const std::string path = req.model ? data_dir + "/models/" + *req.model + ".json" : resolve_hf_config_path(*req.hf_config);
-        int line = 0;
-        try {
-            line = ds_config_line_of(ds_config_key_lines(read_text_file(path)), "/" + msg.substr(0, msg.find(' ')));
-        } catch (const InputError&) {
-        }
-        throw InputError(flag + ": " + path + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": " + msg);
-    }
-}
-
-void resolve_model(const Request& req, const std::string& data_dir, Resolved& r) {
-    EstimateInput& in = r.input;
-    Provenance& prov = r.provenance;
-    const int sources = int(req.params.has_value()) + int(req.model.has_value()) + int(req.hf_config.has_value());
-    if (sources == 0 && !req.module_tree) throw InputError("model: give one of --params, --model, --hf-config or --module-tree");
-    if (sources > 1) throw InputError("model: give only one of --params, --model and --hf-config");
-    if (req.params) {
-        in.model.params = parse_count(*req.params, "--params");
-        in.model.name = *req.params + " parameters";
-        prov["model.params"] = "--params " + *req.params;
-    } else if (sources == 1) {  // else --module-tree alone
-        ModelArch arch;
-        try {
-            arch = req.model ? load_model_preset(preset_spelling(*req.model, list_model_presets(data_dir)), data_dir)
-                             : load_hf_config(resolve_hf_config_path(*req.hf_config));
-        } catch (const InputError& e) {
-            const std::string flag = req.model ? "--model" : "--hf-config";
-            const std::string msg = e.what();
-            throw InputError(msg.rfind(flag, 0) == 0 ? msg : flag + ": " + msg);
-        }
-        // A Hub id names the model: its cached file is snapshots/<commit>/config.json, whose stem says nothing.
-        if (req.hf_config && (arch.name.empty() || (looks_like_hub_id(*req.hf_config) && arch.name == "config")))
-            arch.name = *req.hf_config;
-        const ParamCount pc = counted_from_file(arch, req, data_dir);
-        for (const auto& w : arch.warnings) r.warnings.push_back(w);
-        in.model.params = pc.total;
-        in.model.largest_layer_params = pc.largest_module;
-        in.model.name = arch.name;
-        in.model.arch = arch;
-        const std::string from = req.model ? "preset data/models/" + *req.model + ".json" : *req.hf_config;
-        prov["model.params"] = "counted from the architecture (" + from + ")";
-        prov["model.largest_layer_params"] = "largest single module, counted from the architecture (" + from + ")";
-    }
-    apply_module_tree(req, r);  // the counts of the model as built, over those of the architecture
-    if (req.largest_layer_params) {
-        in.model.largest_layer_params = parse_count(*req.largest_layer_params, "--largest-layer-params");
-        prov["model.largest_layer_params"] = "--largest-layer-params " + *req.largest_layer_params;
-    } else if (!in.model.arch && !req.module_tree) {
-        prov["model.largest_layer_params"] = "unknown (0): pass --largest-layer-params or use --model/--hf-config";
-    }
-    if (in.model.largest_layer_params > in.model.params)
-        throw InputError("--largest-layer-params: larger than the whole model (" + std::to_string(in.model.params) + ")");
-}
-
-// Resolves the GPU count and layout (--gpus, --nodes, --tp, --pp) into `cluster`.
-void resolve_parallelism(const Request& req, ClusterSettings& cluster, Provenance& prov) {
-    if (req.gpus) {
-        cluster.gpus = positive(*req.gpus, "--gpus");
-        if (cluster.gpus > kMaxGpus)
-            throw InputError("--gpus: " + std::to_string(cluster.gpus) + " is more than zeromem models (at most " +
-                             std::to_string(kMaxGpus) + ")");
-        prov["cluster.gpus"] = "--gpus";
-    } else {
-        prov["cluster.gpus"] = "default (1)";
-    }
-    if (req.nodes) {
-        cluster.nodes = positive(*req.nodes, "--nodes");
-        prov["cluster.nodes"] = "--nodes";
-    }
-    if (cluster.gpus % cluster.nodes != 0)
-        throw InputError("--nodes: " + std::to_string(cluster.nodes) + " nodes do not divide " +
-                         std::to_string(cluster.gpus) + " GPUs evenly");
-    if (req.tp) {
-        cluster.tp = positive(*req.tp, "--tp");
-        prov["cluster.tp"] = "--tp";
-    }
-    if (req.pp) {
-        cluster.pp = positive(*req.pp, "--pp");
-        prov["cluster.pp"] = "--pp";
-    }
-    if (cluster.gpus % (cluster.tp * cluster.pp) != 0)
-        throw InputError("--tp/--pp: tp x pp = " + std::to_string(cluster.tp * cluster.pp) +
-                         " does not divide --gpus " + std::to_string(cluster.gpus));
-}
-
-// Resolves the mixture-of-experts flags (--ep-size, --moe-capacity-factor;
-// zeromem/moe.h); they are validated with the cluster in validate_moe.
-void resolve_moe_flags(const Request& req, Resolved& r) {
-    if (req.ep_size) {
-        r.input.moe.ep_size = *req.ep_size;
-        r.provenance["moe.ep_size"] = "--ep-size (DeepSpeed-MoE, deepspeed.moe.layer.MoE ep_size)";
-    }
-    if (req.moe_capacity_factor) {
-        r.input.moe.capacity_factor = *req.moe_capacity_factor;
-        r.provenance["moe.capacity_factor"] = "--moe-capacity-factor";
-        if (!req.ep_size)
-            r.warnings.push_back("--moe-capacity-factor applies to DeepSpeed-MoE (--ep-size); the Hugging Face "
-                                 "experts route dropless, so it changes nothing here");
-    }
-}
-
-// The warning for a size written in GB/TB where the hardware is sold in
-// binary units: `binary_example` says what the label means.
-std::string decimal_size_warning(const std::string& flag, const std::string& text, uint64_t bytes,
-                                 const std::string& binary_example) {
-    return flag + " " + text + " is " + format_gib(double(bytes)) + " GiB: GB/TB are powers of 1000, while " +
-           binary_example + "; write GiB/TiB if that is what you mean";
-}
-
-// Resolves --host-memory (the installed RAM per node) and --host-reserve:
-// the capacity verdicts use is the given size less host_os_reserve
-// (zeromem/host_capacity.h).
-void resolve_host_capacity(const Request& req, Resolved& r) {
-    ClusterSettings& cl = r.input.cluster;
-    const uint64_t given = parse_bytes(*req.host_memory, "--host-memory");
-    if (decimal_unit(*req.host_memory))
-        r.warnings.push_back(decimal_size_warning("--host-memory", *req.host_memory, given,
-                                                  "RAM sold as \"768GB\" is 768 GiB of DIMMs (JEDEC sizes are binary)"));
-    std::string how;
-    if (req.host_reserve) {
-        // 0 is a valid reserve (--host-memory already what `free` shows).
-        char* end = nullptr;
-        const double lead = std::strtod(req.host_reserve->c_str(), &end);
-        const bool zero = end != req.host_reserve->c_str() && lead == 0.0 &&
-                          std::all_of(static_cast<const char*>(end), req.host_reserve->c_str() + req.host_reserve->size(),
-                                      [](char ch) { return std::isalpha(static_cast<unsigned char>(ch)) != 0; });
-        cl.host_reserve = zero ? 0 : parse_bytes(*req.host_reserve, "--host-reserve");
-        how = "--host-reserve " + *req.host_reserve;
-    } else {
-        const HostReserve hr = host_os_reserve(given);
-        cl.host_reserve = hr.total();
-        how = "derived from --host-memory: " + host_os_reserve_text(hr);
-    }
-    if (cl.host_reserve >= given)
-        throw InputError(std::string(req.host_reserve ? "--host-reserve" : "--host-memory") + ": " + *req.host_memory +
-                         " (" + format_gib(double(given)) + " GiB) does not exceed host_os_reserve " +
-                         format_gib(double(cl.host_reserve)) + " GiB (" + how + ")");
-    cl.host_memory = given - cl.host_reserve;
-    r.provenance["cluster.host_reserve"] = "host_os_reserve " + how;
-    r.provenance["cluster.host_memory"] = "--host-memory " + *req.host_memory + " (" + format_gib(double(given)) +
-                                          " GiB) less host_os_reserve " + format_gib(double(cl.host_reserve)) +
-                                          " GiB = " + format_gib(double(*cl.host_memory)) + " GiB";
-}
-
-// Resolves the device memories (--gpu preset, --gpu-memory, --host-memory).
-void resolve_device_memory(const Request& req, const std::string& data_dir, Resolved& r) {
-    EstimateInput& in = r.input;
-    Provenance& prov = r.provenance;
-    if (req.gpu) {
-        r.gpu = load_gpu_preset(*req.gpu, data_dir);
-        if (to_lower(r.gpu->name) != to_lower(*req.gpu))
-            r.notes.push_back("--gpu " + *req.gpu + ": the " + r.gpu->name + " preset, the only one of that part");
-        in.cluster.gpu_name = r.gpu->name;
-        in.cluster.compute_capability = r.gpu->compute_capability;
-        in.cluster.intra_interconnect = r.gpu->intra_interconnect;
-        // The verdict compares against what the card exposes when the preset
-        // knows it (nvidia-smi / torch.cuda.mem_get_info total), else the label.
-        in.cluster.gpu_memory = r.gpu->usable_bytes.value_or(r.gpu->memory_bytes);
-        prov["cluster.gpu_memory"] =
-            "--gpu " + r.gpu->name + " (data/gpus/" + r.gpu->name + ".json): " +
-            (r.gpu->usable_bytes ? format_gib(double(*r.gpu->usable_bytes)) + " GiB reported by the device (" +
-                                       r.gpu->usable_source + ")"
-                                 : format_gib(double(r.gpu->memory_bytes)) +
-                                       " GiB nominal (label x 2^30; the reported total is not in the preset)");
-    }
-    if (req.gpu_memory) {
-        in.cluster.gpu_memory = parse_bytes(*req.gpu_memory, "--gpu-memory");
-        if (decimal_unit(*req.gpu_memory))
-            r.warnings.push_back(decimal_size_warning("--gpu-memory", *req.gpu_memory, *in.cluster.gpu_memory,
-                                                      "a GPU sold as \"80GB\" (the A100-80GB preset) has 80 GiB"));
-        prov["cluster.gpu_memory"] = "--gpu-memory " + *req.gpu_memory;
-    }
-    if (req.host_memory) resolve_host_capacity(req, r);
-    else if (req.host_reserve)  // as --moe-capacity-factor without --ep-size: said, not silently dropped
-        r.warnings.push_back("--host-reserve " + *req.host_reserve + " changes nothing without --host-memory: it is "
-                             "taken from the installed RAM per node that --host-memory gives, and without it there is "
-                             "no host capacity to check");
 }
 
 // Loads --ds-config and applies it (its "auto" values filled from the flags);
