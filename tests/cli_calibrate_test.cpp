@@ -202,9 +202,16 @@ TEST(CliCalibrate, ProfileMovesAnotherStageByItsFittedTermsOnly) {
                                 "nccl_buffers", "cublas_workspaces"})
             EXPECT_EQ(a[key], b[key]) << name << " " << key;
     }
-    // at another micro batch the factor (fitted where the run's was unknown) is left out, and said so
-    const auto mb = cli::zeromem("estimate" + zero2 + " --micro-batch 4 --calibration '" + profile + "' --verbose");
-    EXPECT_NE(mb.err.find("activation_scale x"), std::string::npos) << mb.err;
+    // the header names the terms taken from the profile; a warning says the baseline was fitted at ZeRO-3
+    EXPECT_NE(cal["calibration"].get<std::string>().find("process baseline"), std::string::npos) << cal["calibration"];
+    const auto table = cli::zeromem("estimate" + zero2 + " --calibration '" + profile + "'");
+    EXPECT_NE(table.out.find("\nCalibration: " + profile + " (fitted on A100-80GB"), std::string::npos) << table.out;
+    EXPECT_NE(table.err.find("warning: --calibration: " + profile + "'s process baseline"), std::string::npos) << table.err;
+    EXPECT_NE(table.err.find("was fitted at ZeRO-3"), std::string::npos) << table.err;
+    EXPECT_TRUE(plain["calibration"].is_null());
+    // at another micro batch the factor (fitted where the run's was unknown) is left out, with a warning
+    const auto mb = cli::zeromem("estimate" + zero2 + " --micro-batch 4 --calibration '" + profile + "'");
+    EXPECT_NE(mb.err.find("warning: --calibration: " + profile + "'s activation factor x"), std::string::npos) << mb.err;
     EXPECT_NE(mb.err.find("is not applied"), std::string::npos) << mb.err;
     // a run whose micro batch and sequence are given: no factor is fitted
     const auto stated = json_of("calibrate --log " + testdata("run_logs/L09_ds_see_memory_usage_mistral7b_zero3_step.log") +
@@ -323,6 +330,9 @@ TEST(CliCalibrate, BadProfilesAndOutputWithoutGpu) {
         {head + " \"inputs\": {\"micro_batch\": \"one\"}\n}", ":4: calibration profile: 'inputs.micro_batch' is not a whole number"},
         {head + " \"process_baseline\": {\"bytes\": 1.5", ":4: calibration profile: malformed or cut-off JSON"},
         {"{\n \"format\": 1\n}", ":2: calibration profile: 'format' is not"},
+        // a misspelled key would drop its term without a word
+        {head + " \"activation_scal\": {\"factor\": 2}\n}", ":4: calibration profile: unknown key 'activation_scal' (did you mean 'activation_scale'?)"},
+        {head + " \"format\": \"zeromem calibration profile 1\"\n}", ":2: calibration profile: the key 'format' is given twice"},
     };
     for (const auto& [text, message] : cases) {
         { std::ofstream(bad) << text; }

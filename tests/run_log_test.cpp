@@ -324,12 +324,19 @@ TEST(RunLogErrors, CutOffReadingsNameFileAndLine) {
         {"  train_mem_cpu_alloc_delta  =     4429MB\n  train_mem_gpu_alloc_delta  =     16", "bad.log:2: Trainer memory metrics:",
          "has no 'MB'"},
         {"index, memory.used [MiB]\n0, 72x14 MiB\n", "bad.log:2: nvidia-smi:", "MiB"},
+        // a table written with units (--format=csv) whose last cell lost its unit: cut off
+        {"index, memory.used [MiB]\n0, 72714 MiB\n1, 7271", "bad.log:3: nvidia-smi:", "has no 'MiB'"},
+        // a see_memory_usage CPU line cut inside its tag
+        {"[x] [INFO] [utils.py:803:see_memory_usage] MA 0.31 GB Max_MA 0.31 GB CA 1 GB Max_CA 1 GB\n"
+         "[x] [INFO] [utils.py:810:see_memory_usage] CPU V\n",
+         "bad.log:2: see_memory_usage:", "the start of 'CPU Virtual Memory"},
+        {"{\"allocated_bytes.all.current\": -5}", "bad.log:1: torch.cuda.memory_stats:", "is negative"},
         {"{\"allocated_bytes.all.current\": 12,\n \"allocated_bytes.all.peak\": 1", "bad.log:2:", "cut-off JSON"},
         {"{\"allocated_bytes.all.current\": 12,\n \"allocated_bytes.all.peak\": \"x\"}", "bad.log:2: torch.cuda.memory_stats:",
          "'allocated_bytes.all.peak' is not a whole number"},
         {"{\"backend\": \"host\",\n \"ranks\": [{\"rank\": 0, \"phases\": [\n  {\"name\": \"load\"},\n  {\"name\": \"forward\",\n"
          "   \"peak_bytes\": {\"device\": {\"total\": -5}}}]}]}",
-         "bad.log:5: zeromem measure:", "'total' is not a whole number"},
+         "bad.log:5: zeromem measure:", "'total' is negative"},
         {"{\"backend\": \"host\",\n \"ranks\": [{\"rank\": 0, \"phases\": [\n  {\"name\": \"load\"},\n  {\"name\": 3}]}]}",
          "bad.log:4: zeromem measure:", "a phase without a 'name'"},
         {"|   PyTorch CUDA memory summary, device ID 0   |\n| Allocated memory |  4162 MiB |  18706 MiB |\n",

@@ -154,8 +154,10 @@ std::string pointer_to(const std::string& parent, const std::string& key) {
 std::optional<Reading> json_bytes(const json& j, const char* key, const std::string& at, const JsonWhere& w) {
     const auto it = j.find(key);
     if (it == j.end() || it->is_null()) return std::nullopt;
-    const bool whole = it->is_number_unsigned() || (it->is_number_integer() && it->get<int64_t>() >= 0);
-    if (!whole) w.fail(pointer_to(at, key), "'" + std::string(key) + "' is not a whole number of bytes");
+    if (it->is_number_integer() && !it->is_number_unsigned() && it->get<int64_t>() < 0)
+        w.fail(pointer_to(at, key), "'" + std::string(key) + "' is negative (" + it->dump() + " bytes)");
+    if (!it->is_number_unsigned() && !it->is_number_integer())
+        w.fail(pointer_to(at, key), "'" + std::string(key) + "' is not a whole number of bytes");
     const uint64_t v = it->get<uint64_t>();
     if (v > (uint64_t(1) << 62)) w.fail(pointer_to(at, key), "'" + std::string(key) + "' is beyond 2^62 bytes");
     const auto b = static_cast<int64_t>(v);

@@ -81,6 +81,9 @@ void read_see_memory_usage(const std::vector<Line>& lines, const std::string& pa
                 out.push_back(o);
                 last = out.size() - 1;
             }
+        } else if (rest.size() >= 3 && std::string_view("CPU Virtual Memory:").substr(0, rest.size()) == rest) {
+            w.fail("'" + std::string(rest) + "' is the start of 'CPU Virtual Memory:  used = <number> GB' (the line "
+                   "is cut off)");
         } else {
             message = std::string(rest);
         }

@@ -22,12 +22,18 @@ std::vector<std::string_view> csv_cells(std::string_view t) {
     return cells;
 }
 
-// "<n> MiB" or "<n>" (nounits) in whole MiB.
-Reading mib_cell(std::string_view cell, const Where& w) {
+// "<n> MiB" or "<n>" (--format=csv,nounits) in whole MiB; every cell of a table is written one way, so a
+// number without its unit in a table that has it (`with_unit`, set by the first cell) is a cut-off line.
+Reading mib_cell(std::string_view cell, const Where& w, std::optional<bool>& with_unit) {
     std::size_t pos = 0;
     const auto d = read_decimal(cell, pos);
     const std::string_view unit = trim(cell.substr(pos));
     if (!d || d->decimals != 0 || !(unit.empty() || unit == "MiB")) w.fail("expected '<whole number> MiB', got '" + std::string(cell) + "'");
+    if (!with_unit) with_unit = !unit.empty();
+    if (*with_unit != !unit.empty())
+        w.fail("'" + std::string(cell) + "' " + (unit.empty() ? "has no 'MiB' where the table's other cells have it (the "
+                                                               "line is cut off)"
+                                                             : "has 'MiB' where the table's other cells have none"));
     return floored(*d, kMiB, 1.0L, w);
 }
 
@@ -43,6 +49,7 @@ int column(const std::vector<std::string_view>& header, std::string_view name) {
 void read_nvidia_smi(const std::vector<Line>& lines, const std::string& path, std::vector<MemoryObservation>& out) {
     std::vector<std::string_view> header;
     int used = -1, total = -1, index = -1, row = 0;
+    std::optional<bool> with_unit;  // the table's cells carry "MiB" (csv) or not (csv,nounits)
     for (const Line& l : lines) {
         const std::string_view t = trim(l.text);
         if (t.find("memory.used [MiB]") != std::string_view::npos) {
@@ -51,6 +58,7 @@ void read_nvidia_smi(const std::vector<Line>& lines, const std::string& path, st
             total = column(header, "memory.total");
             index = column(header, "index");
             if (used < 0) header.clear();  // the words inside another cell: not a query header
+            with_unit.reset();
             continue;
         }
         if (header.empty()) continue;
@@ -64,8 +72,8 @@ void read_nvidia_smi(const std::vector<Line>& lines, const std::string& path, st
         o.format = LogFormat::nvidia_smi_csv;
         o.line = l.number;
         o.message = index >= 0 ? "GPU " + std::string(cells[std::size_t(index)]) : "nvidia-smi row " + std::to_string(++row);
-        o.device_used = mib_cell(cells[std::size_t(used)], w);
-        if (total >= 0) o.device_total = mib_cell(cells[std::size_t(total)], w);
+        o.device_used = mib_cell(cells[std::size_t(used)], w, with_unit);
+        if (total >= 0) o.device_total = mib_cell(cells[std::size_t(total)], w, with_unit);
         out.push_back(o);
     }
 }

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
+#include <vector>
 
 namespace zeromem {
 
@@ -168,8 +170,22 @@ CalibrationProfile read_calibration_profile(const std::string& path) {
 
 CalibrationProfile parse_calibration_profile(const std::string& text, const std::string& path) {
     nlohmann::json j;
+    std::vector<std::set<std::string>> seen;  // the keys of each open object, by depth
+    std::string duplicate;
+    const nlohmann::json::parser_callback_t keys = [&](int depth, nlohmann::json::parse_event_t event,
+                                                       nlohmann::json& parsed) {
+        const auto d = static_cast<std::size_t>(depth);
+        if (event == nlohmann::json::parse_event_t::object_start) {
+            if (seen.size() < d + 2) seen.resize(d + 2);
+            seen[d + 1].clear();
+        } else if (event == nlohmann::json::parse_event_t::key && d < seen.size() && duplicate.empty() &&
+                   !seen[d].insert(parsed.get<std::string>()).second) {
+            duplicate = parsed.get<std::string>();
+        }
+        return true;
+    };
     try {
-        j = nlohmann::json::parse(text);
+        j = nlohmann::json::parse(text, keys);
     } catch (const nlohmann::json::parse_error& e) {
         std::size_t line = 1;
         for (std::size_t i = 0; i + 1 < std::min<std::size_t>(e.byte, text.size()); ++i)
@@ -185,6 +201,18 @@ CalibrationProfile parse_calibration_profile(const std::string& text, const std:
         throw InputError(path + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": calibration profile: " + what);
     };
     if (!j.is_object()) bad("/", "not a JSON object");
+    if (!duplicate.empty()) bad("/" + duplicate, "the key '" + duplicate + "' is given twice");
+    // The profile's own keys only: a misspelled one would drop its term without a word.
+    static const std::vector<std::string> known = {"format",         "fitted_on",        "inputs",
+                                                   "process_baseline", "reserved_share", "activation_scale",
+                                                   "outside_allocator"};
+    for (const auto& [key, value] : j.items())
+        if (std::find(known.begin(), known.end(), key) == known.end()) {
+            std::string close;
+            for (const auto& k : known)
+                if (edit_distance(key, k) <= 3) close = k;
+            bad("/" + key, "unknown key '" + key + "'" + (close.empty() ? std::string() : " (did you mean '" + close + "'?)"));
+        }
     if (!j.contains("format") || j["format"] != kFormat) bad("/format", "'format' is not \"" + std::string(kFormat) + "\"");
     CalibrationProfile p;
     const auto& on = j.contains("fitted_on") ? j["fitted_on"] : nlohmann::json();
@@ -229,46 +257,67 @@ CalibrationProfile parse_calibration_profile(const std::string& text, const std:
     return p;
 }
 
-std::vector<std::string> apply_calibration_profile(const CalibrationProfile& p, const std::string& path, bool force,
-                                                   EstimateInput& in, Provenance& prov) {
+CalibrationApplied apply_calibration_profile(const CalibrationProfile& p, const std::string& path, bool force,
+                                             EstimateInput& in, Provenance& prov) {
     const std::string fitted = stack_text(p.gpu, p.stack);
     const std::string here = stack_text(in.cluster.gpu_name.empty() ? "no --gpu" : in.cluster.gpu_name, in.stack);
-    std::vector<std::string> notes;
+    CalibrationApplied out;
+    std::vector<std::string> terms;  // the header's list
     if (fitted != here) {
         if (!force)
             throw InputError("--calibration: " + path + " was fitted on " + fitted + ", this estimate is for " + here +
                              "; pass --force-calibration to apply it anyway");
-        notes.push_back("calibration profile " + path + " fitted on " + fitted + " applied to " + here +
-                        " (--force-calibration)");
+        out.warnings.push_back("--calibration: " + path + " was fitted on " + fitted + " and is applied to " + here +
+                               " (--force-calibration)");
     }
+    const auto fit_at = [&](const char* k) {
+        return p.inputs.is_object() && p.inputs.contains(k) && p.inputs[k].is_number_integer() ? p.inputs[k].get<int64_t>()
+                                                                                               : int64_t(-1);
+    };
+    const auto fit_text = [&](const char* k) {
+        return p.inputs.is_object() && p.inputs.contains(k) && p.inputs[k].is_string() ? p.inputs[k].get<std::string>()
+                                                                                       : std::string("?");
+    };
     if (p.process_baseline) {
         in.residual.process_baseline = uint64_t(std::max<int64_t>(0, *p.process_baseline));
         prov["process_baseline"] = "calibration profile " + path + " (measured - estimated allocated at the run's "
                                    "earliest reading)";
-        notes.push_back("from calibration profile " + path + ": process baseline " +
-                        format_gib(double(in.residual.process_baseline)) + " GiB allocated in every phase" +
-                        (*p.process_baseline < 0 ? " (the fitted " + format_gib(double(*p.process_baseline)) +
-                                                       " GiB is below 0: the estimate was above the run there; "
-                                                       "no bytes are taken off)"
-                                                 : std::string()));
+        terms.push_back("process baseline " + format_gib(double(in.residual.process_baseline)) + " GiB");
+        out.notes.push_back("from calibration profile " + path + ": process baseline " +
+                            format_gib(double(in.residual.process_baseline)) + " GiB allocated in every phase" +
+                            (*p.process_baseline < 0 ? " (the fitted " + format_gib(double(*p.process_baseline)) +
+                                                           " GiB is below 0: the estimate was above the run there; "
+                                                           "no bytes are taken off)"
+                                                     : std::string()));
+        // The baseline is what the run held beyond the terms modelled for its own setup; another stage or
+        // offload models other tensors, which the baseline may already hold (a whole model loaded before
+        // partitioning, a state the run kept on the GPU).
+        if (fit_at("stage") >= 0 && (fit_at("stage") != in.zero.stage ||
+                                     fit_text("offload_optimizer") != to_string(in.zero.offload_optimizer) ||
+                                     fit_text("offload_param") != to_string(in.zero.offload_param)))
+            out.warnings.push_back(
+                "--calibration: " + path + "'s process baseline (" + format_gib(double(in.residual.process_baseline)) +
+                " GiB) was fitted at ZeRO-" + std::to_string(fit_at("stage")) + " (offload_optimizer " +
+                fit_text("offload_optimizer") + ", offload_param " + fit_text("offload_param") +
+                "): what that run held beyond the terms modelled for it; this estimate's stage or offload models "
+                "other tensors, which the baseline may already count");
     }
     if (p.activation_scale) {
-        const auto fit_at = [&](const char* k) {
-            return p.inputs.is_object() && p.inputs.contains(k) ? p.inputs[k].get<int64_t>() : int64_t(-1);
-        };
         char f[64];
         std::snprintf(f, sizeof f, "%.4f", *p.activation_scale);
         if (fit_at("micro_batch") == in.train.micro_batch && fit_at("seq_len") == in.train.seq_len) {
             in.residual.activation_scale = *p.activation_scale;
             prov["activation_scale"] = "calibration profile " + path + " (the run's peak over the estimate's activations)";
-            notes.push_back("from calibration profile " + path + ": activations x " + f +
-                            " (fitted at micro batch " + std::to_string(in.train.micro_batch) + ", seq " +
-                            std::to_string(in.train.seq_len) + ", which the run did not state)");
+            terms.push_back(std::string("activations x ") + f);
+            out.notes.push_back("from calibration profile " + path + ": activations x " + f +
+                                " (fitted at micro batch " + std::to_string(in.train.micro_batch) + ", seq " +
+                                std::to_string(in.train.seq_len) + ", which the run did not state)");
         } else {
-            notes.push_back("calibration profile " + path + ": its activation_scale x " + f +
-                            " is not applied: it was fitted at micro batch " + std::to_string(fit_at("micro_batch")) +
-                            ", seq " + std::to_string(fit_at("seq_len")) + ", this estimate is for micro batch " +
-                            std::to_string(in.train.micro_batch) + ", seq " + std::to_string(in.train.seq_len));
+            out.warnings.push_back("--calibration: " + path + "'s activation factor x " + f +
+                                   " is not applied: it was fitted at micro batch " +
+                                   std::to_string(fit_at("micro_batch")) + ", seq " + std::to_string(fit_at("seq_len")) +
+                                   ", this estimate is for micro batch " + std::to_string(in.train.micro_batch) +
+                                   ", seq " + std::to_string(in.train.seq_len));
         }
     }
     if (p.outside_allocator) {
@@ -280,9 +329,11 @@ std::vector<std::string> apply_calibration_profile(const CalibrationProfile& p, 
         in.residual.cuda_context = uint64_t(ctx);
         prov["cuda_context"] = "calibration profile " + path + " (the run's memory outside the allocator less the "
                                "modelled NCCL buffers)";
-        notes.push_back("from calibration profile " + path + ": CUDA context " + format_gib(double(ctx)) +
-                        " GiB (the run's " + format_gib(double(*p.outside_allocator)) +
-                        " GiB outside the allocator less the modelled NCCL buffers " + format_gib(double(others)) + " GiB)");
+        terms.push_back("CUDA context " + format_gib(double(ctx)) + " GiB");
+        out.notes.push_back("from calibration profile " + path + ": CUDA context " + format_gib(double(ctx)) +
+                            " GiB (the run's " + format_gib(double(*p.outside_allocator)) +
+                            " GiB outside the allocator less the modelled NCCL buffers " + format_gib(double(others)) +
+                            " GiB)");
     }
     if (p.reserved_share) {
         in.residual.fragmentation_fraction = *p.reserved_share;
@@ -291,10 +342,14 @@ std::vector<std::string> apply_calibration_profile(const CalibrationProfile& p, 
         prov["fragmentation"] = "calibration profile " + path + " (reserved - allocated share of the run)";
         char buf[64];
         std::snprintf(buf, sizeof buf, "%.4f", *p.reserved_share);
-        notes.push_back("from calibration profile " + path + ": fragmentation fraction " + buf +
-                        " of the allocated bytes (the run's reserved-but-unallocated share)");
+        terms.push_back(std::string("fragmentation ") + buf + " of allocated");
+        out.notes.push_back("from calibration profile " + path + ": fragmentation fraction " + buf +
+                            " of the allocated bytes (the run's reserved-but-unallocated share)");
     }
-    return notes;
+    out.header = "Calibration: " + path + " (fitted on " + fitted + "): ";
+    for (std::size_t k = 0; k < terms.size(); ++k) out.header += (k ? ", " : "") + terms[k];
+    if (terms.empty()) out.header += "no term applies";
+    return out;
 }
 
 }  // namespace zeromem

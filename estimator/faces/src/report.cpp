@@ -338,6 +338,7 @@ std::string render_md(const Estimate& e, const Resolved& res, bool explain) {
     o << "**" << head_line(e, in) << "**\n\n";
     if (const std::string stack = stack_line(e, res); !stack.empty()) o << stack << "\n\n";
     o << "Settings: " << settings_line(res) << "\n\n";
+    if (!res.calibration.empty()) o << res.calibration << "\n\n";
     if (by_phase) o << "| per GPU, in " << e.peak_phase << " | GiB | own peak GiB (phase) |\n|---|---:|---:|\n";
     else o << "| per GPU | GiB |\n|---|---:|\n";
     for (const auto& c : component_rows(e, in.train.optimizer)) {
@@ -392,7 +393,9 @@ std::string render_table(const Estimate& e, const Resolved& res, bool explain, b
     char line[160];
     o << head_line(e, in) << "\n";
     if (const std::string stack = stack_line(e, res); !stack.empty()) o << stack << "\n";
-    o << "Settings: " << settings_line(res) << "\n\n";
+    o << "Settings: " << settings_line(res) << "\n";
+    if (!res.calibration.empty()) o << res.calibration << "\n";
+    o << "\n";
     auto section = [&](const char* title, const std::vector<Row>& rows) {
         std::snprintf(line, sizeof line, "%-40s %12s\n", title, "GiB");
         o << line;

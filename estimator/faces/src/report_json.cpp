@@ -140,6 +140,7 @@ ojson to_json(const Estimate& e, const Resolved& res, bool explain) {
     }
     j["advice"] = adv;
     j["notes"] = e.notes;
+    j["calibration"] = res.calibration.empty() ? ojson() : ojson(res.calibration);
     if (e.convention == Convention::full) {
         const auto& st = in.stack;
         j["software"] = {{"deepspeed", st.deepspeed}, {"torch", st.torch}, {"transformers", st.transformers},

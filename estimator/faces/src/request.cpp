@@ -536,8 +536,10 @@ void apply_calibration(const Request& req, Resolved& r) {
     CalibrationProfile p = read_calibration_profile(*req.calibration);
     if (req.fragmentation) p.reserved_share.reset();    // --fragmentation wins
     if (req.cuda_context) p.outside_allocator.reset();  // --cuda-context wins
-    for (auto& n : apply_calibration_profile(p, *req.calibration, req.force_calibration, r.input, r.provenance))
-        r.notes.push_back(std::move(n));
+    CalibrationApplied applied = apply_calibration_profile(p, *req.calibration, req.force_calibration, r.input, r.provenance);
+    for (auto& n : applied.notes) r.notes.push_back(std::move(n));
+    for (auto& w : applied.warnings) r.warnings.push_back(std::move(w));
+    r.calibration = std::move(applied.header);
     r.fragmentation_fitted = p.reserved_share.has_value();
 }
 

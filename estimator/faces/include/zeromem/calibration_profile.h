@@ -83,16 +83,25 @@ CalibrationProfile read_calibration_profile(const std::string& path);
 /// The same on the file's text, `path` naming it in errors.
 CalibrationProfile parse_calibration_profile(const std::string& text, const std::string& path);
 
+/// What applying a profile did: `header`, one line naming the terms taken from
+/// it ("Calibration: PATH (fitted on ...): process baseline 13.14 GiB, ...")
+/// for the estimate's header; `notes`, one per term taken; `warnings`, terms
+/// left out and a profile applied to another GPU, stack, stage or offload.
+struct CalibrationApplied {
+    std::string header;
+    std::vector<std::string> notes;
+    std::vector<std::string> warnings;
+};
+
 /// Applies `p` to `in`: process_baseline = the fitted baseline (not below
 /// 0), the fragmentation fraction = reserved share (replacing fixed bytes and
 /// the replay's provider), activation_scale = the fitted factor when `in` has
 /// the micro batch and sequence length it was fitted at, cuda_context = the
-/// memory outside the allocator less the modelled NCCL buffers. Throws InputError
-/// naming --calibration when `p` was fitted on another GPU type or stack,
-/// unless `force`. Returns one note per term taken from the profile (or left
-/// out); writes where each came from into `prov` under "process_baseline",
-/// "fragmentation", "activation_scale" and "cuda_context".
-std::vector<std::string> apply_calibration_profile(const CalibrationProfile& p, const std::string& path, bool force,
-                                                   EstimateInput& in, Provenance& prov);
+/// memory outside the allocator less the modelled NCCL buffers. Throws
+/// InputError naming --calibration when `p` was fitted on another GPU type or
+/// stack, unless `force`. Writes where each term came from into `prov` under
+/// "process_baseline", "fragmentation", "activation_scale" and "cuda_context".
+CalibrationApplied apply_calibration_profile(const CalibrationProfile& p, const std::string& path, bool force,
+                                             EstimateInput& in, Provenance& prov);
 
 }  // namespace zeromem

@@ -129,6 +129,9 @@ struct Resolved {
     /// A calibration profile set the fragmentation fraction: the simulator's
     /// replay must not replace it (sim::use_replayed_fragmentation).
     bool fragmentation_fitted = false;
+    /// With --calibration: the header line naming the terms taken from the
+    /// profile (calibration_profile.h CalibrationApplied); empty otherwise.
+    std::string calibration;
     /// --workload and its models (sft: none beyond `input`).
     WorkloadSettings workload;
 };
