@@ -79,7 +79,9 @@ int run_calibrate(const zeromem::Request& req, const CalibrateFlags& f, const st
         profile = fit_calibration_profile(c, res.input, f.logs, activations_stated(res.provenance));  // no --gpu: InputError
     if (!f.output.empty()) {
         std::ofstream out(f.output);
-        out << calibration_profile_json(*profile).dump(2) << "\n";
+        // the logs' names may hold any bytes: written as JSON with U+FFFD for what is not UTF-8
+        out << calibration_profile_json(*profile).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+        out.close();  // a full disk shows when the buffer is written out
         if (!out) throw InputError("--output: cannot write " + f.output);
     }
     if (f.format == "json") {

@@ -338,11 +338,37 @@ TEST(CliCalibrate, BadProfilesAndOutputWithoutGpu) {
         { std::ofstream(bad) << text; }
         cli::expect_error("estimate --params 7e9 --calibration '" + bad + "'", bad + message);
     }
+    // found by a tester: a value nested 100,000 deep crashed the copy of "inputs" (recursion); bytes near
+    // 2^63 wrapped the estimate round to "fits"
+    const std::string deep = head + " \"inputs\": {\"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}\n}";
+    const std::pair<std::string, std::string> found[] = {
+        {deep, ": calibration profile: nested deeper than 16 levels"},
+        {head + " \"process_baseline\": {\"bytes\": 9223372036854775807}\n}", ":4: calibration profile: 'process_baseline.bytes' is beyond +-2^50"},
+        {head + " \"inputs\": \"mistral\"\n}", ":4: calibration profile: 'inputs' is not an object"},
+        {head + " \"inputs\": {\"micro_batch\": -1}\n}", ":4: calibration profile: 'inputs.micro_batch' is not a whole number in [0, 2^40]"},
+    };
+    for (const auto& [text, message] : found) {
+        { std::ofstream(bad) << text; }
+        cli::expect_error("estimate --params 7e9 --calibration '" + bad + "'", bad + message);
+    }
     std::remove(bad.c_str());
     cli::expect_error("estimate --params 7e9 --force-calibration", "--force-calibration: given without --calibration");
     cli::expect_error("calibrate --log " + testdata("run_logs/L04_ds_throughput_timer_megatron_polaris.log") +
                           " --params 7e9 --output " + cli::temp_path("never.json"),
                       "--gpu: a calibration profile records the GPU type");
+}
+
+// Found by a tester: a FIFO as --log waited for a writer (its first byte was looked at before the file
+// was checked); a full disk under --output went unreported.
+TEST(CliCalibrate, FifoLogAndFullDisk) {
+    const std::string fifo = cli::temp_path("log.fifo");
+    std::remove(fifo.c_str());
+    ASSERT_EQ(cli::run_shell("mkfifo '" + fifo + "'").exit_code, 0);
+    cli::expect_error("calibrate --log '" + fifo + "'" + kMistral, fifo + ": not a regular file");
+    std::remove(fifo.c_str());
+    cli::expect_error("calibrate --log " + testdata("run_logs/L09_ds_see_memory_usage_mistral7b_zero3_step.log") +
+                          kMistral + " --output /dev/full",
+                      "--output: cannot write /dev/full");
 }
 
 TEST(CliCalibrate, BadLogsAreOneLineErrors) {

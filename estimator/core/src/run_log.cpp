@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -292,7 +293,10 @@ RunLog read_run_log(const std::string& text, const std::string& path) {
 }
 
 RunLog read_run_log_file(const std::string& path) {
-    // A memory snapshot carries its trace and stack frames: larger than a log.
+    // A memory snapshot carries its trace and stack frames: larger than a log. Only a regular file is
+    // opened to look at its first byte (opening a FIFO would wait for a writer); read_text_file names the rest.
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) return read_run_log(read_text_file(path, "training log (--log)"), path);
     std::ifstream probe(path, std::ios::binary);
     const bool pickle = probe && probe.peek() == 0x80;
     if (pickle) return read_run_log(read_text_file(path, "memory snapshot (--log)", std::uintmax_t(256) << 20), path);

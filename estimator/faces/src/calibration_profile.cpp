@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <vector>
@@ -18,6 +19,10 @@ namespace zeromem {
 namespace {
 
 constexpr const char* kFormat = "zeromem calibration profile 1";
+// The largest figures a profile holds, written and read alike: bytes of one GPU's terms (2^50, a PiB),
+// and a factor on the activations (beyond 1000 the estimate's setup is not the run's).
+constexpr uint64_t kMaxBytes = uint64_t(1) << 50;
+constexpr double kMaxActivationScale = 1000.0;
 
 nlohmann::json inputs_json(const EstimateInput& in, const std::vector<std::string>& logs) {
     return {{"model", in.model.name},
@@ -44,6 +49,7 @@ void fit_baseline(const Calibration& c, CalibrationProfile& p) {
     for (const auto& r : c.rows) {
         if (oom_message(r)) continue;
         if (r.observation.baseline != Baseline::absolute || !r.measured.allocated || !r.estimated.allocated) continue;
+        if (std::llabs(*r.measured.allocated - *r.estimated.allocated) > int64_t(kMaxBytes)) continue;
         p.process_baseline = *r.measured.allocated - *r.estimated.allocated;
         p.process_baseline_evidence = {{"bytes", *p.process_baseline},
                                        {"log", r.log_path},
@@ -106,6 +112,7 @@ void fit_activation_scale(const Calibration& c, CalibrationProfile& p) {
     const int64_t base = p.process_baseline.value_or(0);
     const double f = double(m - std::max<int64_t>(0, base) - (e - act)) / double(act);
     if (!(f > 0.0)) return;  // the rest of the estimate already exceeds the reading: no activations to scale
+    if (f > kMaxActivationScale) return;  // the estimate's setup is not the run's: no factor stands for that
     p.activation_scale = f;
     p.activation_scale_evidence = {{"factor", f},
                                    {"log", best->log_path},
@@ -122,6 +129,7 @@ void fit_activation_scale(const Calibration& c, CalibrationProfile& p) {
 void fit_outside_allocator(const Calibration& c, CalibrationProfile& p) {
     for (const auto& r : c.rows) {
         if (!r.measured.device_used || !r.measured.reserved || *r.measured.device_used < *r.measured.reserved) continue;
+        if (*r.measured.device_used - *r.measured.reserved > int64_t(kMaxBytes)) continue;
         p.outside_allocator = *r.measured.device_used - *r.measured.reserved;
         p.outside_allocator_evidence = {{"bytes", *p.outside_allocator},
                                         {"log", r.log_path},
@@ -172,9 +180,13 @@ CalibrationProfile parse_calibration_profile(const std::string& text, const std:
     nlohmann::json j;
     std::vector<std::set<std::string>> seen;  // the keys of each open object, by depth
     std::string duplicate;
+    bool too_deep = false;
+    constexpr int kMaxDepth = 16;  // the profile nests 3 deep; its evidence objects hold numbers and strings
     const nlohmann::json::parser_callback_t keys = [&](int depth, nlohmann::json::parse_event_t event,
                                                        nlohmann::json& parsed) {
         const auto d = static_cast<std::size_t>(depth);
+        if (depth > kMaxDepth) too_deep = true;
+        if (too_deep) return false;  // dropped: nothing that deep is kept (copying it would recurse)
         if (event == nlohmann::json::parse_event_t::object_start) {
             if (seen.size() < d + 2) seen.resize(d + 2);
             seen[d + 1].clear();
@@ -200,6 +212,7 @@ CalibrationProfile parse_calibration_profile(const std::string& text, const std:
         const int line = ds_config_line_of(lines, pointer);
         throw InputError(path + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": calibration profile: " + what);
     };
+    if (too_deep) bad("/", "nested deeper than 16 levels (a profile nests 3)");
     if (!j.is_object()) bad("/", "not a JSON object");
     if (!duplicate.empty()) bad("/" + duplicate, "the key '" + duplicate + "' is given twice");
     // The profile's own keys only: a misspelled one would drop its term without a word.
@@ -225,6 +238,9 @@ CalibrationProfile parse_calibration_profile(const std::string& text, const std:
     if (const auto& b = j.value("process_baseline", nlohmann::json()); !b.is_null()) {
         if (!b.is_object() || !b.contains("bytes") || !b["bytes"].is_number_integer())
             bad("/process_baseline/bytes", "'process_baseline.bytes' is not a whole number");
+        if (b["bytes"].is_number_unsigned() ? b["bytes"].get<uint64_t>() > kMaxBytes
+                                            : std::llabs(b["bytes"].get<int64_t>()) > int64_t(kMaxBytes))
+            bad("/process_baseline/bytes", "'process_baseline.bytes' is beyond +-2^50 bytes");
         p.process_baseline = b["bytes"].get<int64_t>();
         p.process_baseline_evidence = b;
     }
@@ -240,20 +256,22 @@ CalibrationProfile parse_calibration_profile(const std::string& text, const std:
         if (!a.is_object() || !a.contains("factor") || !a["factor"].is_number())
             bad("/activation_scale/factor", "'activation_scale.factor' is not a number");
         const double f = a["factor"].get<double>();
-        if (!(f > 0.0 && f <= 1000.0)) bad("/activation_scale/factor", "'activation_scale.factor' is outside (0, 1000]");
+        if (!(f > 0.0 && f <= kMaxActivationScale)) bad("/activation_scale/factor", "'activation_scale.factor' is outside (0, 1000]");
         p.activation_scale = f;
         p.activation_scale_evidence = a;
     }
     if (const auto& o = j.value("outside_allocator", nlohmann::json()); !o.is_null()) {
         if (!o.is_object() || !o.contains("bytes") || !o["bytes"].is_number_integer() || o["bytes"].get<int64_t>() < 0 ||
-            o["bytes"].get<int64_t>() > (int64_t(1) << 50))
+            o["bytes"].get<int64_t>() > int64_t(kMaxBytes))
             bad("/outside_allocator/bytes", "'outside_allocator.bytes' is not a whole number of bytes in [0, 2^50]");
         p.outside_allocator = o["bytes"].get<int64_t>();
         p.outside_allocator_evidence = o;
     }
-    for (const char* k : {"micro_batch", "seq_len"})
-        if (p.inputs.is_object() && p.inputs.contains(k) && !p.inputs[k].is_number_integer())
-            bad(std::string("/inputs/") + k, std::string("'inputs.") + k + "' is not a whole number");
+    if (j.contains("inputs") && !j["inputs"].is_object()) bad("/inputs", "'inputs' is not an object");
+    for (const char* k : {"micro_batch", "seq_len", "stage"})
+        if (p.inputs.is_object() && p.inputs.contains(k) &&
+            (!p.inputs[k].is_number_integer() || p.inputs[k].get<int64_t>() < 0 || p.inputs[k].get<int64_t>() > (int64_t(1) << 40)))
+            bad(std::string("/inputs/") + k, std::string("'inputs.") + k + "' is not a whole number in [0, 2^40]");
     return p;
 }
 
