@@ -276,6 +276,19 @@ TEST(RunLogSystem, NvidiaSmiAndGnuTime) {
     EXPECT_EQ(tv.observations[0].host_scope, HostScope::process);
 }
 
+// nvidia-smi -l (a monitoring log): each GPU's highest sample is its reading, at that sample's line.
+TEST(RunLogSystem, NvidiaSmiMonitoringLogKeepsEachGpusHighestSample) {
+    const RunLog smi = read_run_log("index, memory.used [MiB]\n0, 1000 MiB\n1, 500 MiB\n0, 72714 MiB\n1, 600 MiB\n"
+                                    "0, 72000 MiB\n1, 550 MiB\n", "smi.csv");
+    ASSERT_EQ(smi.observations.size(), 2u);
+    EXPECT_EQ(smi.observations[0].message, "GPU 0 (highest of 3 samples)");
+    EXPECT_EQ(smi.observations[0].line, 4u);
+    EXPECT_EQ(smi.observations[0].device_used->bytes, 72714 * kMiB);
+    EXPECT_EQ(smi.observations[1].message, "GPU 1 (highest of 3 samples)");
+    EXPECT_EQ(smi.observations[1].line, 5u);
+    EXPECT_EQ(smi.observations[1].device_used->bytes, 600 * kMiB);
+}
+
 TEST(RunLogSystem, ZeromemMeasureJsonPhases) {
     // runtime/src/measure.cpp PhaseClock::end: peak_bytes / end_bytes {device: {..., total}}, host_rss_peak
     const std::string text = R"({"backend": "host", "world_size": 2, "ranks": [
@@ -331,6 +344,13 @@ TEST(RunLogErrors, CutOffReadingsNameFileAndLine) {
          "[x] [INFO] [utils.py:810:see_memory_usage] CPU V\n",
          "bad.log:2: see_memory_usage:", "the start of 'CPU Virtual Memory"},
         {"{\"allocated_bytes.all.current\": -5}", "bad.log:1: torch.cuda.memory_stats:", "is negative"},
+        // readings no printer prints (found by a tester: each was fitted into a profile)
+        {"[Rank 0] (after 10 iterations) memory (MB) | allocated: -5000.0 | max allocated: 1.0 | reserved: 2.0 | "
+         "max reserved: 2.0\n", "bad.log:1: report_memory:", "the allocated figure is negative"},
+        {"index, memory.used [MiB], memory.total [MiB]\n0, 90000 MiB, 81920 MiB\n", "bad.log:2: nvidia-smi:",
+         "more is in use than the device holds"},
+        {"[x] [INFO] [utils.py:803:see_memory_usage] MA 2.5 GB Max_MA 1 GB CA 3 GB Max_CA 3 GB\n",
+         "bad.log:1: see_memory_usage:", "the peak allocated is below the allocated figure"},
         {"{\"allocated_bytes.all.current\": 12,\n \"allocated_bytes.all.peak\": 1", "bad.log:2:", "cut-off JSON"},
         {"{\"allocated_bytes.all.current\": 12,\n \"allocated_bytes.all.peak\": \"x\"}", "bad.log:2: torch.cuda.memory_stats:",
          "'allocated_bytes.all.peak' is not a whole number"},

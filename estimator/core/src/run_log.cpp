@@ -241,6 +241,30 @@ nlohmann::json parse_json(const std::string& text, const std::string& path, std:
     return nlohmann::json();
 }
 
+// A reading no printer can print: a negative amount in use (a Trainer delta may be negative: it counts from
+// the start), a peak below the current figure, more in use than the device holds (each beyond the printers'
+// rounding, Reading low/high).
+void check_consistent(const MemoryObservation& o, const std::string& path) {
+    const std::string at = path + ":" + std::to_string(o.line) + ": " + to_string(o.format) + ": ";
+    if (o.baseline == Baseline::absolute) {
+        const std::pair<const char*, const std::optional<Reading>*> figures[] = {
+            {"allocated", &o.allocated}, {"max allocated", &o.max_allocated}, {"reserved", &o.reserved},
+            {"max reserved", &o.max_reserved}, {"host", &o.host}, {"max host", &o.max_host},
+            {"device used", &o.device_used}, {"device total", &o.device_total}, {"requested", &o.requested}};
+        for (const auto& [name, r] : figures)
+            if (*r && (*r)->high < 0) throw InputError(at + "the " + std::string(name) + " figure is negative");
+    }
+    auto below = [&](const std::optional<Reading>& peak, const std::optional<Reading>& now, const char* what) {
+        if (peak && now && peak->high < now->low) throw InputError(at + what);
+    };
+    below(o.max_allocated, o.allocated, "the peak allocated is below the allocated figure printed with it");
+    below(o.max_reserved, o.reserved, "the peak reserved is below the reserved figure printed with it");
+    if (o.baseline == Baseline::absolute) {
+        below(o.reserved, o.allocated, "more is allocated than reserved (the allocator hands out what it reserved)");
+        below(o.device_total, o.device_used, "more is in use than the device holds");
+    }
+}
+
 }  // namespace
 
 RunLog read_run_log(const std::string& text, const std::string& path) {
@@ -283,6 +307,7 @@ RunLog read_run_log(const std::string& text, const std::string& path) {
                                 "Megatron report_memory, HF Trainer memory metrics, torch.cuda.memory_stats JSON or "
                                 "memory_summary, a CUDA out-of-memory message, nvidia-smi --query-gpu CSV, "
                                 "/usr/bin/time -v, zeromem measure JSON)");
+    for (const auto& o : obs) check_consistent(o, path);
     std::stable_sort(obs.begin(), obs.end(),
                      [](const MemoryObservation& a, const MemoryObservation& b) { return a.line < b.line; });
     for (const auto& o : obs)

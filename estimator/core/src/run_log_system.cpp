@@ -7,6 +7,10 @@
 //    set (getrusage ru_maxrss, KiB on Linux) of the largest process it waited for.
 #include "run_log_lines.h"
 
+#include <map>
+#include <string>
+#include <vector>
+
 namespace zeromem::run_log_detail {
 
 namespace {
@@ -50,6 +54,12 @@ void read_nvidia_smi(const std::vector<Line>& lines, const std::string& path, st
     std::vector<std::string_view> header;
     int used = -1, total = -1, index = -1, row = 0;
     std::optional<bool> with_unit;  // the table's cells carry "MiB" (csv) or not (csv,nounits)
+    struct Peak {
+        MemoryObservation obs;
+        std::size_t samples = 0;
+    };
+    std::map<std::string, Peak> peaks;  // by the index column's value ("" without one)
+    std::vector<std::string> order;     // GPUs in the order they first appear
     for (const Line& l : lines) {
         const std::string_view t = trim(l.text);
         if (t.find("memory.used [MiB]") != std::string_view::npos) {
@@ -71,10 +81,24 @@ void read_nvidia_smi(const std::vector<Line>& lines, const std::string& path, st
         MemoryObservation o;
         o.format = LogFormat::nvidia_smi_csv;
         o.line = l.number;
-        o.message = index >= 0 ? "GPU " + std::string(cells[std::size_t(index)]) : "nvidia-smi row " + std::to_string(++row);
+        const std::string gpu = index >= 0 ? std::string(cells[std::size_t(index)]) : std::string();
+        o.message = index >= 0 ? "GPU " + gpu : "nvidia-smi row " + std::to_string(++row);
         o.device_used = mib_cell(cells[std::size_t(used)], w, with_unit);
         if (total >= 0) o.device_total = mib_cell(cells[std::size_t(total)], w, with_unit);
-        out.push_back(o);
+        // A monitoring log (-l / --loop) samples each GPU many times: each GPU's highest reading is the one
+        // held against the estimate (its first row at that value), with the number of samples it was taken
+        // from; a log without the index column is one series.
+        Peak& pk = peaks[gpu];
+        ++pk.samples;
+        if (pk.samples == 1 || o.device_used->bytes > pk.obs.device_used->bytes) pk.obs = std::move(o);
+        if (pk.samples == 1) order.push_back(gpu);
+    }
+    for (const auto& gpu : order) {
+        Peak& pk = peaks[gpu];
+        if (pk.samples > 1)
+            pk.obs.message = (gpu.empty() ? std::string("nvidia-smi") : "GPU " + gpu) + " (highest of " +
+                             std::to_string(pk.samples) + " samples)";
+        out.push_back(std::move(pk.obs));
     }
 }
 
