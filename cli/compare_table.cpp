@@ -144,7 +144,8 @@ std::string compare_settings(const zeromem::Resolved& res, const std::string& he
            (in.zero.stage3_gather_16bit_weights_on_model_save ? "on" : "off") + "; attention " +
            (in.train.flash_attention ? "flash" : "eager") +
            (in.generation ? "; " + describe_generation(*in.generation, in.train.seq_len) : std::string()) +
-           (in.workload && in.workload->kind != Workload::sft ? "\n" + workload_summary(*in.workload) : std::string());
+           (in.workload && in.workload->kind != Workload::sft ? "\n" + workload_summary(*in.workload) : std::string()) +
+           (res.calibration.empty() ? std::string() : "\n" + res.calibration);
 }
 
 std::string wrap_text(const std::string& text, std::size_t width, std::size_t indent) {

@@ -572,6 +572,7 @@ int run_fit(zeromem::Request req, const SpeedFlags& f, const std::string& format
     }
     if (res.input.workload && res.input.workload->kind != Workload::sft)
         std::printf("%s\n", workload_summary(*res.input.workload).c_str());
+    if (!res.calibration.empty()) std::printf("%s\n", res.calibration.c_str());
     if (largest)
         std::printf("Largest model (parameters, model states and buffers; no activations without an architecture) on "
                     "%lld GPUs of %s GiB, convention %s; \"with margin\" also leaves room for the activations of a "

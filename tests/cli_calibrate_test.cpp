@@ -209,6 +209,12 @@ TEST(CliCalibrate, ProfileMovesAnotherStageByItsFittedTermsOnly) {
     EXPECT_NE(table.err.find("warning: --calibration: " + profile + "'s process baseline"), std::string::npos) << table.err;
     EXPECT_NE(table.err.find("was fitted at ZeRO-3"), std::string::npos) << table.err;
     EXPECT_TRUE(plain["calibration"].is_null());
+    // compare, plan and fit name the profile's terms in their headers too
+    for (const char* sub : {"compare", "plan", "fit"}) {
+        const auto r = cli::zeromem(std::string(sub) + " --model mistral-7b --gpus 2 --gpu A100-80GB --dtype bf16 --calibration '" +
+                                    profile + "'");
+        EXPECT_NE(r.out.find("Calibration: " + profile + " (fitted on A100-80GB"), std::string::npos) << sub << "\n" << r.out;
+    }
     // at another micro batch the factor (fitted where the run's was unknown) is left out, with a warning
     const auto mb = cli::zeromem("estimate" + zero2 + " --micro-batch 4 --calibration '" + profile + "'");
     EXPECT_NE(mb.err.find("warning: --calibration: " + profile + "'s activation factor x"), std::string::npos) << mb.err;
