@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <string>
 #include <vector>
@@ -144,6 +145,13 @@ private:
 }  // namespace
 
 std::map<std::string, int> ds_config_key_lines(const std::string& text) { return KeyLineScanner(text).run(); }
+
+int json_error_line(const std::string& text, std::size_t byte) {
+    int line = 1;
+    for (std::size_t i = 0; i + 1 < std::min<std::size_t>(byte, text.size()); ++i)
+        if (text[i] == '\n') ++line;
+    return line;
+}
 
 int ds_config_line_of(const std::map<std::string, int>& lines, const std::string& pointer) {
     std::string p = pointer;

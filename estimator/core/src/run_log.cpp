@@ -231,10 +231,7 @@ nlohmann::json parse_json(const std::string& text, const std::string& path, std:
     try {
         return nlohmann::json::parse(text);
     } catch (const nlohmann::json::parse_error& e) {
-        std::size_t line = 1;
-        for (std::size_t i = 0; i + 1 < std::min<std::size_t>(e.byte, text.size()); ++i)
-            if (text[i] == '\n') ++line;
-        error = path + ":" + std::to_string(line) + ": malformed or cut-off JSON";
+        error = path + ":" + std::to_string(json_error_line(text, e.byte)) + ": malformed or cut-off JSON";
     } catch (const nlohmann::json::out_of_range&) {
         error = path + ": a JSON number is out of range";
     }

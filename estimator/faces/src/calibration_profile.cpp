@@ -44,6 +44,9 @@ nlohmann::json inputs_json(const EstimateInput& in, const std::vector<std::strin
 // what it says about the memory outside the allocator (fit_outside_allocator).
 bool oom_message(const CalibrationRow& r) { return r.observation.format == LogFormat::torch_oom_message; }
 
+// A row's measured peak allocated: max_allocated, else the allocated bytes where the reading gives no peak.
+int64_t peak(const CalibrationRow& r) { return r.measured.max_allocated ? *r.measured.max_allocated : *r.measured.allocated; }
+
 // The earliest row with a measured and estimated absolute allocated figure.
 void fit_baseline(const Calibration& c, CalibrationProfile& p) {
     for (const auto& r : c.rows) {
@@ -68,7 +71,6 @@ void fit_baseline(const Calibration& c, CalibrationProfile& p) {
 // fraction. The allocated bytes stand in where a reading has no peak.
 void fit_reserved_share(const Calibration& c, CalibrationProfile& p) {
     const CalibrationRow* best = nullptr;
-    auto peak = [](const CalibrationRow& r) { return r.measured.max_allocated ? *r.measured.max_allocated : *r.measured.allocated; };
     for (const auto& r : c.rows)
         if (!oom_message(r) && r.observation.baseline == Baseline::absolute && r.measured.allocated && r.measured.reserved &&
             peak(r) > 0 && *r.measured.reserved >= peak(r) && (!best || peak(r) > peak(*best)))
@@ -99,7 +101,6 @@ int64_t activations_term(const CalibrationRow& r) {
 // start that an earlier phase sets).
 void fit_activation_scale(const Calibration& c, CalibrationProfile& p) {
     const CalibrationRow* best = nullptr;
-    auto peak = [](const CalibrationRow& r) { return r.measured.max_allocated ? *r.measured.max_allocated : *r.measured.allocated; };
     auto est = [](const CalibrationRow& r) { return r.estimated.max_allocated ? *r.estimated.max_allocated : *r.estimated.allocated; };
     for (const auto& r : c.rows) {
         if (oom_message(r) || r.observation.baseline != Baseline::absolute || !r.measured.allocated) continue;
@@ -199,10 +200,8 @@ CalibrationProfile parse_calibration_profile(const std::string& text, const std:
     try {
         j = nlohmann::json::parse(text, keys);
     } catch (const nlohmann::json::parse_error& e) {
-        std::size_t line = 1;
-        for (std::size_t i = 0; i + 1 < std::min<std::size_t>(e.byte, text.size()); ++i)
-            if (text[i] == '\n') ++line;
-        throw InputError(path + ":" + std::to_string(line) + ": calibration profile: malformed or cut-off JSON");
+        throw InputError(path + ":" + std::to_string(json_error_line(text, e.byte)) +
+                         ": calibration profile: malformed or cut-off JSON");
     } catch (const nlohmann::json::out_of_range&) {
         throw InputError(path + ": calibration profile: a JSON number is out of range");
     }

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <string>
@@ -51,6 +52,10 @@ nlohmann::json parse_ds_config_text(const std::string& text, const std::string& 
 /// (// and /* */ comments included); on malformed text, the keys before the
 /// error. estimator/src/ds_config_lines.cpp.
 std::map<std::string, int> ds_config_key_lines(const std::string& text);
+
+/// The 1-based line of a JSON parse error at `byte` (nlohmann parse_error::byte,
+/// the index of the last character read, 1-based) in `text`.
+int json_error_line(const std::string& text, std::size_t byte);
 
 /// The line of `pointer` in `lines`, else of its nearest ancestor there
 /// ("/zero_optimization/overlap_comm" not written -> the line of
