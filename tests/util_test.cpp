@@ -77,3 +77,10 @@ TEST(GibText, BinaryGibWithThreeDecimalsAndUnit) {
     EXPECT_EQ(zeromem::gib_text(1000000000ull), "0.931 GiB");
     EXPECT_EQ(zeromem::gib_text(0), "0.000 GiB");
 }
+
+// Every input error is one line: a control byte from a file name or a file's text (a newline, a NUL that
+// c_str() would cut the message at) is written as \xNN; a tab stays.
+TEST(InputErrorText, ControlBytesAreEscaped) {
+    EXPECT_STREQ(InputError(std::string("a\nb\0c\td\x7f", 8)).what(), "a\\x0ab\\x00c\td\\x7f");
+    EXPECT_STREQ(InputError("plain: text").what(), "plain: text");
+}

@@ -225,6 +225,7 @@ std::string data_dir() {
 
 std::string read_text_file(const std::string& path, const std::string& what, std::uintmax_t max_bytes) {
     std::error_code ec;
+    if (path.empty()) throw InputError("no file name given for the " + what + " (an empty path)");
     if (std::filesystem::is_directory(path, ec)) throw InputError(path + ": is a directory, not a " + what);
     // Inputs are small files: a device or pipe (/dev/zero) would be read
     // without end, and anything past max_bytes (64 MiB: a config or a log)

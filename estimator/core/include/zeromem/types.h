@@ -21,7 +21,27 @@ namespace zeromem {
 /// on one line and exits nonzero.
 class InputError : public std::runtime_error {
 public:
-    using std::runtime_error::runtime_error;
+    /// `what` with its control bytes (a newline or NUL from a file name or a
+    /// file's text) written as \xNN, so the error stays one line and whole.
+    explicit InputError(const std::string& what) : std::runtime_error(one_line(what)) {}
+    explicit InputError(const char* what) : InputError(std::string(what)) {}
+
+    static std::string one_line(const std::string& s) {
+        static const char hex[] = "0123456789abcdef";
+        std::string out;
+        out.reserve(s.size());
+        for (const char ch : s) {
+            const auto c = static_cast<unsigned char>(ch);
+            if ((c >= 0x20 && c != 0x7f) || c == '\t') {
+                out.push_back(ch);
+            } else {
+                out += "\\x";
+                out.push_back(hex[c >> 4]);
+                out.push_back(hex[c & 15]);
+            }
+        }
+        return out;
+    }
 };
 
 /// Training dtype of the 16/32-bit model weights (DeepSpeed

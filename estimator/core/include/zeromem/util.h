@@ -65,7 +65,7 @@ std::string data_dir();
 
 /// Reads a whole file; throws InputError "<path>: cannot open file" if it
 /// does not exist or cannot be read, and names `what` it is (e.g. "config file", "training log")
-/// when it is a directory, a device or larger than `max_bytes` (64 MiB unless given).
+/// when the path is empty, a directory, a device or larger than `max_bytes` (64 MiB unless given).
 std::string read_text_file(const std::string& path, const std::string& what = "JSON config file",
                            std::uintmax_t max_bytes = std::uintmax_t(64) << 20);
 
