@@ -364,6 +364,10 @@ TEST(RunLogErrors, CutOffReadingsNameFileAndLine) {
         {"\tMaximum resident set size (kbytes): 12.5\n", "bad.log:1: /usr/bin/time -v:", "kbytes"},
         {"[x] [INFO] [utils.py:803:see_memory_usage] MA -20.83 GB Max_MA 0.31 GB CA 1 GB Max_CA 1 GB\n",
          "bad.log:1: see_memory_usage:", "negative"},
+        // TrainerMemoryTracker.update_metrics sets alloc_delta and peaked_delta together; a peak without its
+        // alloc_delta (peak - end, with no end) is a cut-off block, not a reading (found by a tester: dropped)
+        {"  train_mem_cpu_alloc_delta  =     4429MB\n  train_mem_gpu_peaked_delta =     16MB\n",
+         "bad.log:1: Trainer memory metrics:", "'train_mem_gpu_peaked_delta' without 'train_mem_gpu_alloc_delta'"},
     };
     for (const auto& c : cases) {
         const std::string e = error_of([&] { (void)read_run_log(c.text, "bad.log"); });
@@ -372,11 +376,47 @@ TEST(RunLogErrors, CutOffReadingsNameFileAndLine) {
     }
 }
 
+// Written as an editor or a terminal leaves them (found by a tester): a UTF-8 byte-order mark before a
+// memory_stats JSON, a tab between see_memory_usage's "MA" and its number.
+TEST(RunLogTorch, ByteOrderMarkAndTabsAreRead) {
+    const RunLog j = read_run_log("\xEF\xBB\xBF{\"allocated_bytes.all.current\": 1024,\n\"reserved_bytes.all.current\": 2048}",
+                                  "stats.json");
+    ASSERT_EQ(j.observations.size(), 1u);
+    EXPECT_EQ(j.observations[0].allocated->bytes, 1024);
+    EXPECT_EQ(j.observations[0].reserved->bytes, 2048);
+    const RunLog t = read_run_log("[x] [INFO] [utils.py:803:see_memory_usage] MA\t0.31 GB\tMax_MA 0.5 GB CA 1 GB Max_CA 1 GB\n",
+                                  "tab.log");
+    ASSERT_EQ(t.observations.size(), 1u);
+    EXPECT_EQ(t.observations[0].allocated->bytes, gib_h(31));
+    EXPECT_EQ(t.observations[0].max_allocated->bytes, gib_h(50));
+}
+
+// A file gives at most kMaxReadings readings: the next is refused at its line, so no log (one 63 MB line of
+// Trainer metrics, found by a tester, took over 15 GB) holds more than that in memory.
+TEST(RunLogErrors, ReadingsPerFileAreBounded) {
+    std::string lines;
+    for (std::size_t k = 1; k <= kMaxReadings; ++k)
+        lines += "[Rank 0] (after " + std::to_string(k) + " iterations) memory (MB) | allocated: 1.0 | max allocated: "
+                 "2.0 | reserved: 4.0 | max reserved: 4.0\n";
+    EXPECT_EQ(read_run_log(lines, "long.log").observations.size(), kMaxReadings);
+    lines += "[Rank 0] (after 0 iterations) memory (MB) | allocated: 1.0 | max allocated: 2.0 | reserved: 4.0 | max reserved: 4.0\n";
+    const std::string e = error_of([&] { (void)read_run_log(lines, "long.log"); });
+    EXPECT_TRUE(contains(e, "long.log:" + std::to_string(kMaxReadings + 1) + ": report_memory: more than 50000 memory readings")) << e;
+    std::string one_line;
+    for (std::size_t k = 0; k <= kMaxReadings; ++k) one_line += "train_mem_gpu_alloc_delta: 1 ";
+    const std::string t = error_of([&] { (void)read_run_log(one_line, "one.log"); });
+    EXPECT_TRUE(contains(t, "one.log:1: Trainer memory metrics: more than 50000 memory readings")) << t;
+}
+
 TEST(RunLogErrors, TextWithoutReadingsIsAnError) {
     const std::string e = error_of([] { (void)read_run_log("loss 1.0\nloss 0.9\n", "train.log"); });
     EXPECT_TRUE(contains(e, "train.log: no memory reading recognised")) << e;
     const std::string missing = error_of([] { (void)read_run_log_file("/nonexistent/run.log"); });
     EXPECT_TRUE(contains(missing, "/nonexistent/run.log")) << missing;
+    EXPECT_EQ(error_of([] { (void)read_run_log_file(""); }), "no file name given for the training log (--log) (an empty path)");
+    // A file name with a newline stays one line (InputError escapes control bytes).
+    const std::string odd = error_of([] { (void)read_run_log("loss 1.0\n", "we\nird.log"); });
+    EXPECT_TRUE(contains(odd, "we\\x0aird.log: no memory reading recognised")) << odd;
 }
 
 }  // namespace

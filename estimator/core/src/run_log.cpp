@@ -51,6 +51,14 @@ std::vector<Line> split_lines(const std::string& text) {
     return lines;
 }
 
+void add_reading(std::vector<MemoryObservation>& out, MemoryObservation o, const std::string& path) {
+    if (out.size() >= kMaxReadings)
+        Where{path, o.line, o.format}.fail("more than " + std::to_string(kMaxReadings) +
+                                           " memory readings in one file (this is the next); give calibrate the "
+                                           "part of the log around the steps to compare");
+    out.push_back(std::move(o));
+}
+
 void Where::fail(const std::string& what) const {
     throw InputError(path + ":" + std::to_string(line) + ": " + to_string(format) + ": " + what);
 }
@@ -181,7 +189,7 @@ bool read_memory_stats_json(const nlohmann::json& j, const std::string& path, co
     o.max_allocated = json_bytes(j, "allocated_bytes.all.peak", "", w);
     o.reserved = json_bytes(j, "reserved_bytes.all.current", "", w);
     o.max_reserved = json_bytes(j, "reserved_bytes.all.peak", "", w);
-    out.push_back(o);
+    add_reading(out, std::move(o), path);
     return true;
 }
 
@@ -215,7 +223,7 @@ bool read_measure_json(const nlohmann::json& j, const std::string& path, const s
             o.max_host = json_bytes(p, "host_rss_peak", at, w);
             o.host_scope = HostScope::process;
             o.peak_window = PeakWindow::since_previous;  // measure resets the peaks at each phase (PhaseClock::begin)
-            out.push_back(o);
+            add_reading(out, std::move(o), path);
         }
     }
     return true;
@@ -266,6 +274,7 @@ void check_consistent(const MemoryObservation& o, const std::string& path) {
 
 RunLog read_run_log(const std::string& text, const std::string& path) {
     using namespace run_log_detail;
+    if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) return read_run_log(text.substr(3), path);  // UTF-8 BOM (an editor's)
     RunLog log;
     log.path = path;
     if (!text.empty() && static_cast<unsigned char>(text[0]) == 0x80) {  // pickle PROTO: a memory snapshot

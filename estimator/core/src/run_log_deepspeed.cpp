@@ -57,7 +57,7 @@ void read_see_memory_usage(const std::vector<Line>& lines, const std::string& pa
         if (at == std::string_view::npos) continue;
         const std::string_view rest = trim(l.text.substr(at + kTag.size()));
         const Where w{path, l.number, LogFormat::ds_see_memory_usage};
-        if (starts_with(rest, "MA ")) {
+        if (starts_with(rest, "MA ") || starts_with(rest, "MA\t")) {
             MemoryObservation o;
             o.format = LogFormat::ds_see_memory_usage;
             o.line = l.number;
@@ -66,7 +66,7 @@ void read_see_memory_usage(const std::vector<Line>& lines, const std::string& pa
             o.host_scope = HostScope::node;
             read_ma_line(rest, w, o);
             message.clear();
-            out.push_back(o);
+            add_reading(out, std::move(o), path);
             last = out.size() - 1;
         } else if (starts_with(rest, "CPU Virtual Memory")) {
             const Reading used = cpu_used(rest, w);
@@ -78,7 +78,7 @@ void read_see_memory_usage(const std::vector<Line>& lines, const std::string& pa
                 o.line = l.number;
                 o.message = message;
                 o.host = used;
-                out.push_back(o);
+                add_reading(out, std::move(o), path);
                 last = out.size() - 1;
             }
         } else if (rest.size() >= 3 && std::string_view("CPU Virtual Memory:").substr(0, rest.size()) == rest) {
@@ -116,7 +116,7 @@ void read_throughput_timer(const std::vector<Line>& lines, const std::string& pa
         } else {
             o.message = "ThroughputTimer";
         }
-        out.push_back(o);
+        add_reading(out, std::move(o), path);
     }
 }
 

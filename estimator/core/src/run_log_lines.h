@@ -61,6 +61,10 @@ bool starts_with(std::string_view s, std::string_view prefix);
 /// Skips spaces and reads `word` at text[pos]; false (pos unchanged) when it is not there.
 bool expect(std::string_view text, std::size_t& pos, std::string_view word);
 
+/// Appends `o` to `out`; fails at o's line when `out` already holds
+/// kMaxReadings (run_log.h), so no file holds more than that in memory.
+void add_reading(std::vector<MemoryObservation>& out, MemoryObservation o, const std::string& path);
+
 // The readers. Each scans every line, ignores the lines that are not its
 // printer's and appends its readings to `out` (any order; the caller sorts).
 void read_see_memory_usage(const std::vector<Line>& lines, const std::string& path, std::vector<MemoryObservation>& out);

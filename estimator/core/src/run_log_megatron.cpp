@@ -48,7 +48,7 @@ void read_megatron_report_memory(const std::vector<Line>& lines, const std::stri
         o.max_allocated = mib_field(t, pos, "max allocated", w);
         o.reserved = mib_field(t, pos, "reserved", w);
         o.max_reserved = mib_field(t, pos, "max reserved", w);
-        out.push_back(o);
+        add_reading(out, std::move(o), path);
     }
 }
 

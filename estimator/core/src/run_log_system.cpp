@@ -98,7 +98,7 @@ void read_nvidia_smi(const std::vector<Line>& lines, const std::string& path, st
         if (pk.samples > 1)
             pk.obs.message = (gpu.empty() ? std::string("nvidia-smi") : "GPU " + gpu) + " (highest of " +
                              std::to_string(pk.samples) + " samples)";
-        out.push_back(std::move(pk.obs));
+        add_reading(out, std::move(pk.obs), path);
     }
 }
 
@@ -120,7 +120,7 @@ void read_gnu_time(const std::vector<Line>& lines, const std::string& path, std:
         o.message = command;
         o.host_scope = HostScope::process;
         o.max_host = rounded(*d, kKiB, 0.0L, w);
-        out.push_back(o);
+        add_reading(out, std::move(o), path);
     }
 }
 

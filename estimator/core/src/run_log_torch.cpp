@@ -106,7 +106,7 @@ void read_oom_messages(const std::vector<Line>& lines, const std::string& path, 
         if (expect(t, pos, "(")) read_old_oom(t, pos, w, o);
         else if (expect(t, pos, ".")) read_new_oom(t, pos, w, o);
         else w.fail("expected '(GPU N; ...' or '. GPU N has ...' after the requested size");
-        out.push_back(o);
+        add_reading(out, std::move(o), path);
     }
 }
 
@@ -146,7 +146,7 @@ void read_memory_summary(const std::vector<Line>& lines, const std::string& path
         } else if (open && starts_with(t, "| GPU reserved memory")) {
             row(t, w, open->reserved, open->max_reserved);
             if (!open->allocated) w.fail("'GPU reserved memory' row before the 'Allocated memory' row");
-            out.push_back(*open);
+            add_reading(out, *open, path);
             open.reset();
         }
     }
@@ -186,7 +186,14 @@ void read_trainer_metrics(const std::vector<Line>& lines, const std::string& pat
     std::map<std::string, TrainerBlock> open;  // per stage
     auto close = [&](const std::string& stage) {
         if (const auto it = open.find(stage); it != open.end()) {
-            out.push_back(trainer_observation(it->second));
+            // peaked_delta is the peak above the stage's end (peak - end): without alloc_delta (end - start)
+            // it says nothing about the memory in use, and log_metrics prints both (TrainerMemoryTracker.update_metrics).
+            for (const char* dev : {"gpu", "cpu"})
+                if (it->second.values.count(dev + std::string("_peaked")) && !it->second.values.count(dev + std::string("_alloc")))
+                    Where{path, it->second.line, LogFormat::hf_trainer_metrics}.fail(
+                        "'" + stage + "_mem_" + dev + "_peaked_delta' without '" + stage + "_mem_" + dev +
+                        "_alloc_delta' (the peak is counted from the stage's end, which alloc_delta gives; the block is cut off?)");
+            add_reading(out, trainer_observation(it->second), path);
             open.erase(it);
         }
     };
@@ -217,6 +224,7 @@ void read_trainer_metrics(const std::vector<Line>& lines, const std::string& pat
             const Reading r = mib ? floored(*d, kMiB, 1.0L, w) : rounded(*d, 1.0L, 0.0L, w);
             const std::string key = kind.substr(0, kind.size() - 6);  // drop "_delta"
             if (open.count(stage) && open[stage].values.count(key)) close(stage);  // a second block of the stage
+            if (!open.count(stage) && open.size() >= kMaxReadings) w.fail("more than " + std::to_string(kMaxReadings) + " Trainer stages open at once");
             TrainerBlock& b = open[stage];
             if (b.values.empty()) {
                 b.line = l.number;

@@ -73,6 +73,11 @@ struct SnapshotBlock {
     bool frame_from_trace = false;       ///< the block has no frames; these are its alloc's in device_traces
 };
 
+/// The most readings one file gives: a calibration compares a few steps, and
+/// a log of more (a memory printout at every step of a long run) is refused
+/// at the reading past this, with the advice to cut it, rather than held.
+constexpr std::size_t kMaxReadings = 50000;
+
 /// The largest blocks a snapshot reading keeps (largest first).
 constexpr std::size_t kSnapshotBlocks = 8;
 
@@ -114,7 +119,9 @@ struct RunLog {
 /// read as torch.cuda.memory_stats() or zeromem measure output; any other
 /// text line by line by every line reader. Throws InputError "<path>:<line>:
 /// <format>: <what>" for a reading that is malformed or cut off, and
-/// "<path>: no memory reading recognised ..." when no reader finds one.
+/// "<path>: no memory reading recognised ..." when no reader finds one, and
+/// at the reading past kMaxReadings. A UTF-8 byte-order mark before the text
+/// is skipped.
 RunLog read_run_log(const std::string& text, const std::string& path);
 
 /// read_run_log of a file; InputError when it cannot be read (or is larger
