@@ -146,4 +146,59 @@ TEST(MemorySnapshotRefuses, SchemaErrorsNameTheField) {
     EXPECT_TRUE(contains(error_reading(p2("}X\x08\x00\x00\x00segments]s.")), "evil.pickle: memory snapshot: no segments and no trace"));
 }
 
+// A list referenced many times through the memo costs a few bytes per reference: a segment list that names
+// one blocks list 2,000 times, each of 2,000 blocks, would be read as 4 million blocks from about 60 KB (a
+// tester's 12 KB pickle expanded to 3 GB). torch writes each block and trace entry as a dict of its own,
+// so the reader stops once it has read more of them than the pickle holds values; frames lists, which
+// torch does share (memory_snapshot.cpp), are not counted.
+TEST(MemorySnapshotRefuses, SharedListsCannotMultiplyTheWork) {
+    zeromem::testing::TorchPickler p;
+    p.protocol();
+    p.begin_dict();
+    p.str("segments");
+    p.begin_list();
+    uint32_t blocks = 0;
+    for (int s = 0; s < 2000; ++s) {
+        p.begin_dict();
+        p.str("device"); p.integer(0);
+        p.str("total_size"); p.integer(int64_t(2000) * 512);
+        p.str("blocks");
+        if (s == 0) {
+            p.begin_list();
+            for (int b = 0; b < 2000; ++b) {
+                p.begin_dict(); p.str("size"); p.integer(512); p.str("state"); p.str("active_allocated"); p.end_dict();
+            }
+            blocks = p.end_shared_list();
+        } else {
+            p.get(blocks);
+        }
+        p.end_dict();
+    }
+    p.end_list();
+    p.end_dict();
+    p.stop();
+    ASSERT_LT(p.out.size(), std::size_t(64) << 10);
+    const std::string e = error_reading(p.out);
+    EXPECT_TRUE(contains(e, "memory snapshot: segments[")) << e;
+    EXPECT_TRUE(contains(e, "a list is referenced more than once through the pickle memo")) << e;
+
+    // device_traces holds one list per device: no more than the device index allows (0 .. 65536).
+    zeromem::testing::TorchPickler t;
+    t.protocol();
+    t.begin_dict();
+    t.str("segments");
+    t.begin_list();
+    t.end_list();
+    t.str("device_traces");
+    t.begin_list();
+    for (int d = 0; d < 65538; ++d) {
+        t.begin_list();
+        t.end_list();
+    }
+    t.end_list();
+    t.end_dict();
+    t.stop();
+    EXPECT_TRUE(contains(error_reading(t.out), "memory snapshot: device_traces has 65538 lists, one per device: more than 65537 devices"));
+}
+
 }  // namespace

@@ -88,6 +88,21 @@ struct Fields {
     const std::vector<uint32_t>& list(uint32_t n, const std::string& field) const { return d.children(of_kind(n, Kind::list, field)); }
 };
 
+// The segments, blocks and trace entries read, held to the number of values the pickle holds: each is a
+// dict of its own in a snapshot torch writes, so more can only come from one list referenced many times
+// through the memo (BINGET), which would make a few kilobytes read as billions of blocks.
+struct Budget {
+    std::size_t left;
+    void spend(const Fields& f, uint32_t list, std::size_t items, const std::string& field) {
+        if (items > left)
+            f.fail(list, field, "brings the segments, blocks and trace entries read beyond the " +
+                                    std::to_string(f.d.nodes.size()) + " values the pickle holds: a list is "
+                                    "referenced more than once through the pickle memo, which a snapshot torch "
+                                    "writes never does");
+        left -= items;
+    }
+};
+
 // torch/cuda/_memory_viz.py _frame_filter: the unwinder's and the
 // interpreter's own frames are not the allocation's.
 bool kept_frame(std::string_view name, std::string_view filename) {
@@ -150,16 +165,20 @@ void read_block(const Fields& f, uint32_t n, const std::string& field, uint64_t&
 }
 
 // Every segment, by device.
-std::map<int64_t, Device> read_segments(const Fields& f, uint32_t root) {
+std::map<int64_t, Device> read_segments(const Fields& f, uint32_t root, Budget& budget) {
     std::map<int64_t, Device> devices;
-    const auto& segments = f.list(f.need(root, "segments", "the snapshot"), "segments");
+    const uint32_t list = f.need(root, "segments", "the snapshot");
+    const auto& segments = f.list(list, "segments");
+    budget.spend(f, list, segments.size(), "segments");
     for (std::size_t i = 0; i < segments.size(); ++i) {
         const std::string field = "segments[" + std::to_string(i) + "]";
         const uint32_t s = f.of_kind(segments[i], Kind::dict, field);
         Device& dev = devices[f.integer(f.need(s, "device", field), field + ".device", 0, kMaxDevices)];
         const uint64_t total = f.bytes(f.need(s, "total_size", field), field + ".total_size");
         uint64_t allocated = 0;
-        const auto& blocks = f.list(f.need(s, "blocks", field), field + ".blocks");
+        const uint32_t block_list = f.need(s, "blocks", field);
+        const auto& blocks = f.list(block_list, field + ".blocks");
+        budget.spend(f, block_list, blocks.size(), field + ".blocks");
         for (std::size_t k = 0; k < blocks.size(); ++k) read_block(f, blocks[k], field + ".blocks[" + std::to_string(k) + "]", allocated, dev);
         // torch's snapshot() sums allocated_size over the same blocks.
         if (const auto a = f.get(s, "allocated_size"); a && f.bytes(*a, field + ".allocated_size") != allocated)
@@ -181,9 +200,10 @@ struct Trace {
     std::unordered_map<uint64_t, uint32_t> live_alloc;  // address -> the trace entry of its alloc
 };
 
-Trace read_trace(const Fields& f, uint32_t list, const std::string& field) {
+Trace read_trace(const Fields& f, uint32_t list, const std::string& field, Budget& budget) {
     Trace t;
     const auto& entries = f.list(list, field);
+    budget.spend(f, list, entries.size(), field);
     t.entries = entries.size();
     for (std::size_t k = 0; k < entries.size(); ++k) {
         const std::string at = field + "[" + std::to_string(k) + "]";
@@ -260,9 +280,15 @@ void read_memory_snapshot(const std::string& data, const std::string& path, RunL
     const Document d = pickle::parse(data, path);
     const Fields f{d, path};
     const uint32_t root = f.of_kind(d.root, Kind::dict, "the snapshot");
-    std::map<int64_t, Device> devices = read_segments(f, root);
+    Budget budget{d.nodes.size()};
+    std::map<int64_t, Device> devices = read_segments(f, root, budget);
     std::vector<uint32_t> traces;
-    if (const auto t = f.get(root, "device_traces")) traces = f.list(*t, "device_traces");
+    if (const auto t = f.get(root, "device_traces")) {
+        traces = f.list(*t, "device_traces");
+        if (traces.size() > std::size_t(kMaxDevices) + 1)
+            f.fail(*t, "device_traces", "has " + std::to_string(traces.size()) + " lists, one per device: more than " +
+                                            std::to_string(kMaxDevices + 1) + " devices");
+    }
     bool any_trace = false;
     for (std::size_t i = 0; i < traces.size(); ++i)
         if (!f.list(traces[i], "device_traces[" + std::to_string(i) + "]").empty()) {
@@ -282,7 +308,7 @@ void read_memory_snapshot(const std::string& data, const std::string& path, RunL
         if (static_cast<std::size_t>(device) < traces.size()) {
             const std::string field = "device_traces[" + std::to_string(device) + "]";
             if (!f.list(traces[static_cast<std::size_t>(device)], field).empty()) {
-                t = read_trace(f, traces[static_cast<std::size_t>(device)], field);
+                t = read_trace(f, traces[static_cast<std::size_t>(device)], field, budget);
                 trace_peak(*t, dev, device, o, log);
             }
         }
