@@ -224,6 +224,16 @@ TEST(CliCalibrate, ProfileMovesAnotherStageByItsFittedTermsOnly) {
                                 kMistral + " --micro-batch 1 --seq-len 2048");
     EXPECT_TRUE(stated["profile"]["activation_scale"].is_null());
     EXPECT_FALSE(stated["profile"]["process_baseline"].is_null());
+    // another model (another parameter count, inputs.params): a warning, and its activations are not scaled
+    // by the fitted model's factor (found by a tester: the profile's model was never looked at)
+    const std::string llama = " --model llama-2-7b --gpus 2 --gpu A100-80GB --stage 3 --offload-optimizer cpu --dtype bf16";
+    const auto other_plain = json_of("estimate" + llama);
+    const auto other = json_of("estimate" + llama + " --calibration '" + profile + "'");
+    for (std::size_t k = 0; k < other["phases"].size(); ++k)
+        EXPECT_EQ(other["phases"][k]["per_gpu"]["activations"], other_plain["phases"][k]["per_gpu"]["activations"]) << k;
+    const auto warned = cli::zeromem("estimate" + llama + " --calibration '" + profile + "'");
+    EXPECT_NE(warned.err.find("warning: --calibration: " + profile + " was fitted on mistral-7b ("), std::string::npos) << warned.err;
+    EXPECT_NE(warned.err.find("its activation factor is not applied"), std::string::npos) << warned.err;
     std::remove(profile.c_str());
 }
 
@@ -352,12 +362,17 @@ TEST(CliCalibrate, BadProfilesAndOutputWithoutGpu) {
         {head + " \"process_baseline\": {\"bytes\": 9223372036854775807}\n}", ":4: calibration profile: 'process_baseline.bytes' is beyond +-2^50"},
         {head + " \"inputs\": \"mistral\"\n}", ":4: calibration profile: 'inputs' is not an object"},
         {head + " \"inputs\": {\"micro_batch\": -1}\n}", ":4: calibration profile: 'inputs.micro_batch' is not a whole number in [0, 2^40]"},
+        {head + " \"inputs\": {\"params\": \"7B\"}\n}", ":4: calibration profile: 'inputs.params' is not a whole number in [0, 2^50]"},
+        {head + " \"inputs\": {\"model\": 7}\n}", ":4: calibration profile: 'inputs.model' is not a string"},
+        // a NUL in a key stays in the one-line error (it used to cut the message there)
+        {head + " \"a\\u0000b\": 1\n}", ":4: calibration profile: unknown key 'a\\x00b'"},
     };
     for (const auto& [text, message] : found) {
         { std::ofstream(bad) << text; }
         cli::expect_error("estimate --params 7e9 --calibration '" + bad + "'", bad + message);
     }
     std::remove(bad.c_str());
+    cli::expect_error("estimate --params 7e9 --calibration ''", "no file name given for the calibration profile (--calibration)");
     cli::expect_error("estimate --params 7e9 --force-calibration", "--force-calibration: given without --calibration");
     cli::expect_error("calibrate --log " + testdata("run_logs/L04_ds_throughput_timer_megatron_polaris.log") +
                           " --params 7e9 --output " + cli::temp_path("never.json"),

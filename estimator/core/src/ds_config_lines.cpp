@@ -58,21 +58,30 @@ private:
         }
     }
 
-    /// A string at i_ (opening quote); returns its raw text without the
-    /// quotes, escapes decoded only for \" and \\ (keys of DeepSpeed configs
-    /// are plain names; an exotic escape only makes its key not found).
+    /// A string at i_ (opening quote); returns its text without the quotes,
+    /// its escapes decoded as JSON decodes them (a key "a\u0000b" is the
+    /// parsed key's pointer); a malformed escape is kept as written.
     std::string string_token() {
         std::string s;
+        const std::size_t start = i_;
+        bool escapes = false;
         ++i_;  // opening quote
         while (!at_end() && t_[i_] != '"') {
             if (t_[i_] == '\\' && i_ + 1 < t_.size()) {
                 ++i_;
+                escapes = true;
                 if (t_[i_] != '"' && t_[i_] != '\\') s += '\\';
             }
             s += t_[i_];
             advance();
         }
         if (!at_end()) ++i_;  // closing quote
+        if (escapes) {
+            try {
+                return nlohmann::json::parse(t_.substr(start, i_ - start)).get<std::string>();
+            } catch (const nlohmann::json::exception&) {
+            }
+        }
         return s;
     }
 

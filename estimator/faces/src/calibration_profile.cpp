@@ -271,6 +271,12 @@ CalibrationProfile parse_calibration_profile(const std::string& text, const std:
         if (p.inputs.is_object() && p.inputs.contains(k) &&
             (!p.inputs[k].is_number_integer() || p.inputs[k].get<int64_t>() < 0 || p.inputs[k].get<int64_t>() > (int64_t(1) << 40)))
             bad(std::string("/inputs/") + k, std::string("'inputs.") + k + "' is not a whole number in [0, 2^40]");
+    if (p.inputs.is_object() && p.inputs.contains("params") &&
+        (!p.inputs["params"].is_number_integer() || p.inputs["params"].get<int64_t>() < 0 ||
+         p.inputs["params"].get<int64_t>() > int64_t(kMaxBytes)))
+        bad("/inputs/params", "'inputs.params' is not a whole number in [0, 2^50]");
+    if (p.inputs.is_object() && p.inputs.contains("model") && !p.inputs["model"].is_string())
+        bad("/inputs/model", "'inputs.model' is not a string");
     return p;
 }
 
@@ -295,6 +301,14 @@ CalibrationApplied apply_calibration_profile(const CalibrationProfile& p, const 
         return p.inputs.is_object() && p.inputs.contains(k) && p.inputs[k].is_string() ? p.inputs[k].get<std::string>()
                                                                                        : std::string("?");
     };
+    // The terms are what one model's run held beyond its modelled terms: another model (by its parameter
+    // count, Ψ) is warned of, and its activations are not scaled by the fitted model's factor.
+    const bool same_model = fit_at("params") < 0 || static_cast<uint64_t>(fit_at("params")) == in.model.params;
+    if (!same_model)
+        out.warnings.push_back("--calibration: " + path + " was fitted on " + fit_text("model") + " (" +
+                               std::to_string(fit_at("params")) + " parameters) and is applied to " + in.model.name +
+                               " (" + std::to_string(in.model.params) + " parameters): its process baseline and "
+                               "memory outside the allocator are that run's, and its activation factor is not applied");
     if (p.process_baseline) {
         in.residual.process_baseline = uint64_t(std::max<int64_t>(0, *p.process_baseline));
         prov["process_baseline"] = "calibration profile " + path + " (measured - estimated allocated at the run's "
@@ -322,14 +336,14 @@ CalibrationApplied apply_calibration_profile(const CalibrationProfile& p, const 
     if (p.activation_scale) {
         char f[64];
         std::snprintf(f, sizeof f, "%.4f", *p.activation_scale);
-        if (fit_at("micro_batch") == in.train.micro_batch && fit_at("seq_len") == in.train.seq_len) {
+        if (same_model && fit_at("micro_batch") == in.train.micro_batch && fit_at("seq_len") == in.train.seq_len) {
             in.residual.activation_scale = *p.activation_scale;
             prov["activation_scale"] = "calibration profile " + path + " (the run's peak over the estimate's activations)";
             terms.push_back(std::string("activations x ") + f);
             out.notes.push_back("from calibration profile " + path + ": activations x " + f +
                                 " (fitted at micro batch " + std::to_string(in.train.micro_batch) + ", seq " +
                                 std::to_string(in.train.seq_len) + ", which the run did not state)");
-        } else {
+        } else if (same_model) {
             out.warnings.push_back("--calibration: " + path + "'s activation factor x " + f +
                                    " is not applied: it was fitted at micro batch " +
                                    std::to_string(fit_at("micro_batch")) + ", seq " + std::to_string(fit_at("seq_len")) +
