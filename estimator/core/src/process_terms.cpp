@@ -216,12 +216,17 @@ struct ProcessKey {
           tp(in.cluster.tp), pp(in.cluster.pp), ep(in.moe.ep()), stage(in.zero.stage),
           hpz(in.zero.zero_hpz_partition_size), mics(in.zero.mics_shard_size), hpz_active(in.zero.hpz_active()),
           qgz(in.zero.zero_quantized_gradients) {}
-    bool operator==(const ProcessKey& o) const {
-        return cuda_context == o.cuda_context && nccl_buffers == o.nccl_buffers &&
-               cublas_workspaces == o.cublas_workspaces && process_baseline == o.process_baseline && cc == o.cc && deepspeed == o.deepspeed &&
-               torch == o.torch && transformers == o.transformers && intra_interconnect == o.intra_interconnect &&
-               gpus == o.gpus && nodes == o.nodes && tp == o.tp && pp == o.pp && ep == o.ep && stage == o.stage &&
-               hpz == o.hpz && mics == o.mics && hpz_active == o.hpz_active && qgz == o.qgz;
+    // Compared with the input in place: building a key per estimate copied four strings.
+    bool matches(const EstimateInput& in) const {
+        return cuda_context == in.residual.cuda_context && nccl_buffers == in.residual.nccl_buffers &&
+               cublas_workspaces == in.residual.cublas_workspaces &&
+               process_baseline == in.residual.process_baseline && cc == in.cluster.compute_capability &&
+               deepspeed == in.stack.deepspeed && torch == in.stack.torch && transformers == in.stack.transformers &&
+               intra_interconnect == in.cluster.intra_interconnect && gpus == in.cluster.gpus &&
+               nodes == in.cluster.nodes && tp == in.cluster.tp && pp == in.cluster.pp && ep == in.moe.ep() &&
+               stage == in.zero.stage && hpz == in.zero.zero_hpz_partition_size &&
+               mics == in.zero.mics_shard_size && hpz_active == in.zero.hpz_active() &&
+               qgz == in.zero.zero_quantized_gradients;
     }
 };
 
@@ -234,10 +239,9 @@ ProcessMemory process_memory_of(const EstimateInput& in);
 ProcessMemory process_memory(const EstimateInput& in) {
     thread_local std::optional<ProcessKey> last_key;
     thread_local ProcessMemory last;
-    ProcessKey key(in);
-    if (last_key && *last_key == key) return last;
+    if (last_key && last_key->matches(in)) return last;
     last = process_memory_of(in);
-    last_key = std::move(key);
+    last_key.emplace(in);
     return last;
 }
 
@@ -245,6 +249,7 @@ namespace {
 
 ProcessMemory process_memory_of(const EstimateInput& in) {
     ProcessMemory m;
+    std::vector<ExplainTerm> terms;
     const ResidualSettings& r = in.residual;
     const int cc = in.cluster.compute_capability;
     const GpuArch arch = gpu_arch(cc);
@@ -252,12 +257,12 @@ ProcessMemory process_memory_of(const EstimateInput& in) {
     const bool lazy = lazy_module_loading(in.stack);
     if (r.cuda_context) {
         m.cuda_context = *r.cuda_context;
-        m.terms.push_back({"cuda_context", "named figure (--cuda-context)", num(double(m.cuda_context)) + " B",
+        terms.push_back({"cuda_context", "named figure (--cuda-context)", num(double(m.cuda_context)) + " B",
                            m.cuda_context, "outside the caching allocator"});
     } else {
         const ContextFigure f = cuda_context_figure(arch, lazy);
         m.cuda_context = f.bytes;
-        m.terms.push_back({"cuda_context", "table[architecture][module loading]",
+        terms.push_back({"cuda_context", "table[architecture][module loading]",
                            std::string(to_string(arch)) + ", " + (lazy ? "lazy" : "eager") + " (torch " +
                                in.stack.torch + ") = " + gib_text(f.bytes),
                            f.bytes, f.source + "; outside the caching allocator"});
@@ -265,7 +270,7 @@ ProcessMemory process_memory_of(const EstimateInput& in) {
     // NCCL.
     if (r.nccl_buffers) {
         m.nccl_buffers = *r.nccl_buffers;
-        m.terms.push_back({"nccl_buffers", "named figure (--nccl-buffers)", num(double(m.nccl_buffers)) + " B",
+        terms.push_back({"nccl_buffers", "named figure (--nccl-buffers)", num(double(m.nccl_buffers)) + " B",
                            m.nccl_buffers, "outside the caching allocator"});
     } else {
         const auto comms = nccl_communicators(in);
@@ -279,7 +284,7 @@ ProcessMemory process_memory_of(const EstimateInput& in) {
                    (g.spans_nodes ? ", across nodes" : "") + ") " + gib_text(b);
         }
         if (comms.empty()) sub = "one GPU: no communicator";
-        m.terms.push_back(
+        terms.push_back(
             {"nccl_buffers",
              "Σ communicators: channels x (LL 512 KiB + LL128 4.69 MiB + SIMPLE 4 MiB) in a node, channels x 2 x "
              "(LL128 + SIMPLE) across nodes",
@@ -294,12 +299,12 @@ ProcessMemory process_memory_of(const EstimateInput& in) {
     m.cublas_in_allocator = w.in_allocator;
     if (r.cublas_workspaces) {
         m.cublas_workspaces = *r.cublas_workspaces;
-        m.terms.push_back({"cublas_workspaces", "named figure (--cublas-workspace)",
+        terms.push_back({"cublas_workspaces", "named figure (--cublas-workspace)",
                            num(double(m.cublas_workspaces)) + " B", m.cublas_workspaces,
                            w.in_allocator ? "inside the caching allocator" : "outside the caching allocator"});
     } else {
         m.cublas_workspaces = w.bytes();
-        m.terms.push_back({"cublas_workspaces", "handles x (cuBLAS workspace + cuBLASLt workspace)",
+        terms.push_back({"cublas_workspaces", "handles x (cuBLAS workspace + cuBLASLt workspace)",
                            std::to_string(w.handles) + " x (" + num(double(w.cublas)) + " + " +
                                num(double(w.cublaslt)) + ") B",
                            m.cublas_workspaces,
@@ -313,11 +318,12 @@ ProcessMemory process_memory_of(const EstimateInput& in) {
     // A calibration profile's fitted baseline.
     if (r.process_baseline > 0) {
         m.process_baseline = r.process_baseline;
-        m.terms.push_back({"process_baseline", "fitted figure (--calibration)", num(double(m.process_baseline)) + " B",
+        terms.push_back({"process_baseline", "fitted figure (--calibration)", num(double(m.process_baseline)) + " B",
                            m.process_baseline,
                            "measured minus estimated torch.cuda.memory_allocated at the run's earliest reading "
                            "(zeromem calibrate); inside the caching allocator"});
     }
+    m.terms = std::make_shared<const std::vector<ExplainTerm>>(std::move(terms));
     return m;
 }
 

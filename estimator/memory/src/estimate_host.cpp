@@ -191,7 +191,8 @@ void summarize_phases(const FullContext& c, const GpuMemory& st, uint64_t act_ba
     node.host_steady = host.steady + host_act;
     node.nvme = host.nvme;
     if (ex.on) {
-        for (const auto& t : c.proc.terms) ex.term(t.component.c_str(), t.formula, t.substituted, t.bytes, t.source.c_str());
+        if (c.proc.terms)
+            for (const auto& t : *c.proc.terms) ex.term(t.component.c_str(), t.formula, t.substituted, t.bytes, t.source.c_str());
         if (in.residual.fragmentation_bytes)
             ex.term("fragmentation", "bytes from " + in.residual.fragmentation_source + " (every phase)",
                     num(double(*in.residual.fragmentation_bytes)) + " B at the " + gpu_peak->name + " phase",

@@ -11,6 +11,7 @@
 #include "zeromem/input.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -105,7 +106,9 @@ struct ProcessMemory {
     /// Bytes the caching allocator hands out for them (cuBLAS workspaces, torch >= 2.0).
     uint64_t inside_allocator() const { return (cublas_in_allocator ? cublas_workspaces : 0) + process_baseline; }
     uint64_t total() const { return cuda_context + nccl_buffers + cublas_workspaces + process_baseline; }
-    std::vector<ExplainTerm> terms;  ///< cuda_context, nccl_buffers, cublas_workspaces, process_baseline (when fitted)
+    /// cuda_context, nccl_buffers, cublas_workspaces, process_baseline (when fitted). Shared, never
+    /// changed once built: the planner copies these terms with every estimate it makes.
+    std::shared_ptr<const std::vector<ExplainTerm>> terms;
 };
 
 /// The terms for `in`, with in.residual's overrides (cuda_context,
