@@ -12,8 +12,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <cstdio>
+#include <deque>
 
 namespace zeromem {
 
@@ -197,10 +197,15 @@ int64_t per_gpu_batch(int64_t global_batch, int64_t gpus) {
     return global_batch / gpus;
 }
 
+// ranks_before on the three keys it reads, so step 12's grid can rank points that keep no estimate.
+static bool ranks_before_by(bool a_fits, bool a_tight, double a_tok_s, bool b_fits, bool b_tight, double b_tok_s) {
+    if (a_fits != b_fits) return a_fits;
+    if (a_tight != b_tight) return !a_tight;
+    return a_tok_s > b_tok_s * (1 + 1e-9);
+}
+
 bool ranks_before(const Candidate& a, const Candidate& b) {
-    if (a.fits != b.fits) return a.fits;
-    if (a.tight != b.tight) return !a.tight;
-    return a.time.tokens_per_s > b.time.tokens_per_s * (1 + 1e-9);
+    return ranks_before_by(a.fits, a.tight, a.time.tokens_per_s, b.fits, b.tight, b.time.tokens_per_s);
 }
 
 std::vector<Candidate> compare_options(const EstimateInput& base, const SpeedHardware& hw, int64_t global_batch,
@@ -220,7 +225,7 @@ std::vector<Candidate> compare_options(const EstimateInput& base, const SpeedHar
             c.micro_batch = mb > 0 ? mb : 1;
             c.grad_accum = per_gpu / c.micro_batch;
             evaluate(c, in, hw, k);
-            rows.push_back(c);
+            rows.push_back(std::move(c));
         }
     }
     std::stable_sort(rows.begin(), rows.end(), ranks_before);
@@ -536,14 +541,43 @@ static std::string describe(const Candidate& c) {
            std::to_string(c.reduce_bucket_size);
 }
 
-// The first of `ranked` (ranks_before order) that fits with the replayed
+// Step 12's grid: one point per configuration that fits by the closed forms, ranked by its keys.
+struct GridPoint {
+    int templ = -1;  ///< index into Grid::templates; -1: step 11's candidate, kept whole
+    int64_t micro_batch = 1, grad_accum = 1;
+    bool fits = false, tight = false;
+    double tokens_per_s = 0;
+};
+struct Grid {
+    EstimateInput input;                  ///< the grid's working input (the fixed fragmentation fraction)
+    Candidate first;                      ///< step 11's candidate, with its estimate
+    std::vector<Candidate> templates;     ///< option, checkpointing, overlap_comm and bucket of each point
+    std::vector<std::optional<OptimizerBuilder>> builder_before;  ///< input.train.optimizer_builder when each template began
+    std::vector<GridPoint> points;
+
+    /// The point as a candidate. Without `replayed` (which estimates it again itself) it is estimated as the
+    /// grid estimated it, with the optimizer builder of that moment.
+    Candidate candidate(const GridPoint& p, bool replayed, const SpeedHardware& hw, const SpeedConstants& k) {
+        if (p.templ < 0) return first;
+        Candidate c = templates[size_t(p.templ)];
+        c.micro_batch = p.micro_batch;
+        c.grad_accum = p.grad_accum;
+        if (!replayed) {
+            input.train.optimizer_builder = builder_before[size_t(p.templ)];
+            evaluate(c, input, hw, k);
+        }
+        return c;
+    }
+};
+
+// The first of `g.points` (ranks_before order) that fits with the replayed
 // allowance when one is wired (`replayed`: each re-evaluated with `in`) and,
 // with `replay_fits`, replays without running out of memory; at most
 // kMaxPlanReplays replays, each a line of r.replays. A candidate that the
 // replayed allowance makes tight waits while the next kMaxTightLookahead ones
 // are looked at for one that fits with the margin (ranks_before: tight after
 // fitting), and is tried only when none does.
-static std::optional<Candidate> first_that_replays(std::vector<Candidate>& ranked, EstimateInput& in, bool replayed,
+static std::optional<Candidate> first_that_replays(Grid& g, EstimateInput& in, bool replayed,
                                                    const ReplayFits& replay_fits, const SpeedHardware& hw,
                                                    const SpeedConstants& k, PlanResult& r) {
     constexpr int kMaxTightLookahead = 64;
@@ -611,8 +645,10 @@ static std::optional<Candidate> first_that_replays(std::vector<Candidate>& ranke
     };
     std::vector<Candidate*> tight;  // fit, but only inside the band: tried after those that fit with the margin
     int looked = 0;
-    for (Candidate& c : ranked) {
+    std::deque<Candidate> seen;  // the candidates reached, in ranking order (pointers into it stay valid)
+    for (const GridPoint& p : g.points) {
         if (replayed && !tight.empty() && ++looked > kMaxTightLookahead) break;  // each look is a replay
+        Candidate& c = seen.emplace_back(g.candidate(p, replayed, hw, k));
         if (replayed) {
             evaluate(c, in, hw, k);  // the replayed allowance decides
             ++r.candidates;
@@ -650,10 +686,18 @@ static void tune_for_speed(const EstimateInput& base, EstimateInput& in, const E
     // fragmentation fraction, and only the first in the ranking are
     // re-checked with the replayed allowance (residual.fragmentation_provider)
     // when one is wired, until one still fits.
-    EstimateInput grid = in;
+    Grid g;
+    g.input = in;
+    EstimateInput& grid = g.input;
     const bool replayed = static_cast<bool>(grid.residual.fragmentation_provider);
     grid.residual.fragmentation_provider = nullptr;
-    std::vector<Candidate> ranked = {*r.first_fit};  // first among equals
+    g.first = *r.first_fit;
+    // Each grid point keeps its keys, not its estimate (about 1 KiB a candidate, ten thousand of them): the
+    // ranking's head is estimated again when first_that_replays reaches it, with the grid input as it was
+    // (apply_candidate turns a client optimizer into DeepSpeed's at the first optimizer-offload option and
+    // leaves it so), which gives the grid's figures back.
+    g.points.push_back({-1, r.first_fit->micro_batch, r.first_fit->grad_accum, r.first_fit->fits,
+                        r.first_fit->tight, r.first_fit->time.tokens_per_s});  // first among equals
     const int64_t bucket0 = model_bucket(base);
     for (ZeroOption o : stage_offload_options()) {
         // Skip what DeepSpeed refuses with the settings given.
@@ -666,20 +710,25 @@ static void tune_for_speed(const EstimateInput& base, EstimateInput& in, const E
                     c.dtype = fit.dtype;
                     c.overlap_comm = ov;
                     c.reduce_bucket_size = std::max<int64_t>(1, int64_t(std::llround(double(bucket0) * m)));
+                    const int t = int(g.templates.size());
+                    g.templates.push_back(c);
+                    g.builder_before.push_back(grid.train.optimizer_builder);
                     for (int64_t mb : divs) {
                         c.micro_batch = mb;
                         c.grad_accum = per_gpu / mb;
                         evaluate(c, grid, hw, k);
                         ++r.candidates;
                         if (!c.fits) break;  // larger micro batches need more memory
-                        ranked.push_back(c);
+                        g.points.push_back({t, mb, c.grad_accum, c.fits, c.tight, c.time.tokens_per_s});
                     }
                 }
             }
         }
     }
-    std::stable_sort(ranked.begin(), ranked.end(), ranks_before);
-    const std::optional<Candidate> chosen = first_that_replays(ranked, in, replayed, replay_fits, hw, k, r);
+    std::stable_sort(g.points.begin(), g.points.end(), [](const GridPoint& a, const GridPoint& b) {
+        return ranks_before_by(a.fits, a.tight, a.tokens_per_s, b.fits, b.tight, b.tokens_per_s);
+    });
+    const std::optional<Candidate> chosen = first_that_replays(g, in, replayed, replay_fits, hw, k, r);
     r.winner = chosen;
     std::string outcome;
     if (chosen) {
