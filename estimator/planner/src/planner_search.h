@@ -35,6 +35,15 @@ std::string gib(uint64_t bytes);
 /// Why DeepSpeed refuses option `o` with `base`'s settings on `data_parallel` ranks, or nothing.
 std::optional<std::string> option_refusal(const EstimateInput& base, const ZeroOption& o, int64_t data_parallel);
 bool option_allowed(const EstimateInput& base, const ZeroOption& o, int64_t data_parallel);
+/// ranks_before on the three keys it reads (fits, tight, tokens/s), for rankings that keep no estimate.
+bool ranks_before_by(bool a_fits, bool a_tight, double a_tok_s, bool b_fits, bool b_tight, double b_tok_s);
+/// Plan's step 12 (plan_tuning.cpp): de-escalates and re-tunes over `space` from step 11's first fit
+/// (r.first_fit), sets r.winner to the first in the ranking that fits and, with `replay_fits`, replays,
+/// and appends the step to r.
+void tune_for_speed(const EstimateInput& base, EstimateInput& in, const EstimateInput& plan_base,
+                    const Candidate& fit, const std::vector<int64_t>& divs, int64_t per_gpu,
+                    const SpeedHardware& hw, const PlanSpace& space, const SpeedConstants& k,
+                    const ReplayFits& replay_fits, PlanResult& r);
 /// The settings the emitted config sets (HF Trainer stage-3 bucket rules, DeepSpeed's optimizer), applied to `in`.
 void apply_emitted_settings(EstimateInput& in);
 
