@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -75,60 +74,6 @@ double coll_time(Coll c, double bytes, double launches, const Link& l, int64_t n
     const double nn = double(n);
     const double factor = c == Coll::all_reduce ? 2.0 * (nn - 1) / nn : (nn - 1) / nn;
     return launches * l.latency + factor * (bytes + launches * l.half) / l.busbw;
-}
-
-/// A group of `count` parameter tensors of `numel` elements each.
-struct TensorGroup {
-    double numel = 0;
-    double count = 0;
-};
-
-/// Every nn.Parameter of an architecture, grouped by shape: per layer the
-/// attention projections (fused QKV or q, k, v) and output, their biases,
-/// the MLP matrices (gate, up, down or fc, proj) and biases, the norms'
-/// weights (and biases); then the embeddings, their norm, the final norm,
-/// an untied LM head and OPT's input/output projections. Mirrors the
-/// modules count_params() sums (param_count.cpp), as tensors instead of a total.
-/// At most 20 groups, held without a heap allocation (the planner calls
-/// this for every candidate).
-struct TensorGroups {
-    std::array<TensorGroup, 20> g{};
-    size_t size = 0;
-    void push_back(TensorGroup t) { g[size++] = t; }
-    const TensorGroup* begin() const { return g.data(); }
-    const TensorGroup* end() const { return g.data() + size; }
-};
-
-TensorGroups tensor_groups(const ModelArch& a) {
-    const double L = double(a.num_layers), h = double(a.hidden_size), f = double(a.ffn_size);
-    const double hd = double(a.head_dim > 0 ? a.head_dim : a.hidden_size / std::max<int64_t>(1, a.num_heads));
-    const double q = double(a.num_heads) * hd;
-    const double kv = double(a.num_kv_heads > 0 ? a.num_kv_heads : a.num_heads) * hd;
-    TensorGroups g;
-    if (a.fused_qkv) {
-        g.push_back({h * (q + 2 * kv), L});
-        if (a.qkv_bias) g.push_back({q + 2 * kv, L});
-    } else {
-        g.push_back({h * q, L});
-        g.push_back({h * kv, 2 * L});
-        if (a.qkv_bias) g.push_back({q, L}), g.push_back({kv, 2 * L});
-    }
-    g.push_back({q * h, L});
-    if (a.attn_out_bias) g.push_back({h, L});
-    const double up = a.gated_mlp ? 2.0 : 1.0;
-    g.push_back({h * f, up * L});
-    g.push_back({f * h, L});
-    if (a.mlp_bias) g.push_back({f, up * L}), g.push_back({h, L});
-    const double norm_tensors = a.norm_has_bias ? 2.0 : 1.0;
-    g.push_back({h, double(a.norms_per_layer) * norm_tensors * L});
-    const double embed_h = a.word_embed_proj_dim > 0 ? double(a.word_embed_proj_dim) : h;
-    g.push_back({double(a.vocab_size) * embed_h, 1});
-    if (a.learned_positions) g.push_back({double(a.max_position_embeddings + a.position_offset) * h, 1});
-    if (a.embedding_norm) g.push_back({h, norm_tensors});
-    if (a.final_norm) g.push_back({h, norm_tensors});
-    if (!a.tied_embeddings) g.push_back({double(a.vocab_size) * embed_h, 1});
-    if (a.word_embed_proj_dim > 0) g.push_back({embed_h * h, 2});
-    return g;
 }
 
 double gpu_adam_time(double params, const SpeedHardware& hw, const SpeedConstants& k) {
@@ -274,21 +219,6 @@ void apply_host(SpeedHardware& hw, const HostSpec& host, const SpeedConstants& k
     hw.cpu_adam_rate = host_cpu_adam_rate(host, k);
 }
 
-double parameter_tensor_count(const ModelInfo& model, const SpeedConstants& k) {
-    if (!model.arch) return ceil_div(double(model.params), k.params_per_tensor_unknown_arch);
-    double n = 0;
-    for (const TensorGroup& t : tensor_groups(*model.arch)) n += t.count;
-    return n;
-}
-
-double fetched_tensor_count(const ModelInfo& model, int64_t persistence_threshold, const SpeedConstants& k) {
-    if (!model.arch) return ceil_div(double(model.params), k.params_per_tensor_unknown_arch);
-    double n = 0;
-    for (const TensorGroup& t : tensor_groups(*model.arch))
-        if (t.numel >= double(persistence_threshold)) n += t.count;
-    return std::max(1.0, n);
-}
-
 double nvme_effective_bandwidth(double peak, int64_t queue_depth, int64_t block_size, const SpeedConstants& k) {
     if (queue_depth <= 0 || block_size <= 0) return peak;
     const double in_flight = double(queue_depth) * double(block_size);
@@ -330,6 +260,12 @@ void compute_term(const EstimateInput& in, const SpeedHardware& hw, const SpeedC
 /// Times of one ZeRO-3 micro-step's collectives.
 struct Zero3Times {
     double forward = 0, backward = 0, gradients = 0;  ///< per micro-step
+    /// Full checkpointing's recompute gathers, per micro-step: the checkpointed blocks run their forward again in
+    /// backward (torch/utils/checkpoint.py CheckpointFunction.backward, or the non-reentrant recompute hooks), and
+    /// DeepSpeed's pre-forward hook fetches each of their modules again (parameter_offload.py _pre_forward_module_hook
+    /// -> partitioned_param_coordinator.py fetch_sub_module), the forward's gather once more. Selective
+    /// recompute replays the attention core only, which holds no parameters.
+    double recompute = 0;
     double replica = 0;  ///< MiCS replica all-reduce, once per step (at the accumulation boundary)
 };
 
@@ -360,6 +296,7 @@ Zero3Times zero3_collectives(const EstimateInput& in, const SpeedHardware& hw, c
                           group_link(Coll::all_gather, hw, v.gather_group, c.g), v.gather_group);
     t.backward = coll_time(Coll::all_gather, v.backward_gather, fetched,
                            group_link(Coll::all_gather, hw, v.backward_group, c.g), v.backward_group);
+    if (in.train.checkpointing == Checkpointing::full) t.recompute = t.forward;
     if (v.qgz) {
         t.gradients = coll_time(Coll::reduce_scatter, v.gradient_reduce, reduce_launches,
                                 group_link(Coll::reduce_scatter, hw, c.g, c.g), c.g) +
@@ -374,7 +311,7 @@ Zero3Times zero3_collectives(const EstimateInput& in, const SpeedHardware& hw, c
         t.replica = coll_time(Coll::all_reduce, v.replica_allreduce, reduce_launches,
                                  link_for(Coll::all_reduce, hw, v.replicas, c.g, spanned), v.replicas);
     }
-    r.comm_bytes_forward = c.gas * v.forward_gather;
+    r.comm_bytes_forward = c.gas * v.forward_gather * (t.recompute > 0 ? 2.0 : 1.0);
     r.comm_bytes_backward = c.gas * v.backward_gather;
     r.comm_bytes_gradients = c.gas * v.gradient_reduce + v.replica_allreduce;
     r.comm_bytes_cross_node = c.gas * (v.cross_node - v.replica_cross_node) + v.replica_cross_node;
@@ -424,17 +361,19 @@ double comm_terms(const EstimateInput& in, const SpeedHardware& hw, const SpeedC
         const double fetched = fetched_tensor_count(in.model, in.zero.stage3_param_persistence_threshold, k);
         r.fetched_modules = fetched;
         // ZeRO++ (qwZ, hpZ, qgZ) and MiCS change the bytes and the groups
-        // (zero3_collectives); plain ZeRO-3 gathers S twice and reduces G.
+        // (zero3_collectives); plain ZeRO-3 gathers S twice (three times under
+        // full checkpointing) and reduces G.
         const Zero3Times z3 = zero3_collectives(in, hw, c, fetched, reduce_launches, r);
-        const double fetch = z3.forward + z3.backward;
+        const double fetch = z3.forward + z3.recompute + z3.backward;
         const double t_rs = z3.gradients;
         const double first = z3.forward / fetched;
         s3_comm = fetch + t_rs;
         // MiCS's replica all-reduce, once per step, counted as exposed.
         r.comm_total = c.gas * s3_comm + z3.replica;
         r.exposed_comm = c.gas * (first + std::max(0.0, s3_comm - first - k.stage3_overlap * c.t_fb)) + z3.replica;
-        r.per_param += c.gas * (fetched * k.stage3_launches_per_tensor * k.stage3_launch_cost +
-                                tensors * k.zero12_per_tensor_cost);
+        // The recompute's fetch is one launch more per fetched module.
+        const double launches = k.stage3_launches_per_tensor + (z3.recompute > 0 ? 1.0 : 0.0);
+        r.per_param += c.gas * (fetched * launches * k.stage3_launch_cost + tensors * k.zero12_per_tensor_cost);
         r.overhead += c.gas * k.stage2_overhead_fraction * c.t_fb;  // c2: gradients partitioned too
     }
     return s3_comm;
@@ -497,7 +436,7 @@ void optimizer_terms(const EstimateInput& in, const SpeedHardware& hw, const Spe
 
 /// ZeRO-3 parameter offload: every fetch copies the rank's 16-bit
 /// partition of the module from pinned host memory (or NVMe) over PCIe, in
-/// forward and again in backward. The fetch is synchronous within a module:
+/// forward, in full checkpointing's recompute and again in backward. The fetch is synchronous within a module:
 /// at most the prefetched part (stage3_prefetch_bucket_size elements ahead)
 /// times param_copy_overlap (0: the copy blocks) hides behind compute, and
 /// only in the overlap budget the collectives leave. Each synchronous fetch
@@ -506,10 +445,11 @@ void param_offload_term(const EstimateInput& in, const SpeedHardware& hw, const 
                         const StepCtx& c, double s3_comm, StepTime& r) {
     if (c.stage != 3 || in.zero.offload_param == OffloadDevice::none) return;
     const double partition = c.psi / double(in.zero.partition_size(c.n));  // every parameter, frozen or not, is fetched
-    double t_in = 2.0 * partition * c.w / hw.pcie_bandwidth;
+    const double passes = in.train.checkpointing == Checkpointing::full ? 3.0 : 2.0;
+    double t_in = passes * partition * c.w / hw.pcie_bandwidth;
     if (in.zero.offload_param == OffloadDevice::nvme) {
         const double rd = nvme_effective_bandwidth(hw.nvme_read, in.zero.aio_queue_depth, in.zero.aio_block_size, k);
-        t_in = std::max(t_in, 2.0 * partition * double(c.g) * c.w / rd);
+        t_in = std::max(t_in, passes * partition * double(c.g) * c.w / rd);
     }
     const double fetched = r.fetched_modules;
     const double per_module = c.psi / fetched;
@@ -517,7 +457,7 @@ void param_offload_term(const EstimateInput& in, const SpeedHardware& hw, const 
     const double budget_left = std::max(0.0, k.stage3_overlap * c.t_fb - s3_comm);
     const double hidden = prefetched * k.param_copy_overlap * std::min(t_in, budget_left);
     r.offload += c.gas * (t_in - hidden);
-    r.per_param += c.gas * 2.0 * fetched * k.param_fetch_sync_cost;
+    r.per_param += c.gas * passes * fetched * k.param_fetch_sync_cost;
 }
 
 }  // namespace

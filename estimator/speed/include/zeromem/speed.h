@@ -322,6 +322,9 @@ double parameter_tensor_count(const ModelInfo& model, const SpeedConstants& k = 
 /// such tensor): those above stage3_param_persistence_threshold elements
 /// (smaller ones stay resident, stage3.py persistent parameters).
 double fetched_tensor_count(const ModelInfo& model, int64_t persistence_threshold, const SpeedConstants& k = {});
+/// The elements of the parameter tensors parameter_tensor_count counts (Σ numel x count): count_params(a).total
+/// for every family the tensor layout covers (not an encoder-decoder's cross-attention).
+double parameter_tensor_numel(const ModelArch& a);
 
 /// NVMe bytes/s reached with `queue_depth` requests of `block_size` bytes in
 /// flight against a drive set of peak `peak` bytes/s (Little's law with
