@@ -296,30 +296,45 @@ TEST(SpeedGolden, G8_Llama70bOptimizerOffload) {
 
 // G9: Llama-3-8B ZeRO-1, 8 GPUs (H100 assumed), mbs 1 and 4, seq
 // 512/1024/2048: ~36/85/148 and ~171/220/273 TFLOPs/GPU. These runs carry a
-// ~0.48 s fixed cost per step (a least-squares fit on these points:
-// T = 0.48 s + F/417 TF); the model already spends ~0.13 s of it on
-// the all-reduce, all-gather and Adam, so the check sets T_fix = 0.35 s and
-// tests the curve. Ordering (TFLOPs rise with tokens) always; magnitude 25%,
-// except mbs 4 / seq 512 (30%): the chart-read data put it 15% above mbs 1 /
-// seq 2048 at the same 2048 tokens, which no token-count model reproduces.
+// fixed cost per step the model has no mechanism for (T_fix,
+// SpeedConstants::fixed_step_overhead, 0 by default). Fit and test are kept
+// apart: T_fix is fitted here on the three mbs 1 points only (least squares
+// of a constant offset: the mean of measured minus modelled step, the
+// measured step being the model's FLOPs per GPU over the measured TFLOP/s),
+// and the three mbs 4 points test it. Ordering (TFLOPs rise with tokens)
+// always; magnitude 25% on the test points, except mbs 4 / seq 512 (30%):
+// the chart-read data put it 15% above mbs 1 / seq 2048 at the same 2048
+// tokens, which no token-count model reproduces.
 TEST(SpeedGolden, G9_Llama8bZero1SmallBatch) {
     const ModelInfo m = preset("llama-3-8b");
     const SpeedHardware h = hw("H100-80GB", Dtype::bf16);
-    SpeedConstants k;
-    k.fixed_step_overhead = 0.35;
     const double want[2][3] = {{36, 85, 148}, {171, 220, 273}};
     const int64_t mbs[2] = {1, 4};
     const int64_t seqs[3] = {512, 1024, 2048};
+    // Fit set: mbs 1.
+    double offset = 0;
+    for (int i = 0; i < 3; ++i) {
+        const StepTime t = step_time(input(m, 8, 1, 1, mbs[0], seqs[i]), h);
+        const double flops = t.tflops_per_gpu * 1e12 * t.total;  // model FLOPs per GPU per step
+        offset += (flops / (want[0][i] * 1e12) - t.total) / 3.0;
+    }
+    ASSERT_GT(offset, 0.0) << "the measured steps are longer than the model's";
+    SpeedConstants k;
+    k.fixed_step_overhead = offset;
+    std::printf("G9 T_fix fitted on mbs 1: %.3f s\n", offset);
+    // Test set: mbs 4 (and the ordering on both).
     for (int b = 0; b < 2; ++b) {
         double prev = 0;
         for (int i = 0; i < 3; ++i) {
             const StepTime t = step_time(input(m, 8, 1, 1, mbs[b], seqs[i]), h, k);
             EXPECT_GT(t.tflops_per_gpu, prev);
             prev = t.tflops_per_gpu;
-            const double tol = (b == 1 && i == 0) ? 0.30 : 0.25;
-            EXPECT_TRUE(within(t.tflops_per_gpu, want[b][i], tol)) << "mbs " << mbs[b] << " seq " << seqs[i];
-            std::printf("G9 mbs %lld seq %lld: %.1f TFLOP/s per GPU\n", (long long)mbs[b], (long long)seqs[i],
-                        t.tflops_per_gpu);
+            if (b == 1) {
+                const double tol = i == 0 ? 0.30 : 0.25;
+                EXPECT_TRUE(within(t.tflops_per_gpu, want[b][i], tol)) << "mbs " << mbs[b] << " seq " << seqs[i];
+            }
+            std::printf("G9 mbs %lld seq %lld: %.1f TFLOP/s per GPU (%s)\n", (long long)mbs[b], (long long)seqs[i],
+                        t.tflops_per_gpu, b == 0 ? "fit" : "test");
         }
     }
 }
