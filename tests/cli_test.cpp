@@ -502,3 +502,14 @@ TEST(Cli, WorkloadDpoPrintsEveryModelPerPhaseAndRefusesBadFlags) {
     EXPECT_GT(alone, 0);
     EXPECT_GE(paired, alone);
 }
+
+// Frozen parameters (--trainable-params, or a module tree's requires_grad)
+// are named in the header beside the total: the gradients and optimizer
+// states below are sized by the trainable count, so the user sees which.
+TEST(Cli, HeaderNamesTheTrainableCountWhenLayersAreFrozen) {
+    const cli::Outcome o = cli::zeromem("estimate --model llama-2-7b --gpus 8 --stage 3 --trainable-params 1.5e9");
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("(6.74 B params, 1.50 B trainable)"), std::string::npos) << o.out.substr(0, 300);
+    const cli::Outcome all = cli::zeromem("estimate --model llama-2-7b --gpus 8 --stage 3");
+    EXPECT_NE(all.out.find("(6.74 B params), 8 GPUs"), std::string::npos) << all.out.substr(0, 300);
+}

@@ -271,6 +271,8 @@ std::string head_line(const Estimate& e, const EstimateInput& in) {
     std::string active;  // MoE: the parameters one token uses
     if (in.model.arch && in.model.arch->num_experts > 0 && in.model.arch->num_moe_layers > 0)
         active = ", " + params_text(count_params(*in.model.arch).active) + " active";
+    if (e.trainable_params < in.model.params && in.train.lora_rank == 0)  // frozen layers (--trainable-params, a tree)
+        active += ", " + params_text(e.trainable_params) + " trainable";
     return in.model.name + " (" + params_text(in.model.params) + " params" + active + "), " + std::to_string(in.cluster.gpus) +
            " GPU" + (in.cluster.gpus > 1 ? "s" : "") + " (" + std::to_string(in.cluster.nodes) + " node" +
            (in.cluster.nodes > 1 ? "s" : "") + " x " + std::to_string(in.cluster.gpus_per_node()) + ")" +
