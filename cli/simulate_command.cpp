@@ -131,9 +131,6 @@ int run_simulate(const zeromem::Request& req, const SimulateFlags& f, const std:
     std::vector<std::string> notes = res.notes;
     for (auto& n : replay_notes(req, res.input)) notes.push_back(std::move(n));
     std::vector<std::string> warnings = res.warnings;
-    if (res.input.residual.activation_scale != 1.0)
-        warnings.push_back("--calibration: the replay allocates the tensors each module saves at their shapes; the "
-                           "profile's activation_scale is applied by estimate, not here");
     print_diagnostics(warnings, notes, f.verbose);
     std::optional<sim::HostOom> host_oom;
     if (res.input.cluster.host_memory) host_oom = sim::find_host_oom(r.host, *res.input.cluster.host_memory);

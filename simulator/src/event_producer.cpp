@@ -89,12 +89,14 @@ constexpr double kMaxTensorBytes = 1125899906842624.0;
 // double so the check itself cannot overflow.
 void refuse_oversized_tensors(const EstimateInput& in) {
     const ModelArch& a = *in.model.arch;
-    const double sb = double(in.train.seq_len) * double(in.train.micro_batch);
+    const double sb = double(in.train.seq_len) * double(in.train.micro_batch) * in.residual.activation_scale;
     const double widest = std::max({double(a.vocab_size), double(a.hidden_size), double(a.ffn_size),
                                     double(a.num_heads) * double(in.train.seq_len)});
     if (4.0 * sb * widest > kMaxTensorBytes)
         throw InputError("--micro-batch/--seq-len: micro batch " + std::to_string(in.train.micro_batch) + " x sequence " +
-                         std::to_string(in.train.seq_len) + " makes an activation tensor over 2^50 bytes; the simulator "
+                         std::to_string(in.train.seq_len) +
+                         (in.residual.activation_scale != 1.0 ? " x the calibration profile's activation_scale" : "") +
+                         " makes an activation tensor over 2^50 bytes; the simulator "
                          "refuses it (its byte arithmetic is 64-bit)");
     // An upper bound of the dense decoder's parameters (MHA projections, a
     // three-matrix MLP, untied embeddings), in double: the module tree's own
@@ -200,15 +202,23 @@ Producer::Producer(const EstimateInput& in, const SimOptions& opt, EventLog&& bu
         for (uint64_t p : m.params) T_ += p;
     Tn_ = ceil_div(T_, N_);
     const auto& a = *in.model.arch;
-    sbh_ = static_cast<uint64_t>(t.seq_len) * static_cast<uint64_t>(t.micro_batch) * static_cast<uint64_t>(a.hidden_size);
-    sbV_ = static_cast<uint64_t>(t.seq_len) * static_cast<uint64_t>(t.micro_batch) * static_cast<uint64_t>(a.vocab_size);
+    // A calibration profile's activation_scale scales the tokens every activation is sized by, as
+    // estimate_activations.cpp scale_activations scales the activation figures (1 without --calibration).
+    const auto tokens = [&](uint64_t n) {
+        const double f = in.residual.activation_scale;
+        return f == 1.0 ? n : static_cast<uint64_t>(std::llround(double(n) * f));
+    };
+    sb_ = tokens(static_cast<uint64_t>(t.seq_len) * static_cast<uint64_t>(t.micro_batch));
+    sbh_ = sb_ * static_cast<uint64_t>(a.hidden_size);
+    sbV_ = sb_ * static_cast<uint64_t>(a.vocab_size);
     {
         const StackFacts f = stack_facts(in.stack);
         upcasts_in_forward_ = f.upcasts_logits_in_model_forward;
         shifts_copy_ = f.shifts_logits_with_contiguous_copy;
         // The shifted logits: b·(s-1)·V elements (transformers < 4.49); else the loss sees all b·s·V.
-        sb1V_ = shifts_copy_ ? static_cast<uint64_t>(std::max<int64_t>(t.seq_len - 1, 0)) *
-                                   static_cast<uint64_t>(t.micro_batch) * static_cast<uint64_t>(a.vocab_size)
+        sb1V_ = shifts_copy_ ? tokens(static_cast<uint64_t>(std::max<int64_t>(t.seq_len - 1, 0)) *
+                                      static_cast<uint64_t>(t.micro_batch)) *
+                                   static_cast<uint64_t>(a.vocab_size)
                              : sbV_;
     }
     saved_.resize(mods_.size());

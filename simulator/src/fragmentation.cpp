@@ -214,7 +214,8 @@ std::string input_key(const EstimateInput& in) {
     k.add(m.ep_size, m.capacity_factor, m.min_capacity);
     const SoftwareStack& s = in.stack;
     k.add(s.deepspeed, s.torch, s.transformers);
-    k.add(in.residual.load_dtype, in.residual.load_path, in.convention, in.residual.alloc_conf);
+    k.add(in.residual.load_dtype, in.residual.load_path, in.convention, in.residual.alloc_conf,
+          in.residual.activation_scale);
     return k.str();
 }
 

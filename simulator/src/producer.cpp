@@ -85,16 +85,16 @@ std::vector<Visit> Producer::module_visits() const {
 std::vector<Saved> Producer::saved_tensors(uint32_t m, bool with_scores) const {
     const auto& a = *in_.model.arch;
     const auto& t = in_.train;
-    const uint64_t s = static_cast<uint64_t>(t.seq_len), b = static_cast<uint64_t>(t.micro_batch);
+    const uint64_t s = static_cast<uint64_t>(t.seq_len), sb = sb_;  // sb_: s·b, times the profile's activation_scale
     const uint64_t d = static_cast<uint64_t>(a.head_dim > 0 ? a.head_dim : a.hidden_size / a.num_heads);
-    const uint64_t sbq = s * b * static_cast<uint64_t>(a.num_heads) * d;
-    const uint64_t sbkv = s * b * static_cast<uint64_t>(a.num_kv_heads) * d;
-    const uint64_t sbf = s * b * static_cast<uint64_t>(a.ffn_size);
-    const uint64_t scores = static_cast<uint64_t>(a.num_heads) * s * s * b;
+    const uint64_t sbq = sb * static_cast<uint64_t>(a.num_heads) * d;
+    const uint64_t sbkv = sb * static_cast<uint64_t>(a.num_kv_heads) * d;
+    const uint64_t sbf = sb * static_cast<uint64_t>(a.ffn_size);
+    const uint64_t scores = static_cast<uint64_t>(a.num_heads) * s * sb;
     const uint64_t k = sc_;
     const std::string& r = mods_[m].role;
     std::vector<Saved> v;
-    if (moe_saved_tensors(mods_[m], a, s * b, bm_, k, v)) return v;
+    if (moe_saved_tensors(mods_[m], a, sb, bm_, k, v)) return v;
     // Dropout masks (1 byte per element) only where the model's dropout has
     // p > 0 (ModelArch::*_dropout; at p = 0 at::dropout returns its input).
     if (r == "embed_tokens") {
@@ -234,8 +234,7 @@ void Producer::backward_module(uint32_t m, size_t visit) {
         // Selective recompute: the attention core (scores, softmax, the dropout mask where p > 0) is rebuilt
         // for this backward: attention_score_factor as²b.
         const auto& a = *in_.model.arch;
-        const uint64_t sc = static_cast<uint64_t>(a.num_heads) * static_cast<uint64_t>(in_.train.seq_len) *
-                            static_cast<uint64_t>(in_.train.seq_len) * static_cast<uint64_t>(in_.train.micro_batch);
+        const uint64_t sc = static_cast<uint64_t>(a.num_heads) * static_cast<uint64_t>(in_.train.seq_len) * sb_;
         const uint64_t per = a.attention_dropout > 0.0 ? 5 : 4;
         recomputed = alloc("attention_core_recompute", sc_ * per * sc, Stream::compute, m + 1);
     }

@@ -109,6 +109,10 @@ private:
     Stream ag_ = Stream::compute, rd_ = Stream::compute;
     uint64_t bucket_ = 0, T_ = 0, Tn_ = 0;
     uint64_t step_temporary_ = 0;  // optimizer temporary bytes per element stepped
+    // Tokens per micro batch s·b, times a calibration profile's activation_scale (input.h
+    // ResidualSettings::activation_scale: the run's micro batch or sequence were not given, so the profile
+    // scales what the defaults stand in for); every activation size below is built from it.
+    uint64_t sb_ = 0;
     uint64_t sbh_ = 0, sbV_ = 0;
     uint64_t sb1V_ = 0;                // elements the loss sees: b·(s-1)·V with the shift copy, else sbV_
     bool upcasts_in_forward_ = false;  // StackFacts::upcasts_logits_in_model_forward

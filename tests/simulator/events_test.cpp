@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <string>
 #include <tuple>
@@ -539,4 +540,30 @@ TEST(SimEvents, DropoutMasksOnlyWhereTheModelHasDropout) {
         {"alloc", "mlp_dropout_mask", 1024},
     };
     EXPECT_EQ(rows(produce_events(in, opt), Phase::forward, masks), want);
+}
+
+// A calibration profile's activation_scale (input.h ResidualSettings) scales
+// the tokens every activation is sized by, as the estimator scales its
+// activation figures (estimate_activations.cpp scale_activations): with the
+// factor 2.5 on s·b = 16 the tiny model's tensors are those of 40 tokens.
+// By hand (bf16, 2 B): layernorm_input 2·40·64 = 5120 B, query 2·40·(4·16) =
+// 5120 B, mlp_gate 2·40·256 = 20480 B, logits 2·40·128 = 10240 B; the
+// parameters are untouched (16384 B for the embedding).
+TEST(SimEvents, CalibrationActivationScaleScalesTheTokens) {
+    EstimateInput in = tiny(0);
+    in.residual.activation_scale = 2.5;
+    SimOptions opt;
+    opt.steps = 1;
+    const EventLog log = produce_events(in, opt);
+    const auto fwd = rows(log, Phase::forward, {"layernorm_input", "query", "mlp_gate", "logits"});
+    ASSERT_GE(fwd.size(), 4u);
+    EXPECT_EQ(fwd[0], Row("alloc", "layernorm_input", 5120));
+    EXPECT_EQ(fwd[1], Row("alloc", "query", 5120));
+    EXPECT_EQ(fwd[3], Row("alloc", "mlp_gate", 20480));
+    EXPECT_NE(std::find(fwd.begin(), fwd.end(), Row("alloc", "logits", 10240)), fwd.end());
+    EXPECT_EQ(rows(log, Phase::load).front(), Row("alloc", "parameter", 16384));
+    // Without the profile: 16 tokens, layernorm_input 2·16·64 = 2048 B.
+    in.residual.activation_scale = 1.0;
+    EXPECT_EQ(rows(produce_events(in, opt), Phase::forward, {"layernorm_input"}).front(),
+              Row("alloc", "layernorm_input", 2048));
 }
