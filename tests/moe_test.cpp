@@ -425,14 +425,44 @@ TEST(MoeConfigValues, DefaultsForAbsentOrNullKeysAreWarned) {
 // step < 5e7, so the look-ahead fills to stage3_max_live_parameters:
 // (1e9 + L) x 2 B with L = 151936 x 2048 = 311,164,928: 2,622,329,856 B.
 // (Counting 7 modules per block as a dense block has gives 89,017,234 per
-// step, above 5e7, and L + 5e7 instead.)
+// step, above 5e7, and L + 5e7 instead.) Per-expert modules are transformers
+// < 5's layout (Qwen3MoeMLP in an nn.ModuleList): the stack is pinned to 4.57.
 TEST(MoeZero3, LookAheadCountsEveryExpertModule) {
-    const Resolved r = resolve("qwen3-30b-a3b", 8, 3, std::nullopt);
+    Request q;
+    q.model = "qwen3-30b-a3b";
+    q.gpus = 8;
+    q.stage = 3;
+    q.seq_len = 4096;
+    q.micro_batch = 1;
+    q.transformers_version = "4.57";
+    const Resolved r = resolve_request(q, kData);
+    ASSERT_FALSE(r.input.model.arch->fused_experts);
     const Estimate e = estimate(r.input, true);
     bool found = false;
     for (const auto& t : e.terms)
         if (t.component.rfind("temporary_buffers (backward): gathered params", 0) == 0) {
             EXPECT_EQ(t.bytes, 2622329856ull) << t.component;
+            found = true;
+        }
+    EXPECT_TRUE(found);
+}
+
+// From transformers 5 (stack_facts.h packs_moe_experts) the block's 128 experts
+// are one module, Qwen3MoeExperts with gate_up_proj 128 x 1536 x 2048 and
+// down_proj 128 x 2048 x 768: 603,979,776 parameters, now the largest module L
+// (above the 311,164,928 of the embedding). The block's 623,120,640 parameters
+// over 4 + 1 + 1 = 6 fetched modules are 103,853,440 per step, above 5e7, so
+// the look-ahead keeps L + stage3_prefetch_bucket_size:
+// (603,979,776 + 5e7) x 2 B = 1,307,959,552 B.
+TEST(MoeZero3, PackedExpertsOfTransformers5AreTheLargestModule) {
+    const Resolved r = resolve("qwen3-30b-a3b", 8, 3, std::nullopt);  // the built-in stack: transformers 5.0
+    ASSERT_TRUE(r.input.model.arch->fused_experts);
+    EXPECT_EQ(r.input.model.largest_layer_params, 603979776u);
+    const Estimate e = estimate(r.input, true);
+    bool found = false;
+    for (const auto& t : e.terms)
+        if (t.component.rfind("temporary_buffers (backward): gathered params", 0) == 0) {
+            EXPECT_EQ(t.bytes, 1307959552ull) << t.component;
             found = true;
         }
     EXPECT_TRUE(found);

@@ -106,7 +106,7 @@ const Row kRows[] = {
 // Activations saved per module (producer.cpp saved_tensors).
 const char* const kActivations[] = {"embedding_dropout_mask", "layernorm_input", "attention_input", "query", "key", "value",
                                     "attention_scores", "attention_softmax", "attention_dropout_mask", "attention_output",
-                                    "attention_residual_dropout_mask", "mlp_input", "mlp_gate", "mlp_up", "mlp_activation",
+                                    "attention_residual_dropout_mask", "mlp_input", "mlp_gate", "mlp_up", "mlp_gate_up", "mlp_activation",
                                     "mlp_product", "mlp_dropout_mask", "lm_head_input"};
 
 }  // namespace

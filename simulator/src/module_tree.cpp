@@ -69,6 +69,21 @@ void add_expert_mlp(std::vector<SimModule>& out, const ModelArch& a, int i, cons
     for (size_t m = out.size() - (a.gated_mlp ? 3 : 2); m < out.size(); ++m) out[m].expert = expert;
 }
 
+// The routed experts of a block as one module of packed parameters
+// (ModelArch::fused_experts: transformers >= 5 MixtralExperts / Qwen3MoeExperts,
+// GptOssExperts, Llama4TextExperts): gate_up_proj E x 2f x h (E x f x h without
+// a gate), its bias E x 2f, down_proj E x h x f, its bias E x h. ZeRO-3 fetches
+// and releases them together, once per block and pass.
+void add_packed_experts(std::vector<SimModule>& out, const ModelArch& a, int i, const std::string& name) {
+    const uint64_t h = u(a.hidden_size), f = u(a.expert_ffn_size), E = u(a.num_experts);
+    const uint64_t in_width = a.gated_mlp ? 2 * f : f;
+    std::vector<uint64_t> params = {E * in_width * h};
+    if (a.expert_bias) params.push_back(E * in_width);
+    params.push_back(E * h * f);
+    if (a.expert_bias) params.push_back(E * h);
+    add(out, name, "experts_packed", i, std::move(params));
+}
+
 // A sparse MoE block in forward order, as transformers runs it: the router
 // (gate, Linear(h, E)), every routed expert (experts.N), then the shared
 // expert(s) on the block input (DeepseekV2MoE shared_experts; Qwen2-MoE
@@ -79,8 +94,13 @@ void add_moe_block(std::vector<SimModule>& out, const ModelArch& a, int i) {
     const bool mixtral = a.family == "mixtral" || a.model_type == "mixtral";
     const std::string p = "model.layers." + std::to_string(i) + (mixtral ? ".block_sparse_moe." : ".mlp.");
     add(out, p + "gate", "moe_router", i, linear(h, u(a.num_experts), a.router_bias));
-    for (int e = 0; e < static_cast<int>(a.num_experts); ++e)
-        add_expert_mlp(out, a, i, p + "experts." + std::to_string(e) + ".", "expert", u(a.expert_ffn_size), a.expert_bias, e);
+    if (a.fused_experts) {
+        add_packed_experts(out, a, i, p + "experts");
+    } else {
+        for (int e = 0; e < static_cast<int>(a.num_experts); ++e)
+            add_expert_mlp(out, a, i, p + "experts." + std::to_string(e) + ".", "expert", u(a.expert_ffn_size),
+                           a.expert_bias, e);
+    }
     if (a.shared_expert_ffn_size <= 0) return;
     const bool qwen2 = a.shared_expert_gate;
     add_expert_mlp(out, a, i, p + (qwen2 ? "shared_expert." : "shared_experts."), "shared_expert",

@@ -13,11 +13,6 @@
 namespace zeromem::sim {
 
 void refuse_unreplayed_moe(const EstimateInput& in) {
-    const ModelArch& a = *in.model.arch;
-    const bool moe = a.num_experts > 0 && a.num_moe_layers > 0;
-    if (moe && a.fused_experts)
-        throw InputError("fused_experts: '" + a.name + "' keeps all experts of a block in one module (gpt-oss, Llama 4); "
-                         "the simulator replays per-expert modules only (use `zeromem estimate`)");
     if (in.moe.ep_size)
         throw InputError("--ep-size: the simulator replays Hugging Face's dropless MoE blocks; DeepSpeed-MoE's "
                          "capacity, dispatch and all-to-all buffers and its expert-data-parallel partition are not "
@@ -63,6 +58,20 @@ bool moe_saved_tensors(const SimModule& m, const ModelArch& a, uint64_t tokens, 
         out.push_back({"moe_router_logits", S * static_cast<uint64_t>(a.num_experts) * bm});
         out.push_back({"moe_router_probabilities", S * static_cast<uint64_t>(a.num_experts) * 4});
         if (a.mlp_residual_dropout > 0.0) out.push_back({"mlp_dropout_mask", sc * S * h});
+    } else if (r == "experts_packed") {
+        // One forward over the experts that received tokens (the loop of MixtralExperts.forward, transformers
+        // >= 5): per expert, hidden_states[token_idx], the gate_up output [n_j, 2f] (gate and up are its
+        // views), the activation and product, and the output kept for the routing-weight product.
+        const uint64_t f = static_cast<uint64_t>(a.expert_ffn_size);
+        for (int e = 0; e < static_cast<int>(a.num_experts); ++e) {
+            const uint64_t rows = expert_tokens(S, a.num_experts, a.num_experts_per_tok, e);
+            if (rows == 0) continue;
+            out.push_back({"moe_routed_tokens", rows * h * bm});
+            out.push_back({"mlp_gate_up", sc * 2 * rows * (a.gated_mlp ? 2 * f : f)});
+            out.push_back({"mlp_activation", sc * 2 * rows * f});
+            if (a.gated_mlp) out.push_back({"mlp_product", sc * 2 * rows * f});
+            out.push_back({"moe_expert_output", rows * h * bm});
+        }
     } else if (starts_with(r, "expert_")) {
         const uint64_t rows = expert_tokens(S, a.num_experts, a.num_experts_per_tok, m.expert);
         expert_mlp(r, true, a.gated_mlp, rows, h, static_cast<uint64_t>(a.expert_ffn_size), bm, sc, out);

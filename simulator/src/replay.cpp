@@ -24,7 +24,7 @@ const char* estimator_component(const std::string& t) {
         return kComponents[2];
     static const char* const acts[] = {"embedding_dropout_mask", "layernorm_input", "attention_input", "query", "key", "value",
                                        "attention_scores", "attention_softmax", "attention_dropout_mask", "attention_output",
-                                       "attention_residual_dropout_mask", "mlp_input", "mlp_gate", "mlp_up", "mlp_activation",
+                                       "attention_residual_dropout_mask", "mlp_input", "mlp_gate", "mlp_up", "mlp_gate_up", "mlp_activation",
                                        "mlp_product", "mlp_dropout_mask", "lm_head_input", "logits", "logits_fp32",
                                        "log_softmax", "checkpoint_input", "attention_core_recompute", "logits_grad",
                                        "logits_grad_fp32", "shift_logits_fp32", "nll_loss_grad_fp32", "moe_router_logits",

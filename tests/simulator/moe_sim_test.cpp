@@ -250,14 +250,45 @@ TEST(SimMoeEvents, RefusedMoeInputsNameTheKey) {
     } catch (const InputError& e) {
         EXPECT_NE(std::string(e.what()).find("--ep-size"), std::string::npos) << e.what();
     }
-    EstimateInput fused = tiny_moe(2);
-    fused.model.arch->fused_experts = true;
-    try {
-        (void)produce_events(fused, SimOptions{});
-        ADD_FAILURE() << "fused experts were replayed";
-    } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find("fused_experts"), std::string::npos) << e.what();
-    }
+}
+
+// Packed experts (ModelArch::fused_experts: transformers >= 5 Qwen3MoeExperts,
+// MixtralExperts; gpt-oss and Llama 4 always): one module `experts` per block
+// with gate_up_proj E x 2f x h = 4 x 64 x 64 = 16384 and down_proj E x h x f =
+// 4 x 64 x 32 = 8192 elements, the same 99136 parameters in all. ZeRO-3
+// fetches it whole: one all-gather of (16384 + 8192) x 2 B = 49152 B, a
+// gathered copy per parameter (32768 B and 16384 B), then per expert (8 rows
+// each, stage3 tiny_moe above) the routed copy 8 x 64 x 2 = 1024 B, the
+// gate_up output 2 x 8 x 64 = 1024 B (gate and up are its views), act(gate)
+// and the product 2 x 8 x 32 = 512 B each and the kept output 1024 B.
+TEST(SimMoeEvents, PackedExpertsAreOneModuleFetchedWhole) {
+    EstimateInput in = tiny_moe(3);
+    in.model.arch->fused_experts = true;
+    const auto mods = build_modules(*in.model.arch);
+    EXPECT_EQ(tree_total(mods), 99136u);
+    const SimModule* packed = find(mods, "model.layers.0.mlp.experts");
+    ASSERT_TRUE(packed);
+    EXPECT_EQ(packed->params, std::vector<uint64_t>({16384, 8192}));
+    EXPECT_FALSE(find(mods, "model.layers.0.mlp.experts.0.up_proj"));
+    // embed + 2 x (2 norms + 4 attention + router + packed experts) + norm + lm_head
+    EXPECT_EQ(mods.size(), 1u + 2u * 8 + 2u);
+    SimOptions opt;
+    opt.steps = 1;
+    const auto rows = module_rows(produce_events(in, opt), Phase::forward, "model.layers.0.mlp.experts");
+    std::vector<Row> want = {{"alloc", "allgather_flat_buffer", 49152},
+                             {"alloc", "gathered_parameter", 32768},
+                             {"alloc", "gathered_parameter", 16384},
+                             {"free", "allgather_flat_buffer", 49152}};
+    for (int e = 0; e < 4; ++e)
+        for (const Row& r : std::vector<Row>{{"alloc", "moe_routed_tokens", 1024},
+                                             {"alloc", "mlp_gate_up", 1024},
+                                             {"alloc", "mlp_activation", 512},
+                                             {"alloc", "mlp_product", 512},
+                                             {"alloc", "moe_expert_output", 1024}})
+            want.push_back(r);
+    want.push_back({"free", "gathered_parameter", 32768});
+    want.push_back({"free", "gathered_parameter", 16384});
+    EXPECT_EQ(rows, want);
 }
 
 // The fragmentation allowance comes from the replay for the MoE presets

@@ -49,9 +49,11 @@ void read_moe(ModelArch& a, const ConfigReader& r, const json& fam, const std::s
         a.expert_ffn_size = a.ffn_size;
         a.num_moe_layers = L;
         if (kind == "gpt_oss") a.router_bias = a.expert_bias = a.fused_experts = true;
+        else a.packs_experts_from_transformers_5 = true;
     } else if (kind == "qwen2_moe" || kind == "qwen3_moe") {
         a.num_experts = r.fam_integer(fam, "num_experts");
         a.expert_ffn_size = r.fam_integer(fam, "moe_intermediate_size");
+        a.packs_experts_from_transformers_5 = true;
         const int64_t step = r.fam_integer(fam, "decoder_sparse_step", 1);
         if (step <= 0) throw InputError(r.source() + ": key 'decoder_sparse_step' must be positive");
         std::vector<int64_t> dense;
@@ -73,6 +75,7 @@ void read_moe(ModelArch& a, const ConfigReader& r, const json& fam, const std::s
                                  ": the model is read as dense, without MoE blocks (modeling_deepseek MoE only "
                                  "when n_routed_experts is not None)");
         a.expert_ffn_size = r.fam_integer(fam, "moe_intermediate_size");
+        a.packs_experts_from_transformers_5 = true;
         // null: no shared experts, as modeling_deepseek_v2.py DeepseekV2MoE (n_shared_experts is not None);
         // absent: the family default (warned about) or none.
         const bool no_shared = r.config().contains("n_shared_experts") && r.config()["n_shared_experts"].is_null();

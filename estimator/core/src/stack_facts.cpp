@@ -38,6 +38,7 @@ StackFacts facts_of(const SoftwareStack& st) {
     f.upcasts_logits_in_model_forward = !tf_at_least("4.46");
     f.shifts_logits_with_contiguous_copy = !tf_at_least("4.49");
     f.hf_default_attention_is_sdpa = tf_at_least("4.36") && torch_at_least("2.1.1");
+    f.packs_moe_experts = tf_at_least("5.0");
     return f;
 }
 

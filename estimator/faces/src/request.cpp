@@ -562,6 +562,7 @@ Resolved resolve_request(const Request& req, const std::string& data_dir) {
     if (req.micro_batch) positive(*req.micro_batch, "--micro-batch");
     if (req.grad_accum) positive(*req.grad_accum, "--grad-accum");
     resolve_stack(req, r);  // the config is read as that DeepSpeed reads it
+    apply_stack_to_architecture(req, r);
     const nlohmann::json ds_cfg = resolve_ds_config(req, dtype_flag, r);
     resolve_dtype(req, dtype_flag, r);
     apply_training_flags(req, in.train, prov);

@@ -4,7 +4,9 @@
 #include "zeromem/request.h"
 
 #include "zeromem/ds_schema.h"
+#include "zeromem/model.h"
 #include "zeromem/stack_detect.h"
+#include "zeromem/stack_facts.h"
 #include "zeromem/util.h"
 
 #include <filesystem>
@@ -174,6 +176,23 @@ void resolve_stack(const Request& req, Resolved& r) {
     if (req.transformers_version)
         set_version("transformers", stack.transformers, *req.transformers_version, "--transformers-version",
                     "--transformers-version", r);
+}
+
+void apply_stack_to_architecture(const Request& req, Resolved& r) {
+    EstimateInput& in = r.input;
+    if (!in.model.arch || req.module_tree) return;
+    ModelArch& a = *in.model.arch;
+    if (a.fused_experts || !a.packs_experts_from_transformers_5 || !stack_facts(in.stack).packs_moe_experts) return;
+    a.fused_experts = true;
+    r.provenance["model.experts"] = "one packed module per MoE block (experts.gate_up_proj, experts.down_proj): "
+                                    "transformers " + in.stack.transformers + " (>= 5.0) builds them so";
+    if (req.largest_layer_params) return;
+    const ParamCount pc = count_params(a);
+    if (pc.largest_module <= in.model.largest_layer_params) return;
+    in.model.largest_layer_params = pc.largest_module;
+    r.provenance["model.largest_layer_params"] = "largest single module, counted from the architecture: " +
+                                                 pc.largest_module_name + " (transformers " + in.stack.transformers +
+                                                 " packs the routed experts of a block into one module)";
 }
 
 }  // namespace zeromem

@@ -68,6 +68,10 @@ struct ModelArch {
     bool shared_expert_gate = false;   ///< Qwen2-MoE: sigmoid gate Linear(h, 1) on the shared expert
     bool router_bias = false;          ///< router Linear(h, E) has a bias (gpt-oss)
     bool expert_bias = false;          ///< expert linears have biases (gpt-oss)
+    /// The family's transformers class packs its routed experts into one module from
+    /// transformers 5 (stack_facts.h StackFacts::packs_moe_experts): Mixtral, Qwen2-MoE,
+    /// Qwen3-MoE, DeepSeek. The request sets fused_experts when the stack is that new.
+    bool packs_experts_from_transformers_5 = false;
     bool fused_experts = false;        ///< all experts of a block are one module (gpt-oss, Llama 4): largest_module
     // Encoder-decoder (T5) and encoder-only (BERT, RoBERTa).
     int64_t num_decoder_layers = 0;    ///< enc-dec: blocks with cross-attention; num_layers counts encoder + decoder

@@ -69,6 +69,15 @@ struct StackFacts {
     /// PyTorch v2.1.1 and greater when an implementation is available", perf_infer_gpu_one.md).
     /// Before, every class runs its eager attention, which keeps s^2 scores per head.
     bool hf_default_attention_is_sdpa = true;
+    /// transformers >= 5.0: a MoE block keeps its routed experts as one module of packed 3D
+    /// parameters, `experts.gate_up_proj` [E, 2f, h] and `experts.down_proj` [E, h, f]
+    /// (`@use_experts_implementation` MixtralExperts, Qwen2MoeExperts, Qwen3MoeExperts,
+    /// DeepseekV3NaiveMoe; legacy checkpoints are converted at load); before, an nn.ModuleList
+    /// of per-expert MLPs with their own Linear modules (modeling_mixtral.py
+    /// MixtralBlockSparseTop2MLP, modeling_qwen3_moe.py Qwen3MoeMLP). Under ZeRO-3 the packed
+    /// module is fetched, and its gradient reduced, whole. The families it applies to are
+    /// marked by ModelArch::packs_experts_from_transformers_5; gpt-oss and Llama 4 always pack.
+    bool packs_moe_experts = true;
 
     // --- DeepSpeed (ZeRO-Offload host buffers, ZeRO-1/2 init) ---
     /// DeepSpeed >= 0.10.1 (deepspeedai/DeepSpeed#4131): ZeRO-1/2 offload pins its fp32

@@ -158,6 +158,13 @@ void resolve_workload(const Request& req, Resolved& r, const std::string& data_d
 /// a warning. Throws InputError naming the flag or setting for a bad version.
 void resolve_stack(const Request& req, Resolved& r);
 
+/// The architecture as the resolved stack builds it: from transformers 5 the MoE families that
+/// pack their routed experts into one module (StackFacts::packs_moe_experts,
+/// ModelArch::packs_experts_from_transformers_5) get fused_experts, and the largest module counted
+/// from the architecture becomes the packed experts where they are larger. A module tree, which
+/// lists the modules as built, and --largest-layer-params win.
+void apply_stack_to_architecture(const Request& req, Resolved& r);
+
 /// The --module-tree part of resolve_request (module_tree_request.cpp): the
 /// tree's counts (total, trainable from requires_grad, largest module) over
 /// the model resolved so far. The architecture, for activations, is
