@@ -467,3 +467,30 @@ TEST(MoeZero3, PackedExpertsOfTransformers5AreTheLargestModule) {
         }
     EXPECT_TRUE(found);
 }
+
+// The layout follows the stack on every MoE family transformers 5 packs, and
+// a module tree (the modules as built) or --largest-layer-params wins.
+TEST(MoeZero3, PackedLayoutFollowsTheStack) {
+    for (const char* m : {"mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v2-lite"}) {
+        Request q;
+        q.model = m;
+        q.gpus = 8;
+        q.stage = 3;
+        EXPECT_TRUE(resolve_request(q, kData).input.model.arch->fused_experts) << m;
+        q.transformers_version = "4.57";
+        EXPECT_FALSE(resolve_request(q, kData).input.model.arch->fused_experts) << m;
+    }
+    Request q;
+    q.model = "mixtral-8x7b";
+    q.gpus = 8;
+    q.stage = 3;
+    // Mixtral's packed experts: 8 x 3 x 4096 x 14336 = 1,409,286,144 parameters.
+    EXPECT_EQ(resolve_request(q, kData).input.model.largest_layer_params, 1409286144u);
+    q.largest_layer_params = "131072000";
+    EXPECT_EQ(resolve_request(q, kData).input.model.largest_layer_params, 131072000u);
+    // A dense model is untouched.
+    Request d;
+    d.model = "llama-2-7b";
+    d.gpus = 8;
+    EXPECT_FALSE(resolve_request(d, kData).input.model.arch->fused_experts);
+}

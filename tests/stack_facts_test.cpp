@@ -61,6 +61,9 @@ TEST(StackFacts, TransformersBehavioursSwitchAtTheirRelease) {
     // shift_logits .contiguous() until 4.48; labels padded from 4.49 (huggingface/transformers#35646).
     EXPECT_TRUE(tf_facts("4.48.3").shifts_logits_with_contiguous_copy);
     EXPECT_FALSE(tf_facts("4.49").shifts_logits_with_contiguous_copy);
+    // Packed MoE experts (experts.gate_up_proj / down_proj) from 5.0; the 4.x releases build per-expert MLPs.
+    EXPECT_FALSE(tf_facts("4.57.6").packs_moe_experts);
+    EXPECT_TRUE(tf_facts("5.0").packs_moe_experts);
 }
 
 // DeepSpeed: deepspeedai/DeepSpeed #4131 (0.10.1), #5104 (0.13.2), #5301 (0.14.1), #5409 (0.14.3),
