@@ -131,17 +131,20 @@ BENCHMARK(BM_CompareWithReplay)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 namespace {
 
-// The mixture-of-experts presets, where every expert projection is its own
+// The mixture-of-experts presets, where (transformers 4.x) every expert projection is its own
 // module (qwen3-30b-a3b: 48 layers x 128 experts x 3 projections, about
 // 18.8k modules): arg 0 = qwen3-30b-a3b, 1 = mixtral-8x7b,
 // 2 = deepseek-v2-lite; 8 x H100-80GB, sequence length and micro batch at
-// their defaults.
-zeromem::EstimateInput moe_input(int64_t which) {
+// their defaults. Second argument 1: the packed experts of transformers >= 5
+// (one module per block, ModelArch::fused_experts, as the built-in stack resolves
+// them); 0: the per-expert modules of transformers 4.x.
+zeromem::EstimateInput moe_input(int64_t which, int64_t packed) {
     using namespace zeromem;
     const char* const names[] = {"qwen3-30b-a3b", "mixtral-8x7b", "deepseek-v2-lite"};
     const char* name = names[which];
     EstimateInput in;
     in.model.arch = load_model_preset(name, data_dir());
+    in.model.arch->fused_experts = packed != 0;
     const ParamCount pc = count_params(*in.model.arch);
     in.model.params = pc.total;
     in.model.largest_layer_params = pc.largest_module;
@@ -155,18 +158,18 @@ zeromem::EstimateInput moe_input(int64_t which) {
 // estimate --model qwen3-30b-a3b --gpus 8 --gpu H100-80GB --stage 3`
 // replays once), events produced afresh each time.
 void BM_ReplayFragmentationMoEStage3(benchmark::State& state) {
-    auto in = moe_input(state.range(0));
+    auto in = moe_input(state.range(0), state.range(1));
     in.zero.stage = 3;
     for (auto _ : state) benchmark::DoNotOptimize(zeromem::sim::replay_fragmentation(in));
 }
-BENCHMARK(BM_ReplayFragmentationMoEStage3)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ReplayFragmentationMoEStage3)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
 
 // `compare` of every option of a MoE preset with the replayed allowance
 // (a fresh cached provider per run, as `zeromem compare --model
 // qwen3-30b-a3b --gpus 8 --gpu H100-80GB --global-batch 64` runs it).
 void BM_CompareMoEWithReplay(benchmark::State& state) {
     using namespace zeromem;
-    const EstimateInput base = moe_input(state.range(0));
+    const EstimateInput base = moe_input(state.range(0), state.range(1));
     const SpeedHardware hw = speed_hardware(load_gpu_preset("H100-80GB", data_dir()), Dtype::bf16, "", "", data_dir());
     for (auto _ : state) {
         EstimateInput in = base;
@@ -174,20 +177,20 @@ void BM_CompareMoEWithReplay(benchmark::State& state) {
         benchmark::DoNotOptimize(compare_options(in, hw, 64));
     }
 }
-BENCHMARK(BM_CompareMoEWithReplay)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CompareMoEWithReplay)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
 
 // `fit` (fewest GPUs per option) of a MoE preset with the replayed allowance,
 // a fresh cached provider per run, as `zeromem fit --model qwen3-30b-a3b
 // --gpu H100-80GB` runs it.
 void BM_FitMoEWithReplay(benchmark::State& state) {
     using namespace zeromem;
-    const EstimateInput base = moe_input(state.range(0));
+    const EstimateInput base = moe_input(state.range(0), state.range(1));
     for (auto _ : state) {
         EstimateInput in = base;
         sim::use_replayed_fragmentation(in, false);
         benchmark::DoNotOptimize(fewest_gpus(in, 8));
     }
 }
-BENCHMARK(BM_FitMoEWithReplay)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FitMoEWithReplay)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
 
 }  // namespace
