@@ -24,6 +24,7 @@ struct ReplayProgress {
     bool shown = false;
 };
 ReplayProgress g_progress;
+std::mutex g_progress_mutex;  // compare evaluates its options on several threads
 
 }  // namespace
 
@@ -34,6 +35,7 @@ void show_replay_progress(zeromem::EstimateInput& in, const char* cmd) {
     auto inner = in.residual.fragmentation_provider;
     in.residual.fragmentation_provider = [inner](const zeromem::EstimateInput& x) {
         const auto bytes = inner(x);
+        const std::lock_guard<std::mutex> lock(g_progress_mutex);
         ReplayProgress& p = g_progress;
         ++p.calls;
         const auto now = std::chrono::steady_clock::now();
@@ -49,6 +51,7 @@ void show_replay_progress(zeromem::EstimateInput& in, const char* cmd) {
 }
 
 void end_replay_progress() {
+    const std::lock_guard<std::mutex> lock(g_progress_mutex);
     if (g_progress.shown) std::fputs("\r\033[K", stderr);
     g_progress.shown = false;
 }

@@ -483,3 +483,23 @@ TEST(Planner, GivenCheckpointingIsKeptFromStepOne) {
     EXPECT_NE(r.steps[1].outcome.find("gradient checkpointing given (full): kept from step 1"), std::string::npos)
         << r.steps[1].outcome;
 }
+
+// compare evaluates its options side by side (for_each_index): each from the
+// base input, so the rows are those of the loop in order, whatever the
+// number of threads (ZEROMEM_THREADS=1 runs them in order on one).
+TEST(Planner, CompareRowsDoNotDependOnTheThreadCount) {
+    const EstimateInput base = llama7b_on_8_a100();
+    setenv("ZEROMEM_THREADS", "1", 1);
+    const auto one = compare_options(base, a100(), 64);
+    setenv("ZEROMEM_THREADS", "7", 1);
+    const auto seven = compare_options(base, a100(), 64);
+    unsetenv("ZEROMEM_THREADS");
+    ASSERT_EQ(one.size(), seven.size());
+    ASSERT_EQ(one.size(), 22u);  // 11 stage/offload options x checkpointing none and full
+    for (size_t i = 0; i < one.size(); ++i) {
+        EXPECT_EQ(one[i].option.label(), seven[i].option.label()) << i;
+        EXPECT_EQ(one[i].micro_batch, seven[i].micro_batch) << i;
+        EXPECT_EQ(one[i].memory.per_gpu.total, seven[i].memory.per_gpu.total) << i;
+        EXPECT_EQ(one[i].time.tokens_per_s, seven[i].time.tokens_per_s) << i;
+    }
+}

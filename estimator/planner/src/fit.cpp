@@ -281,22 +281,29 @@ std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node
     if (gpus_per_node % mp != 0)
         throw InputError("--tp/--pp: tp x pp = " + std::to_string(mp) + " does not divide " +
                          std::to_string(gpus_per_node) + " GPUs per node");
-    std::vector<FitRow> out;
-    EstimateInput in = base;
+    // The options side by side, each on its own copy of the base (for_each_index): the rows and the first
+    // refusal are those of the loop in order.
+    const std::vector<ZeroOption> options = stage_offload_options();
+    std::vector<FitRow> out(options.size());
+    std::vector<std::optional<InputError>> refusals(options.size());
+    for_each_index(options.size(), [&](size_t i) {
+        EstimateInput in = base;
+        try {
+            out[i] = fewest_for_option(base, options[i], gpus_per_node, max_gpus, in);
+        } catch (const InputError& e) {  // what DeepSpeed refuses for this option at the counts searched
+            refusals[i] = e;
+            out[i] = FitRow{};
+            out[i].option = options[i];
+            out[i].note = e.what();
+        }
+    });
     std::optional<InputError> first;  // refused for every option: bad input, thrown
     size_t refused = 0;
-    for (const ZeroOption& o : stage_offload_options()) {
-        try {
-            out.push_back(fewest_for_option(base, o, gpus_per_node, max_gpus, in));
-        } catch (const InputError& e) {  // what DeepSpeed refuses for this option at the counts searched
-            if (!first) first = e;
+    for (const auto& r : refusals)
+        if (r) {
+            if (!first) first = r;
             ++refused;
-            FitRow row;
-            row.option = o;
-            row.note = e.what();
-            out.push_back(row);
         }
-    }
     if (first && refused == out.size()) throw *first;
     std::stable_sort(out.begin(), out.end(), fit_ranks_before);
     return out;

@@ -212,21 +212,28 @@ std::vector<Candidate> compare_options(const EstimateInput& base, const SpeedHar
     require_capacity(base, "compare");
     const int64_t per_gpu = per_gpu_batch(global_batch, base.cluster.gpus);
     const auto divs = divisors(per_gpu);
-    EstimateInput in = base;
-    std::vector<Candidate> rows;
+    std::vector<ZeroOption> options;
     for (ZeroOption o : stage_offload_options()) {
         // Skip what DeepSpeed refuses with the settings given.
         if (!option_allowed(base, o, base.cluster.data_parallel())) continue;
         for (Checkpointing ck : {Checkpointing::none, Checkpointing::full}) {
             o.checkpointing = ck;
-            Candidate c = base_candidate(base, o);
-            const int64_t mb = largest_fitting(c, divs, per_gpu, in);
-            c.micro_batch = mb > 0 ? mb : 1;
-            c.grad_accum = per_gpu / c.micro_batch;
-            evaluate(c, in, hw, k);
-            rows.push_back(std::move(c));
+            options.push_back(o);
         }
     }
+    // Each option from the base, on its own copy (apply_candidate switches an offload option to DeepSpeed's
+    // optimizer, which must not carry over), so the options run side by side: a MoE preset's replays take
+    // a second on one core.
+    std::vector<Candidate> rows(options.size());
+    for_each_index(options.size(), [&](size_t i) {
+        EstimateInput in = base;
+        Candidate c = base_candidate(base, options[i]);
+        const int64_t mb = largest_fitting(c, divs, per_gpu, in);
+        c.micro_batch = mb > 0 ? mb : 1;
+        c.grad_accum = per_gpu / c.micro_batch;
+        evaluate(c, in, hw, k);
+        rows[i] = std::move(c);
+    });
     std::stable_sort(rows.begin(), rows.end(), ranks_before);
     return rows;
 }

@@ -4,12 +4,18 @@
 #include "zeromem/advice.h"
 #include "zeromem/planner.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace zeromem::planner_detail {
 
+/// Runs f(0), ..., f(n-1), independent evaluations that write their results by index, on up to the
+/// machine's cores (ZEROMEM_THREADS caps them; 1 runs them in order on this thread), so the outcome is the
+/// sequential one. After all have run, the exception of the lowest index is rethrown: the one the loop in
+/// order would have thrown first.
+void for_each_index(size_t n, const std::function<void(size_t)>& f);
 /// The divisors of v, ascending.
 std::vector<int64_t> divisors(int64_t v);
 /// Fits the GPU and, where a host capacity is given, the host.
