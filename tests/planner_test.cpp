@@ -503,3 +503,26 @@ TEST(Planner, CompareRowsDoNotDependOnTheThreadCount) {
         EXPECT_EQ(one[i].time.tokens_per_s, seven[i].time.tokens_per_s) << i;
     }
 }
+
+// plan's step 12 walks its grid's templates side by side: the count, the
+// winner and its figures are those of the walk in order (ZEROMEM_THREADS=1).
+TEST(Planner, PlanDoesNotDependOnTheThreadCount) {
+    const EstimateInput base = llama7b_on_8_a100();
+    setenv("ZEROMEM_THREADS", "1", 1);
+    const PlanResult one = plan(base, a100(), 64);
+    setenv("ZEROMEM_THREADS", "5", 1);
+    const PlanResult five = plan(base, a100(), 64);
+    unsetenv("ZEROMEM_THREADS");
+    EXPECT_EQ(one.candidates, five.candidates);
+    EXPECT_GT(one.candidates, 1000u);
+    ASSERT_TRUE(one.winner);
+    ASSERT_TRUE(five.winner);
+    EXPECT_EQ(one.winner->option.label(), five.winner->option.label());
+    EXPECT_EQ(one.winner->micro_batch, five.winner->micro_batch);
+    EXPECT_EQ(one.winner->reduce_bucket_size, five.winner->reduce_bucket_size);
+    EXPECT_EQ(one.winner->overlap_comm, five.winner->overlap_comm);
+    EXPECT_EQ(one.winner->memory.per_gpu.total, five.winner->memory.per_gpu.total);
+    EXPECT_EQ(one.winner->time.tokens_per_s, five.winner->time.tokens_per_s);
+    ASSERT_EQ(one.steps.size(), five.steps.size());
+    for (size_t i = 0; i < one.steps.size(); ++i) EXPECT_EQ(one.steps[i].outcome, five.steps[i].outcome) << i;
+}

@@ -187,6 +187,10 @@ void tune_for_speed(const EstimateInput& base, EstimateInput& in, const Estimate
     g.points.push_back({-1, r.first_fit->micro_batch, r.first_fit->grad_accum, r.first_fit->fits,
                         r.first_fit->tight, r.first_fit->time.tokens_per_s});  // first among equals
     const int64_t bucket0 = model_bucket(base);
+    // The templates in order, each with the optimizer builder the walk in order gives it (apply_candidate,
+    // the first thing each template's first estimate does, switches a client optimizer to DeepSpeed's at
+    // the first optimizer-offload option and leaves it so).
+    EstimateInput walk = grid;
     for (ZeroOption o : stage_offload_options()) {
         // Skip what DeepSpeed refuses with the settings given.
         if (!option_allowed(base, o, base.cluster.data_parallel())) continue;
@@ -198,20 +202,33 @@ void tune_for_speed(const EstimateInput& base, EstimateInput& in, const Estimate
                     c.dtype = fit.dtype;
                     c.overlap_comm = ov;
                     c.reduce_bucket_size = std::max<int64_t>(1, int64_t(std::llround(double(bucket0) * m)));
-                    const int t = int(g.templates.size());
                     g.templates.push_back(c);
-                    g.builder_before.push_back(grid.train.optimizer_builder);
-                    for (int64_t mb : divs) {
-                        c.micro_batch = mb;
-                        c.grad_accum = per_gpu / mb;
-                        evaluate(c, grid, hw, k);
-                        ++r.candidates;
-                        if (!c.fits) break;  // larger micro batches need more memory
-                        g.points.push_back({t, mb, c.grad_accum, c.fits, c.tight, c.time.tokens_per_s});
-                    }
+                    g.builder_before.push_back(walk.train.optimizer_builder);
+                    apply_candidate(c, walk);
                 }
             }
         }
+    }
+    // Then every template's micro batches, the templates side by side (for_each_index), each from the grid
+    // input with its builder: the points and the count are those of the walk in order.
+    std::vector<std::vector<GridPoint>> points(g.templates.size());
+    std::vector<uint64_t> evaluated(g.templates.size(), 0);
+    for_each_index(g.templates.size(), [&](size_t t) {
+        EstimateInput local = grid;
+        local.train.optimizer_builder = g.builder_before[t];
+        Candidate c = g.templates[t];
+        for (int64_t mb : divs) {
+            c.micro_batch = mb;
+            c.grad_accum = per_gpu / mb;
+            evaluate(c, local, hw, k);
+            ++evaluated[t];
+            if (!c.fits) break;  // larger micro batches need more memory
+            points[t].push_back({int(t), mb, c.grad_accum, c.fits, c.tight, c.time.tokens_per_s});
+        }
+    });
+    for (size_t t = 0; t < points.size(); ++t) {
+        r.candidates += evaluated[t];
+        g.points.insert(g.points.end(), points[t].begin(), points[t].end());
     }
     std::stable_sort(g.points.begin(), g.points.end(), [](const GridPoint& a, const GridPoint& b) {
         return ranks_before_by(a.fits, a.tight, a.tokens_per_s, b.fits, b.tight, b.tokens_per_s);
