@@ -11,13 +11,16 @@ namespace zeromem::planner_detail {
 
 namespace {
 
-// Cores to use: ZEROMEM_THREADS when it is a positive number, else what the machine reports (1 when unknown).
+constexpr long kMaxThreads = 64;  // a larger ZEROMEM_THREADS is taken as this
+
+// Cores to use: ZEROMEM_THREADS when it is a positive number (at most kMaxThreads), else what the machine
+// reports (1 when unknown).
 size_t thread_count(size_t n) {
     size_t want = std::max(1u, std::thread::hardware_concurrency());
     if (const char* v = std::getenv("ZEROMEM_THREADS")) {
         char* end = nullptr;
         const long t = std::strtol(v, &end, 10);
-        if (end != v && *end == '\0' && t > 0) want = static_cast<size_t>(t);
+        if (end != v && *end == '\0' && t > 0) want = static_cast<size_t>(std::min<long>(t, kMaxThreads));
     }
     return std::min(want, n);
 }
