@@ -61,6 +61,9 @@ EstimateInput swift_run(const ModelInfo& m, const std::string& config, int64_t g
     in.train.seq_len = 8192;
     in.train.checkpointing = Checkpointing::full;
     in.train.flash_attention = true;
+    // The benchmark's stack: transformers 4.x (Qwen3-MoE from 4.51), whose MoE blocks are per-expert modules,
+    // the layout the architecture is built with here (stack_facts.h packs_moe_experts: from 5.0 they are packed).
+    in.stack.transformers = "4.51";
     return in;
 }
 
