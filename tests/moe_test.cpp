@@ -38,7 +38,8 @@ uint64_t mixtral_total() {
     return 2 * kMixV * kMixH + 32 * block + kMixH;                            // embeddings, LM head, final norm
 }
 
-Resolved resolve(const std::string& args_model, int64_t gpus, int64_t stage, std::optional<int64_t> ep) {
+Resolved resolve(const std::string& args_model, int64_t gpus, int64_t stage, std::optional<int64_t> ep,
+                 std::optional<std::string> transformers = std::nullopt) {
     Request r;
     r.model = args_model;
     r.gpus = gpus;
@@ -46,7 +47,16 @@ Resolved resolve(const std::string& args_model, int64_t gpus, int64_t stage, std
     r.seq_len = 4096;
     r.micro_batch = 1;
     r.ep_size = ep;
+    r.transformers_version = std::move(transformers);
     return resolve_request(r, kData);
+}
+
+// The bytes of the ZeRO-3 backward's gathered-parameters term (terms.cpp zero3_gathered_params).
+uint64_t backward_gathered_params(const Estimate& e) {
+    for (const auto& t : e.terms)
+        if (t.component.rfind("temporary_buffers (backward): gathered params", 0) == 0) return t.bytes;
+    ADD_FAILURE() << "no backward gathered params term";
+    return 0;
 }
 
 uint64_t term_bytes(const Estimate& e, const std::string& component) {
@@ -428,23 +438,9 @@ TEST(MoeConfigValues, DefaultsForAbsentOrNullKeysAreWarned) {
 // step, above 5e7, and L + 5e7 instead.) Per-expert modules are transformers
 // < 5's layout (Qwen3MoeMLP in an nn.ModuleList): the stack is pinned to 4.57.
 TEST(MoeZero3, LookAheadCountsEveryExpertModule) {
-    Request q;
-    q.model = "qwen3-30b-a3b";
-    q.gpus = 8;
-    q.stage = 3;
-    q.seq_len = 4096;
-    q.micro_batch = 1;
-    q.transformers_version = "4.57";
-    const Resolved r = resolve_request(q, kData);
+    const Resolved r = resolve("qwen3-30b-a3b", 8, 3, std::nullopt, "4.57");
     ASSERT_FALSE(r.input.model.arch->fused_experts);
-    const Estimate e = estimate(r.input, true);
-    bool found = false;
-    for (const auto& t : e.terms)
-        if (t.component.rfind("temporary_buffers (backward): gathered params", 0) == 0) {
-            EXPECT_EQ(t.bytes, 2622329856ull) << t.component;
-            found = true;
-        }
-    EXPECT_TRUE(found);
+    EXPECT_EQ(backward_gathered_params(estimate(r.input, true)), 2622329856ull);
 }
 
 // From transformers 5 (stack_facts.h packs_moe_experts) the block's 128 experts
@@ -458,27 +454,15 @@ TEST(MoeZero3, PackedExpertsOfTransformers5AreTheLargestModule) {
     const Resolved r = resolve("qwen3-30b-a3b", 8, 3, std::nullopt);  // the built-in stack: transformers 5.0
     ASSERT_TRUE(r.input.model.arch->fused_experts);
     EXPECT_EQ(r.input.model.largest_layer_params, 603979776u);
-    const Estimate e = estimate(r.input, true);
-    bool found = false;
-    for (const auto& t : e.terms)
-        if (t.component.rfind("temporary_buffers (backward): gathered params", 0) == 0) {
-            EXPECT_EQ(t.bytes, 1307959552ull) << t.component;
-            found = true;
-        }
-    EXPECT_TRUE(found);
+    EXPECT_EQ(backward_gathered_params(estimate(r.input, true)), 1307959552ull);
 }
 
 // The layout follows the stack on every MoE family transformers 5 packs, and
 // a module tree (the modules as built) or --largest-layer-params wins.
 TEST(MoeZero3, PackedLayoutFollowsTheStack) {
     for (const char* m : {"mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v2-lite"}) {
-        Request q;
-        q.model = m;
-        q.gpus = 8;
-        q.stage = 3;
-        EXPECT_TRUE(resolve_request(q, kData).input.model.arch->fused_experts) << m;
-        q.transformers_version = "4.57";
-        EXPECT_FALSE(resolve_request(q, kData).input.model.arch->fused_experts) << m;
+        EXPECT_TRUE(resolve(m, 8, 3, std::nullopt).input.model.arch->fused_experts) << m;
+        EXPECT_FALSE(resolve(m, 8, 3, std::nullopt, "4.57").input.model.arch->fused_experts) << m;
     }
     Request q;
     q.model = "mixtral-8x7b";

@@ -484,16 +484,26 @@ TEST(Planner, GivenCheckpointingIsKeptFromStepOne) {
         << r.steps[1].outcome;
 }
 
+namespace {
+
+// f() with ZEROMEM_THREADS=n (planner_search.h for_each_index), the variable unset after.
+template <class F>
+auto with_threads(const char* n, F f) {
+    setenv("ZEROMEM_THREADS", n, 1);
+    auto r = f();
+    unsetenv("ZEROMEM_THREADS");
+    return r;
+}
+
+}  // namespace
+
 // compare evaluates its options side by side (for_each_index): each from the
 // base input, so the rows are those of the loop in order, whatever the
 // number of threads (ZEROMEM_THREADS=1 runs them in order on one).
 TEST(Planner, CompareRowsDoNotDependOnTheThreadCount) {
     const EstimateInput base = llama7b_on_8_a100();
-    setenv("ZEROMEM_THREADS", "1", 1);
-    const auto one = compare_options(base, a100(), 64);
-    setenv("ZEROMEM_THREADS", "7", 1);
-    const auto seven = compare_options(base, a100(), 64);
-    unsetenv("ZEROMEM_THREADS");
+    const auto one = with_threads("1", [&] { return compare_options(base, a100(), 64); });
+    const auto seven = with_threads("7", [&] { return compare_options(base, a100(), 64); });
     ASSERT_EQ(one.size(), seven.size());
     ASSERT_EQ(one.size(), 22u);  // 11 stage/offload options x checkpointing none and full
     for (size_t i = 0; i < one.size(); ++i) {
@@ -508,11 +518,8 @@ TEST(Planner, CompareRowsDoNotDependOnTheThreadCount) {
 // winner and its figures are those of the walk in order (ZEROMEM_THREADS=1).
 TEST(Planner, PlanDoesNotDependOnTheThreadCount) {
     const EstimateInput base = llama7b_on_8_a100();
-    setenv("ZEROMEM_THREADS", "1", 1);
-    const PlanResult one = plan(base, a100(), 64);
-    setenv("ZEROMEM_THREADS", "5", 1);
-    const PlanResult five = plan(base, a100(), 64);
-    unsetenv("ZEROMEM_THREADS");
+    const PlanResult one = with_threads("1", [&] { return plan(base, a100(), 64); });
+    const PlanResult five = with_threads("5", [&] { return plan(base, a100(), 64); });
     EXPECT_EQ(one.candidates, five.candidates);
     EXPECT_GT(one.candidates, 1000u);
     ASSERT_TRUE(one.winner);

@@ -292,7 +292,6 @@ std::vector<FitRow> fewest_gpus(const EstimateInput& base, int64_t gpus_per_node
             out[i] = fewest_for_option(base, options[i], gpus_per_node, max_gpus, in);
         } catch (const InputError& e) {  // what DeepSpeed refuses for this option at the counts searched
             refusals[i] = e;
-            out[i] = FitRow{};
             out[i].option = options[i];
             out[i].note = e.what();
         }
