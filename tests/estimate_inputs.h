@@ -71,6 +71,8 @@ inline zeromem::ModelArch gpt3_175b_shape() {
     // Megatron GPT (the paper's setting): hidden and attention dropout 0.1,
     // so every Korthikanti dropout mask is stored.
     a.embedding_dropout = a.attention_dropout = a.attention_residual_dropout = a.mlp_residual_dropout = 0.1;
+    // Megatron's LayerNorm (weight and bias), whose saved input is Korthikanti's LayerNorm term.
+    a.norm_has_bias = true;
     return a;
 }
 

@@ -93,7 +93,10 @@ TEST(FullConvention, Llama2_70B_On16A100_Stage3IsBorderlineAtSteadyBackward) {
     const double sbh = 4096.0 * 8192.0;
     // No dropout in Llama (attention_dropout 0.0, no residual dropout: modeling_llama.py): Korthikanti's
     // 10 sbh outside the tensor-parallel region less the two residual masks is 8, the embedding mask 0.
-    const double act = 80 * 2 * sbh + std::max(sbh * (8 + 4.5 + 28), 4 * sbh + 4096.0 * 32000.0 * 10);
+    // Each LlamaRMSNorm also keeps its fp32 input copy and the bf16 normalized tensor (6 B per element
+    // where Korthikanti counts the 2 B input; modeling_llama.py LlamaRMSNorm.forward, derivatives.yaml
+    // pow and mul): 4 sbh per norm, two in the recomputed layer, one (the final norm) beside the loss.
+    const double act = 80 * 2 * sbh + std::max(sbh * (8 + 4.5 + 28 + 2 * 4), (4 + 4) * sbh + 4096.0 * 32000.0 * 10);
     const double cublas = 2.0 * (4096 * 1024 * 2 + 16 * 1024 * 8 + 1024 * 1024);
     const double ctx = 400000000.0 + 2.0 * 24 * 2 * (4915200 + 4194304), frag = 0.05;
 
@@ -119,14 +122,15 @@ TEST(FullConvention, Llama2_70B_On16A100_Stage3IsBorderlineAtSteadyBackward) {
     const double bwd_alloc = model_states + act + bwd_tmp + cublas;
     EXPECT_NEAR(d(phase(e, "steady_backward").per_gpu.total), bwd_alloc * (1 + frag) + ctx, 2.0);
 
-    // 80.08 GiB at steady backward (80.11 with an embedding dropout mask Llama does not have; 79.40 GiB with
-    // the flat 0.5 GiB context before the process terms; 91.66 GiB at the step, then 80.80 GiB while the
-    // recomputed layer was added on top of the logits): borderline, steady backward the peak, over the card:
-    // NCCL's two cross-node communicators (0.81 GiB) outweigh the smaller context.
-    EXPECT_NEAR((bwd_alloc * (1 + frag) + ctx) / GiB, 80.08, 0.005);
+    // 80.25 GiB at steady backward (80.08 before the recomputed layer's RMSNorm copies, 80.11 with an
+    // embedding dropout mask Llama does not have; 79.40 GiB with the flat 0.5 GiB context before the
+    // process terms; 91.66 GiB at the step, then 80.80 GiB while the recomputed layer was added on top of
+    // the logits): borderline, steady backward the peak, over the card: NCCL's two cross-node
+    // communicators (0.81 GiB) outweigh the smaller context.
+    EXPECT_NEAR((bwd_alloc * (1 + frag) + ctx) / GiB, 80.25, 0.005);
     EXPECT_EQ(e.peak_phase, "steady_backward");
     EXPECT_EQ(e.first_oom_phase, "steady_backward");
-    EXPECT_LT(d(e.per_gpu.total) - 80.0 * GiB, 0.2 * GiB);  // over by less than 0.2 GiB
+    EXPECT_LT(d(e.per_gpu.total) - 80.0 * GiB, 0.3 * GiB);  // over by 0.25 GiB
 
     // torch 2.7: the HF Trainer's adamw_torch, foreach, one temporary per
     // sub-group: the step is 77.51 GiB (77.46 with sub-groups of exactly 1e9), still below steady backward.

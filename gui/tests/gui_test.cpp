@@ -284,8 +284,28 @@ private slots:
         // A hollow marker's centre shows the white plot background; a filled one is the fill colour.
         const QColor h = centre(hollow->at(0));
         QVERIFY2(h.red() > 230 && h.green() > 230 && h.blue() > 230, qPrintable(h.name()));
-        const QColor f = centre(fits->at(0));
-        QCOMPARE(f.name(), fits->color().name());
+        // The filled marker read is one no other marker overlaps (points can lie side by side).
+        auto pixel = [&](const QPointF& v) { return view->mapFromScene(view->chart()->mapToPosition(v, fits)); };
+        QList<QPoint> all;
+        for (QAbstractSeries* sr : speed_chart(w)->series())
+            if (auto* sc = qobject_cast<QScatterSeries*>(sr))
+                for (const QPointF& v : sc->points()) all.push_back(pixel(v));
+        int alone = -1;
+        for (int i = 0; i < fits->count() && alone < 0; ++i) {
+            const QPoint c = pixel(fits->at(i));
+            int near = 0;
+            for (const QPoint& o : all)
+                if ((o - c).manhattanLength() < 2 * int(fits->markerSize())) ++near;
+            if (near == 1) alone = i;  // itself only
+        }
+        QVERIFY2(alone >= 0, "every filled marker overlaps another");
+        // Most of the pixels around its centre are the fill colour (a label's leader line may cross it).
+        const QPoint c = pixel(fits->at(alone));
+        int filled = 0, seen = 0;
+        for (int dy = -2; dy <= 2; ++dy)
+            for (int dx = -2; dx <= 2; ++dx, ++seen)
+                if (img.pixelColor(c + QPoint(dx, dy)).name() == fits->color().name()) ++filled;
+        QVERIFY2(2 * filled > seen, qPrintable(centre(fits->at(alone)).name()));
     }
 
     void bad_input_shows_message_and_keeps_picture() {

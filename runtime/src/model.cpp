@@ -38,6 +38,9 @@ void SyntheticModel::build(const ModelArch& a, int64_t layers) {
     emb_dropout_ = a.embedding_dropout > 0;
     attn_res_dropout_ = a.attention_residual_dropout > 0;
     mlp_dropout_ = a.mlp_residual_dropout > 0;
+    // An RMSNorm saves its fp32 input copy and the normalized tensor (model.h
+    // rms_norm_saved_bytes_per_element), where the saved input stands for b_a of them.
+    rms_extra_ = std::max<int64_t>(0, rms_norm_saved_bytes_per_element(a, dtype_ == DType::f32) - dtype_size(dtype_));
     h_ = a.hidden_size;
     f_ = a.ffn_size;
     V_ = a.vocab_size;
@@ -136,10 +139,27 @@ void SyntheticModel::linear_grad(Backend& be, ParamStore& st, int p, const Tenso
     st.grad_ready(p);
 }
 
+// What transformers' LlamaRMSNorm keeps for backward beyond its input (derivatives.yaml: PowBackward0
+// saves the fp32 copy `hidden_states.to(torch.float32)`; the weight's MulBackward0 the normalized
+// tensor): an fp32 copy of `in`, and where the norm keeps more (Gemma, T5: 2 B more per element
+// under 16-bit training) one more tensor in the model dtype. The normalized tensor itself is
+// stood for by the saved input the layer keeps, which is its size.
+void SyntheticModel::save_rms_norm_copies(Backend& be, const Tensor& in, Tensor& fp32_copy, Tensor& more) {
+    if (rms_extra_ < 4) return;
+    fp32_copy = act(sb_ * h_, DType::f32);
+    be.copy(fp32_copy, 0, in, 0, sb_ * h_);
+    const int64_t rest = (rms_extra_ - 4) / dtype_size(dtype_);
+    if (rest > 0) {
+        more = act(rest * sb_ * h_, dtype_);
+        for (int64_t i = 0; i < rest; ++i) be.copy(more, i * sb_ * h_, in, 0, sb_ * h_);
+    }
+}
+
 void SyntheticModel::layer_forward(Backend& be, ParamStore& st, const Layer& L, Saved& s, Tensor& out) {
     const DType d = dtype_;
     // Attention block: norm, Q/K/V, attention core (stand-in), output projection.
     st.fetch(L.m_ln1, false);
+    save_rms_norm_copies(be, s.x, s.rms1, s.rms1_more);
     s.n1 = act(sb_ * h_, d);
     be.scale_columns(s.n1, s.x, st.weight(L.ln1_w), sb_, h_);
     st.release(L.m_ln1);
@@ -180,6 +200,7 @@ void SyntheticModel::layer_forward(Backend& be, ParamStore& st, const Layer& L, 
     s.n2 = act(sb_ * h_, d);
     if (L.m_ln2 >= 0) {
         st.fetch(L.m_ln2, false);
+        save_rms_norm_copies(be, s.h1, s.rms2, s.rms2_more);
         be.scale_columns(s.n2, s.h1, st.weight(L.ln2_w), sb_, h_);
         st.release(L.m_ln2);
     } else {
@@ -218,7 +239,8 @@ void SyntheticModel::layer_forward(Backend& be, ParamStore& st, const Layer& L, 
 }
 
 void SyntheticModel::free_saved(Backend& be, Saved& s, bool keep_input) {
-    for (Tensor* t : {&s.n1, &s.q, &s.k, &s.v, &s.attn, &s.mask1, &s.h1, &s.n2, &s.g, &s.u, &s.a, &s.p, &s.mask2})
+    for (Tensor* t : {&s.n1, &s.q, &s.k, &s.v, &s.attn, &s.mask1, &s.h1, &s.n2, &s.g, &s.u, &s.a, &s.p, &s.mask2,
+                      &s.rms1, &s.rms1_more, &s.rms2, &s.rms2_more})
         be.free(*t);
     if (!keep_input) be.free(s.x);
 }
@@ -256,6 +278,7 @@ void SyntheticModel::forward(Backend& be, ParamStore& st) {
     fn_out_ = act(sb_ * h_, d);
     if (m_fn_ >= 0) {
         st.fetch(m_fn_, false);
+        save_rms_norm_copies(be, final_in_, final_rms_, final_rms_more_);
         be.scale_columns(fn_out_, final_in_, st.weight(fn_w_), sb_, h_);
         st.release(m_fn_);
     } else {
@@ -423,6 +446,8 @@ void SyntheticModel::backward(Backend& be, ParamStore& st) {
         st.release(m_fn_);
     }
     be.free(final_in_);
+    be.free(final_rms_);
+    be.free(final_rms_more_);
     for (size_t i = layers_.size(); i-- > 0;) {
         Saved& s = saved_[i];
         if (ckpt_ == Checkpointing::full) {  // recompute the layer from its saved input
@@ -465,7 +490,8 @@ void SyntheticModel::backward(Backend& be, ParamStore& st) {
 
 void SyntheticModel::release_all(Backend& be) {
     for (auto& s : saved_) free_saved(be, s, false);
-    for (Tensor* t : {&emb_mask_, &final_in_, &fn_out_, &logits_, &logits32_, &logsm_}) be.free(*t);
+    for (Tensor* t : {&emb_mask_, &final_in_, &fn_out_, &logits_, &logits32_, &logsm_, &final_rms_, &final_rms_more_})
+        be.free(*t);
 }
 
 }  // namespace zeromem::runtime

@@ -47,6 +47,9 @@ const Row kRows[] = {
      "zero/stage_1_and_2.py setup_buckets (from process_gradients); zero/stage3.py _setup_for_real_optimizer"},
     {"fp32_gradient_buffer", "terms::zero3_init_gradient_buffer", "zero/stage3.py initialize_optimizer_states"},
     {"checkpoint_input", "activations (full checkpointing: 2sbh per layer)", "torch.utils.checkpoint (the block's input)"},
+    {"rms_norm_saved", "activations: RMSNorm's saved tensors (per layer)",
+     "transformers models/llama/modeling_llama.py LlamaRMSNorm.forward (the fp32 copy and the normalized tensor); "
+     "torch tools/autograd/derivatives.yaml (pow saves self, mul saves the other operand)"},
     {"attention_core_recompute", "activations (selective recompute)", "Korthikanti et al. 2022 Sec. 4.1; torch.utils.checkpoint"},
     {"logits", "activations: LM head and loss (forward)",
      "the LM head's output; transformers >= 4.46 LlamaForCausalLM.forward holds it while loss/loss_utils.py "

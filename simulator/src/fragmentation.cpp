@@ -167,7 +167,7 @@ private:
 };
 
 #if defined(__x86_64__) && defined(__GLIBCXX__) && !defined(_GLIBCXX_DEBUG)
-static_assert(sizeof(ModelArch) == 528 && sizeof(ClusterSettings) == 144 && sizeof(TrainingSettings) == 176 &&
+static_assert(sizeof(ModelArch) == 536 && sizeof(ClusterSettings) == 144 && sizeof(TrainingSettings) == 176 &&
                   sizeof(ZeroSettings) == 200 && sizeof(MoeSettings) == 32 && sizeof(SoftwareStack) == 96,
               "a settings struct changed: add the new field to input_key() in fragmentation.cpp, then update these sizes");
 #endif
@@ -179,7 +179,7 @@ std::string input_key(const EstimateInput& in) {
         const ModelArch& a = *in.model.arch;
         k.add(a.name, a.family, a.hidden_size, a.num_layers, a.num_heads, a.num_kv_heads, a.head_dim, a.ffn_size,
               a.vocab_size, a.max_position_embeddings, a.gated_mlp, a.tied_embeddings, a.learned_positions,
-              a.qkv_bias, a.attn_out_bias, a.mlp_bias, a.norm_has_bias, a.norms_per_layer, a.final_norm,
+              a.qkv_bias, a.attn_out_bias, a.mlp_bias, a.norm_has_bias, a.norms_per_layer, a.rms_norm_saved_bytes, a.final_norm,
               a.embedding_norm, a.position_offset, a.word_embed_proj_dim, a.fused_qkv, a.published_params,
               a.published_source, a.model_type, a.lm_head_bias, a.qk_norm, a.attention_sinks, a.fused_gate_up,
               a.q_lora_rank, a.kv_lora_rank, a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim, a.num_experts,

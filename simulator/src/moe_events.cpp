@@ -85,8 +85,8 @@ bool moe_saved_tensors(const SimModule& m, const ModelArch& a, uint64_t tokens, 
         out.push_back({"key", sc * 2 * S * static_cast<uint64_t>(a.num_kv_heads) * d});
     } else if (r == "mla_kv_b_proj") {
         out.push_back({"value", sc * 2 * S * static_cast<uint64_t>(a.num_kv_heads) * d});
-    } else if (!(r == "shared_expert_gate" || r == "mla_q_a_layernorm" || r == "mla_kv_a_layernorm" || r == "q_norm" ||
-                 r == "k_norm" || r == "attention_sinks")) {
+    } else if (!(r == "shared_expert_gate" || r == "mla_q_a_layernorm" || r == "mla_kv_a_layernorm" ||
+                 r == "attention_sinks")) {
         return false;
     }
     return true;

@@ -92,6 +92,9 @@ std::vector<Saved> Producer::saved_tensors(uint32_t m, bool with_scores) const {
     const uint64_t sbf = sb * static_cast<uint64_t>(a.ffn_size);
     const uint64_t scores = static_cast<uint64_t>(a.num_heads) * s * sb;
     const uint64_t k = sc_;
+    // An RMSNorm's saved bytes per element (its fp32 input copy and the normalized tensor: model.h
+    // rms_norm_saved_bytes_per_element); layernorm_input holds b_a of them for the two pre-norms.
+    const uint64_t rms = static_cast<uint64_t>(rms_norm_saved_bytes_per_element(a, !half_));
     const std::string& r = mods_[m].role;
     std::vector<Saved> v;
     if (moe_saved_tensors(mods_[m], a, sb, bm_, k, v)) return v;
@@ -100,7 +103,14 @@ std::vector<Saved> Producer::saved_tensors(uint32_t m, bool with_scores) const {
     if (r == "embed_tokens") {
         if (a.embedding_dropout > 0.0) v.push_back({"embedding_dropout_mask", k * sbh_});
     }
-    else if (r == "input_layernorm" || r == "post_attention_layernorm") v.push_back({"layernorm_input", k * 2 * sbh_});
+    else if (r == "input_layernorm" || r == "post_attention_layernorm") {
+        v.push_back({"layernorm_input", k * 2 * sbh_});
+        if (rms > k * 2) v.push_back({"rms_norm_saved", (rms - k * 2) * sbh_});
+    } else if (r == "extra_layernorm") {
+        if (rms > 0) v.push_back({"rms_norm_saved", rms * sbh_});
+    } else if (r == "q_norm" || r == "k_norm") {
+        if (rms > 0) v.push_back({"rms_norm_saved", rms * (r == "q_norm" ? sbq : sbkv)});
+    }
     else if (r == "q_proj") { v.push_back({"attention_input", k * 2 * sbh_}); v.push_back({"query", k * 2 * sbq}); }
     else if (r == "k_proj") v.push_back({"key", k * 2 * sbkv});
     else if (r == "v_proj") v.push_back({"value", k * 2 * sbkv});
@@ -125,7 +135,10 @@ std::vector<Saved> Producer::saved_tensors(uint32_t m, bool with_scores) const {
         v.push_back({"mlp_activation", k * 2 * sbf});
         if (a.gated_mlp) v.push_back({"mlp_product", k * 2 * sbf});
         if (a.mlp_residual_dropout > 0.0) v.push_back({"mlp_dropout_mask", k * sbh_});
-    } else if (r == "final_norm") v.push_back({"layernorm_input", k * 2 * sbh_});
+    } else if (r == "final_norm") {
+        v.push_back({"layernorm_input", k * 2 * sbh_});
+        if (rms > k * 2) v.push_back({"rms_norm_saved", (rms - k * 2) * sbh_});
+    }
     else if (r == "lm_head") v.push_back({"lm_head_input", k * 2 * sbh_});  // the matmul's input; the loss: loss_forward
     return v;
 }

@@ -1,9 +1,11 @@
 // Replays an EventLog through the CachingAllocator and records what the
 // writers show: timeline, spans, peaks per phase, the OOM.
 #include "zeromem/process_terms.h"
+#include "zeromem/sim_writers.h"
 #include "zeromem/simulator.h"
 
 #include <algorithm>
+#include <cstring>
 #include <unordered_map>
 
 namespace zeromem::sim {
@@ -22,15 +24,9 @@ const char* estimator_component(const std::string& t) {
         return kComponents[1];
     if (t == "fp32_master" || t == "fp32_partition" || t == "exp_avg" || t == "exp_avg_sq" || t == "momentum_buffer")
         return kComponents[2];
-    static const char* const acts[] = {"embedding_dropout_mask", "layernorm_input", "attention_input", "query", "key", "value",
-                                       "attention_scores", "attention_softmax", "attention_dropout_mask", "attention_output",
-                                       "attention_residual_dropout_mask", "mlp_input", "mlp_gate", "mlp_up", "mlp_gate_up", "mlp_activation",
-                                       "mlp_product", "mlp_dropout_mask", "lm_head_input", "logits", "logits_fp32",
-                                       "log_softmax", "checkpoint_input", "attention_core_recompute", "logits_grad",
-                                       "logits_grad_fp32", "shift_logits_fp32", "nll_loss_grad_fp32", "moe_router_logits",
-                                       "moe_router_probabilities", "moe_routed_tokens", "moe_expert_output"};
-    for (const char* a : acts)
-        if (t == a) return kComponents[3];
+    // Every activation term the producer writes is named in explain.cpp's tables (one list), whose
+    // estimator term starts with "activations".
+    if (std::strncmp(event_estimator_term(t), "activations", 11) == 0) return kComponents[3];
     return kComponents[4];
 }
 

@@ -269,13 +269,16 @@ TEST(Padding, Stage3PadsEachParameter) {
 // Activations from the shapes (Korthikanti et al. 2022 Table 2 tensors, flash
 // attention): per layer 2sb(4h + 2q + 2kv + 4f), with no dropout masks (the model has no dropout);
 // plus the final norm input and output 4sbh, and the logits in bf16 + fp32 + fp32 log-softmax
-// sbV(2 + 8).
+// sbV(2 + 8). Each LlamaRMSNorm also keeps an fp32 copy of its input beside the bf16 normalized
+// tensor (modeling_llama.py LlamaRMSNorm.forward; derivatives.yaml: pow saves self, mul the other
+// operand): 6 B per element where the counts above hold 2, so 4sbh per norm, two per layer.
 TEST(Activations, ForwardHoldsTheSavedTensors) {
     const int64_t sb = 64;
     // The tiny Llama has no dropout (attention_dropout 0, no residual or embedding dropout:
     // modeling_llama.py), so no 1-byte masks: each layer's saved tensors and the output layer's.
-    const int64_t layer = 2 * sb * (4 * h + 2 * q + 2 * kv + 4 * f);
-    const int64_t io = 4 * sb * h + sb * V * 10;
+    const int64_t rms = 4 * sb * h;
+    const int64_t layer = 2 * sb * (4 * h + 2 * q + 2 * kv + 4 * f) + 2 * rms;
+    const int64_t io = 4 * sb * h + rms + sb * V * 10;
     const json m = measure_json(2, "ds_stage1.json", "--steps 1");
     EXPECT_EQ(dev(run_phase(m.at("ranks")[0], "forward", 1), "activations"), static_cast<uint64_t>(layers * layer + io));
 }
@@ -288,8 +291,9 @@ TEST(Activations, FullCheckpointingPeak) {
     const int64_t sb = 64;
     // The tiny Llama has no dropout (attention_dropout 0, no residual or embedding dropout:
     // modeling_llama.py), so no 1-byte masks: each layer's saved tensors and the output layer's.
-    const int64_t layer = 2 * sb * (4 * h + 2 * q + 2 * kv + 4 * f);
-    const int64_t io = 4 * sb * h + sb * V * 10;
+    const int64_t rms = 4 * sb * h;  // an RMSNorm's fp32 copy beside its input (see above)
+    const int64_t layer = 2 * sb * (4 * h + 2 * q + 2 * kv + 4 * f) + 2 * rms;
+    const int64_t io = 4 * sb * h + rms + sb * V * 10;
     const int64_t stored = layers * 2 * sb * h;
     const json m = measure_json(2, "ds_stage2.json", "--steps 1 --gradient-checkpointing full");
     const json& r0 = m.at("ranks")[0];

@@ -249,6 +249,9 @@ TEST(SimEvents, Stage3FirstForwardFetchesAndReleases) {
         {"free", "allgather_flat_buffer", 16384},
         {"free", "gathered_parameter", 16384},
         {"alloc", "layernorm_input", 2048},  // input_layernorm: persistent, no fetch
+        // LlamaRMSNorm's fp32 input copy and bf16 normalized tensor, 6 B per element, less the 2 B
+        // layernorm_input: 4 sbh (modeling_llama.py LlamaRMSNorm.forward; derivatives.yaml pow, mul).
+        {"alloc", "rms_norm_saved", 4096},
         {"alloc", "allgather_flat_buffer", 8192}, {"alloc", "gathered_parameter", 8192},
         {"free", "allgather_flat_buffer", 8192},  {"alloc", "attention_input", 2048},
         {"alloc", "query", 2048},                 {"free", "gathered_parameter", 8192},
@@ -566,4 +569,33 @@ TEST(SimEvents, CalibrationActivationScaleScalesTheTokens) {
     in.residual.activation_scale = 1.0;
     EXPECT_EQ(rows(produce_events(in, opt), Phase::forward, {"layernorm_input"}).front(),
               Row("alloc", "layernorm_input", 2048));
+}
+
+// The RMSNorms' saved tensors (model.h rms_norm_saved_bytes_per_element): per pre-norm and the final
+// norm, LlamaRMSNorm's fp32 input copy and bf16 normalized tensor, 6 B per element, less the 2 B that
+// layernorm_input holds: 4 · sbh = 4 · 16 · 64 = 4096 B; with Qwen3's q_norm and k_norm (over head_dim,
+// modeling_qwen3.py Qwen3Attention) all 6 B of the query's and key's a·d = kv·d = 64 elements per
+// token: 6 · 16 · 64 = 6144 B each; Gemma's norms keep 8 B (fp32 copy and fp32 normalized tensor):
+// (8 - 2) · 1024 = 6144 B per pre-norm; an fp32 model 8 B, less its 4 B input: 4096 B; a LayerNorm
+// (norm_has_bias) nothing.
+TEST(SimEvents, RmsNormsSaveTheirFp32Copies) {
+    SimOptions opt;
+    opt.steps = 1;
+    const std::vector<std::string> rms = {"rms_norm_saved"};
+    EstimateInput in = tiny(0);
+    // 2 layers x 2 pre-norms + the final norm.
+    EXPECT_EQ(rows(produce_events(in, opt), Phase::forward, rms), std::vector<Row>(5, Row("alloc", "rms_norm_saved", 4096)));
+    in.model.arch->qk_norm = true;
+    const auto qk = rows(produce_events(in, opt), Phase::forward, rms);
+    ASSERT_EQ(qk.size(), 9u);
+    EXPECT_EQ(qk[1], Row("alloc", "rms_norm_saved", 6144));
+    EXPECT_EQ(qk[2], Row("alloc", "rms_norm_saved", 6144));
+    in.model.arch->qk_norm = false;
+    in.model.arch->rms_norm_saved_bytes = 8;
+    EXPECT_EQ(rows(produce_events(in, opt), Phase::forward, rms).front(), Row("alloc", "rms_norm_saved", 6144));
+    in.model.arch->rms_norm_saved_bytes = 6;
+    in.train.dtype = Dtype::fp32;
+    EXPECT_EQ(rows(produce_events(in, opt), Phase::forward, rms).front(), Row("alloc", "rms_norm_saved", 4096));
+    in.model.arch->norm_has_bias = true;
+    EXPECT_TRUE(rows(produce_events(in, opt), Phase::forward, rms).empty());
 }

@@ -32,6 +32,7 @@ void read_decoder(ModelArch& a, const ConfigReader& r, const json& fam) {
     a.gated_mlp = layout_flag(r, fam, "gated_mlp");
     a.norm_has_bias = layout_flag(r, fam, "norm_bias");
     a.norms_per_layer = layout_int(fam, "norms_per_layer", 2);
+    a.rms_norm_saved_bytes = layout_int(fam, "rms_norm_saved_bytes", 6);
     a.qkv_bias = layout_flag(r, fam, "qkv_bias");
     a.attn_out_bias = layout_flag(r, fam, "attn_out_bias");
     a.mlp_bias = layout_flag(r, fam, "mlp_bias");

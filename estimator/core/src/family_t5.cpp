@@ -31,6 +31,9 @@ void read_t5(ModelArch& a, const ConfigReader& r, const json& fam, bool encoder_
     (void)r.find({"is_gated_act"});
     (void)r.find({"is_encoder_decoder"});  // T5ForConditionalGeneration: true; the architecture decides
     a.norms_per_layer = 2;  // attention + feed-forward layer_norm (the decoder's cross-attention adds one)
+    // T5LayerNorm: the fp32 copy of the input (pow), the 16-bit input (its mul with rsqrt) and the
+    // 16-bit normalized tensor the weight multiplies (modeling_t5.py T5LayerNorm.forward).
+    a.rms_norm_saved_bytes = 8;
     a.encoder_only = encoder_model;
     a.max_position_embeddings = r.fam_integer(fam, "n_positions", 0);
 }

@@ -92,8 +92,14 @@ Activations activations(const FullContext& c, const Explainer& ex) {
         // 1F1B: the first pipeline stage holds up to pp micro batches in flight
         // (Korthikanti Sec. 4.2.3, Eq. 5).
         const uint64_t in_flight = c.pp > 1 ? std::min<uint64_t>(c.pp, static_cast<uint64_t>(t.grad_accum)) : 1;
-        const uint64_t full_layer = layer_activation_bytes(a, sq, b, ti, Checkpointing::none, t.flash_attention, sp);
-        uint64_t per_layer = layer_activation_bytes(a, sq, b, ti, t.checkpointing, t.flash_attention, sp);
+        // The RMSNorms' fp32 saved tensors (rms_norm_saved_activation_bytes), in the model-dtype
+        // units the scale below turns into bytes.
+        const bool fp32 = t.dtype == Dtype::fp32;
+        const uint64_t rms = to_bytes(double(rms_norm_saved_activation_bytes(a, sq, b, ti, sp, fp32)) / scale);
+        const uint64_t full_layer =
+            layer_activation_bytes(a, sq, b, ti, Checkpointing::none, t.flash_attention, sp) + rms;
+        uint64_t per_layer = layer_activation_bytes(a, sq, b, ti, t.checkpointing, t.flash_attention, sp) +
+                             (t.checkpointing == Checkpointing::full ? 0 : rms);
         const double sbh = double(sq) * double(b) * double(h);
         if (t.checkpointing == Checkpointing::full && t.ds_checkpointing_api && t.partition_activations && ti > 1 && !sp)
             per_layer = ceil_div(per_layer, static_cast<uint64_t>(ti));
@@ -109,7 +115,11 @@ Activations activations(const FullContext& c, const Explainer& ex) {
         // logits and cross-entropy tensors (lm_head_loss_bytes, in their own
         // dtypes: not scaled by the model dtype).
         const double embed_mask = a.embedding_dropout > 0.0 ? sbh : 0.0;
-        const double io_h = embed_mask + (c.pp == 1 ? 4.0 * sbh : 0.0);
+        // The final RMSNorm saves its fp32 copy beside the input counted in the 4sbh.
+        const double final_rms = c.pp == 1 && a.final_norm
+                                     ? double(rms_norm_saved_bytes_per_element(a, fp32) - (fp32 ? 4 : 2)) * sbh / scale
+                                     : 0.0;
+        const double io_h = embed_mask + (c.pp == 1 ? 4.0 * sbh : 0.0) + std::max(final_rms, 0.0);
         LmHeadLossBytes head;
         if (c.pp == 1)
             head = lm_head_loss_bytes(sq, b, a.vocab_size, ti, c.bm, t.dtype != Dtype::fp32,
@@ -136,8 +146,10 @@ Activations activations(const FullContext& c, const Explainer& ex) {
                             "backward: the same stored part + max(io + the logits' gradient b_m·sbV/t, one recomputed "
                             "layer), and at the cross-entropy's backward stored + io + LM head and loss (cross-entropy "
                             "backward); io = ") + (embed_mask > 0 ? "sbh (embedding dropout mask) + " : "") +
-                    "4sbh; per_layer by Korthikanti with GQA, the real MLP width and a 1-byte mask "
-                    "per element only where the model's dropout p > 0",
+                    "4sbh" + (final_rms > 0 ? std::string(" + the final RMSNorm's saved tensors") : std::string()) +
+                    "; per_layer by Korthikanti with GQA, the real MLP width and a 1-byte mask "
+                    "per element only where the model's dropout p > 0" +
+                    (rms > 0 ? std::string(", + the RMSNorms' saved tensors (below)") : std::string()),
                 "s=" + n2s(uint64_t(sq)) + ", b=" + n2s(uint64_t(b)) + ", h=" + n2s(uint64_t(h)) + ", a=" +
                     n2s(uint64_t(a.num_heads)) + ", kv=" + n2s(uint64_t(a.num_kv_heads)) + ", f=" +
                     n2s(uint64_t(active_ffn_width(a))) + ", layers=" + n2s(layers) + ", in flight=" + n2s(in_flight) +
@@ -146,6 +158,18 @@ Activations activations(const FullContext& c, const Explainer& ex) {
                     dropout_masks_named(a) +
                     (scale != 1.0 ? ", x2 for fp32" : ""),
                 r.backward, kSrcKorthikanti);
+        if (ex.on && rms > 0) {
+            const int64_t saved = rms_norm_saved_bytes_per_element(a, fp32);
+            ex.term("activations: RMSNorm's saved tensors (per layer)",
+                    std::string("min(norms, 2)·(saved - b_a)·sbh + the further norms' saved·sbh") +
+                        (a.qk_norm && a.kv_lora_rank <= 0 ? " + q_norm and k_norm saved·sb(a + kv)d/t" : "") +
+                        "; saved = the fp32 copy of the input (PowBackward0) + the normalized tensor the weight "
+                        "multiplies (MulBackward0), per element; the final norm adds (saved - b_a)·sbh to io",
+                    "saved=" + n2s(uint64_t(saved)) + " B, b_a=" + n2s(uint64_t(fp32 ? 4 : 2)) + " B, norms=" +
+                        n2s(uint64_t(a.norms_per_layer)) + ", s=" + n2s(uint64_t(sq)) + ", b=" + n2s(uint64_t(b)) +
+                        ", h=" + n2s(uint64_t(h)) + ", t=" + n2s(c.tp),
+                    rms_norm_saved_activation_bytes(a, sq, b, ti, sp, fp32), kSrcRmsNorm);
+        }
         if (ex.on && c.pp == 1) {
             const std::string n = "b=" + n2s(uint64_t(b)) + ", s=" + n2s(uint64_t(sq)) + ", V=" + n2s(uint64_t(a.vocab_size)) +
                                   ", t=" + n2s(c.tp) + ", b_m=" + n2s(c.bm) + ", transformers " + in.stack.transformers;
@@ -237,6 +261,26 @@ uint64_t layer_activation_bytes(const ModelArch& arch, int64_t s, int64_t b, int
     if (mode == Checkpointing::none && !flash_attention)
         factor += attention_score_factor(arch) * double(a) * double(s) / (double(h) * td);
     return to_bytes(sbh * factor);
+}
+
+uint64_t rms_norm_saved_activation_bytes(const ModelArch& arch, int64_t s, int64_t b, int64_t t, bool sequence_parallel,
+                                         bool fp32) {
+    const int64_t saved = rms_norm_saved_bytes_per_element(arch, fp32);
+    if (saved == 0) return 0;
+    const int64_t b_a = fp32 ? 4 : 2;
+    const double sbh = double(s) * double(b) * double(arch.hidden_size) / (sequence_parallel ? double(t) : 1.0);
+    const int64_t n = arch.norms_per_layer;
+    // Korthikanti counts the two pre-norms' inputs (b_a each); a block's further norms (Gemma 2's
+    // post-norms) normalize outputs nothing else keeps.
+    const double main = double(std::min<int64_t>(n, 2) * (saved - b_a) + std::max<int64_t>(n - 2, 0) * saved) * sbh;
+    // q_norm / k_norm over head_dim (Qwen3, Gemma 3): the projection's output is kept by nothing else
+    // (the rotary embedding's mul saves cos and sin only), so all `saved` bytes count.
+    const int64_t hd = arch.head_dim > 0 ? arch.head_dim : arch.hidden_size / arch.num_heads;
+    const double qk = arch.qk_norm && arch.kv_lora_rank <= 0
+                          ? double(saved) * double(s) * double(b) *
+                                double((arch.num_heads + arch.num_kv_heads) * hd) / double(t)
+                          : 0.0;
+    return to_bytes(main + qk);
 }
 
 LmHeadLossBytes lm_head_loss_bytes(int64_t s, int64_t b, int64_t vocab, int64_t t, uint64_t bm, bool half,

@@ -25,6 +25,9 @@ inline constexpr const char* kSrcPaper = "ZeRO paper (Rajbhandari et al. 2020, a
 inline constexpr const char* kSrcDsZ2 = "DeepSpeed estimate_zero2_model_states_mem_needs, runtime/zero/stage_1_and_2.py";
 inline constexpr const char* kSrcDsZ3 = "DeepSpeed estimate_zero3_model_states_mem_needs, runtime/zero/stage3.py";
 inline constexpr const char* kSrcKorthikanti = "Korthikanti et al. 2022 (arXiv:2205.05198) Table 2 and Sec. 4.3";
+inline constexpr const char* kSrcRmsNorm =
+    "transformers models/llama/modeling_llama.py LlamaRMSNorm.forward (gemma GemmaRMSNorm, gpt_oss GptOssRMSNorm, "
+    "t5 T5LayerNorm); torch tools/autograd/derivatives.yaml (pow saves self, mul saves the other operand)";
 inline constexpr const char* kSrcLmHeadLoss =
     "transformers src/transformers/loss/loss_utils.py ForCausalLMLoss (>= 4.46), models/llama/modeling_llama.py "
     "LlamaForCausalLM.forward (< 4.46: logits.float(), shift_logits .contiguous()); torch "

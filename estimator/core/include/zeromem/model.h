@@ -36,6 +36,13 @@ struct ModelArch {
     bool mlp_bias = false;
     bool norm_has_bias = false;        ///< LayerNorm (weight+bias) vs RMSNorm (weight)
     int64_t norms_per_layer = 2;
+    /// Bytes per element one RMSNorm's autograd nodes save under 16-bit training (read only when
+    /// norm_has_bias is false: nn.LayerNorm saves its input and two per-row statistics): 6 for
+    /// LlamaRMSNorm, its fp32 copy of the input (PowBackward0 saves self, 4) and the 16-bit normalized
+    /// tensor the weight multiplies (MulBackward0, 2); 8 where the weight multiplies the fp32 result
+    /// (GemmaRMSNorm, GptOssRMSNorm: 4 + 4) or T5LayerNorm's mul keeps the 16-bit input beside the 16-bit
+    /// normalized tensor (4 + 2 + 2). Under fp32 training every one of them saves 8 (input and result).
+    int64_t rms_norm_saved_bytes = 6;
     bool final_norm = true;
     bool embedding_norm = false;       ///< BLOOM word_embeddings_layernorm
     int64_t position_offset = 0;       ///< OPT learned positions have 2 extra rows
@@ -154,6 +161,14 @@ uint64_t lora_params(const ModelArch& arch, int64_t rank, const std::string& tar
 /// expert_ffn_size + shared_expert_ffn_size (the routed experts' outputs a
 /// token produces, not expert parallelism; see moe.h for that).
 int64_t active_ffn_width(const ModelArch& arch);
+
+/// Bytes per element one of the model's RMSNorms saves for backward: 0 for nn.LayerNorm
+/// (norm_has_bias; the input it saves is the norm input Korthikanti's count already holds), else ModelArch::rms_norm_saved_bytes under 16-bit training and 8 under fp32 (the input, which
+/// `.to(torch.float32)` returns as is, and the fp32 normalized tensor).
+inline int64_t rms_norm_saved_bytes_per_element(const ModelArch& arch, bool fp32) {
+    if (arch.norm_has_bias) return 0;
+    return fp32 ? 8 : arch.rms_norm_saved_bytes;
+}
 
 /// The model_type values arch_from_hf_config reads (from
 /// data/architectures/families.json), sorted.

@@ -185,6 +185,19 @@ uint64_t activation_bytes_per_layer(int64_t s, int64_t b, int64_t h, int64_t a, 
 uint64_t layer_activation_bytes(const ModelArch& arch, int64_t s, int64_t b, int64_t t, Checkpointing mode,
                                 bool flash_attention, bool sequence_parallel);
 
+/// What a block's RMSNorms save for backward beyond Korthikanti's 16-bit norm inputs, in bytes
+/// (0 for nn.LayerNorm). transformers' LlamaRMSNorm.forward runs `hidden_states.to(torch.float32)`,
+/// `.pow(2).mean(-1)`, `* torch.rsqrt(...)`, then `self.weight * hidden_states.to(input_dtype)`;
+/// torch's tools/autograd/derivatives.yaml makes PowBackward0 save its input (the fp32 copy, 4 B per
+/// element), the MulBackward0 of the weight save the 16-bit normalized tensor (2 B), and
+/// ToCopyBackward0 nothing: 6 B per element where Korthikanti counts the 2 B input
+/// (ModelArch::rms_norm_saved_bytes; 8 for Gemma, GPT-OSS and T5; 8 under fp32 training). Per block:
+/// min(norms, 2) x (saved - b_a) + the further norms' saved bytes, times sbh (/t with sequence
+/// parallelism), + q_norm and k_norm over the query and key widths (saved x sb(a + kv)d / t).
+/// MLA's q_a/kv_a layernorms are not counted (no reading counts them).
+uint64_t rms_norm_saved_activation_bytes(const ModelArch& arch, int64_t s, int64_t b, int64_t t, bool sequence_parallel,
+                                         bool fp32);
+
 /// The LM head's logits and the causal-LM cross-entropy, per GPU (pipeline's last stage),
 /// at three moments. n = b·s·V/t elements, n1 = b·(s-1)·V/t (the shifted logits), b_m the
 /// model dtype's bytes; `half` a 16-bit model (HF upcasts its logits to fp32; an fp32 model's

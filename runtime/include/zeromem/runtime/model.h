@@ -81,6 +81,7 @@ private:
     };
     struct Saved {  // a layer's saved tensors
         Tensor x, n1, q, k, v, attn, mask1, h1, n2, g, u, a, p, mask2;
+        Tensor rms1, rms1_more, rms2, rms2_more;  ///< the RMSNorms' saved copies (save_rms_norm_copies)
     };
     int add_module(const std::string& name);
     int add_param(int module, const std::string& name, int64_t rows, int64_t cols);
@@ -93,6 +94,7 @@ private:
     void linear_grad(Backend& be, ParamStore& st, int p, const Tensor& dy, const Tensor& x, int64_t out, int64_t in);
     void zero_grad(Backend& be, ParamStore& st, int p);
     void free_saved(Backend& be, Saved& s, bool keep_input);
+    void save_rms_norm_copies(Backend& be, const Tensor& in, Tensor& fp32_copy, Tensor& more);
 
     Backend* be_ = nullptr;
     std::vector<ParamInfo> params_;
@@ -101,13 +103,15 @@ private:
     int64_t h_ = 0, f_ = 0, V_ = 0, qw_ = 0, kvw_ = 0, sb_ = 0;
     bool gated_ = false, tied_ = false, fused_ = false;
     bool emb_dropout_ = false, attn_res_dropout_ = false, mlp_dropout_ = false;  ///< sites with p > 0
+    /// Bytes per element an RMSNorm saves beyond its input in the model dtype (0 for LayerNorm).
+    int64_t rms_extra_ = 0;
     DType dtype_ = DType::bf16;
     Checkpointing ckpt_ = Checkpointing::none;
     int embed_ = -1, pos_ = -1, emb_ln_w_ = -1, emb_ln_b_ = -1, fn_w_ = -1, fn_b_ = -1, head_ = -1;
     int m_embed_ = -1, m_pos_ = -1, m_emb_ln_ = -1, m_fn_ = -1, m_head_ = -1;
     // saved state between forward and backward
     std::vector<Saved> saved_;
-    Tensor emb_mask_, final_in_, fn_out_, logits_, logits32_, logsm_;
+    Tensor emb_mask_, final_in_, fn_out_, logits_, logits32_, logsm_, final_rms_, final_rms_more_;
 };
 
 }  // namespace zeromem::runtime
