@@ -136,10 +136,16 @@ TEST(CliCalibrate, ProfileFittedFromTheTraceIsAppliedByEstimate) {
     // (calibration_profile.h activation_scale): micro batch and sequence were not given
     const int64_t peak = gib_h(6220), e_bwd = estimated_allocated(est, "backward");
     const int64_t act = phase_figure(est, "backward", "activations");
-    const double factor = double(peak - baseline - (e_bwd - act)) / double(act);
+    const double linear = double(peak - baseline - (e_bwd - act)) / double(act);
     EXPECT_EQ(p["activation_scale"]["source_line"], 11);
-    EXPECT_EQ(p["activation_scale"]["estimated_activations"], act);
-    EXPECT_DOUBLE_EQ(p["activation_scale"]["factor"].get<double>(), factor);
+    // ZeRO-3's backward is the larger of the LM head's moment and the blocks' (estimate_backward.cpp
+    // zero3_backward_peak); unscaled it peaks at the blocks', scaled at the LM head's, whose activations also
+    // hold the logits' gradient and grow faster with the factor, so the factor solved there (calibration_profile.cpp
+    // refine_activation_scale) is below the first, linear one and the calibrated backward lands on the measured
+    // bytes (below).
+    const double factor = p["activation_scale"]["factor"].get<double>();
+    EXPECT_LT(factor, linear);
+    EXPECT_GT(factor, 1.0);
 
     const auto cal = cli::zeromem("estimate" + setup + " --calibration '" + profile + "' --format json --verbose");
     ASSERT_EQ(cal.exit_code, 0) << cal.err;

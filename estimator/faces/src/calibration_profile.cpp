@@ -3,6 +3,7 @@
 #include "zeromem/calibration_profile.h"
 
 #include "zeromem/ds_config.h"
+#include "zeromem/estimate.h"
 #include "zeromem/process_terms.h"
 #include "zeromem/util.h"
 
@@ -147,6 +148,33 @@ std::string stack_text(const std::string& gpu, const SoftwareStack& s) {
 
 }  // namespace
 
+// The factor above is linear in the activations of the moment the phase peaks at before scaling. Where a
+// phase is the larger of two moments with different activations (ZeRO-3's LM head and blocks,
+// estimate_backward.cpp zero3_backward_peak), the scaled estimate can peak at the other one, so the factor is
+// solved again on the moment the calibrated estimate peaks at, (measured - (allocated - activations)) /
+// (activations / factor), until it holds: each moment is linear in the factor, so a few rounds settle it.
+void refine_activation_scale(const EstimateInput& in, CalibrationProfile& p) {
+    if (!p.activation_scale) return;
+    const std::string phase = p.activation_scale_evidence.value("phase", std::string());
+    const int64_t m = p.activation_scale_evidence.value("measured_peak_allocated", int64_t(0));
+    for (int round = 0; round < 4; ++round) {
+        EstimateInput x = in;
+        Provenance prov;
+        apply_calibration_profile(p, "(the profile being fitted)", true, x, prov);
+        const Estimate e = estimate(x);
+        const auto ph = std::find_if(e.phases.begin(), e.phases.end(), [&](const PhaseMemory& q) { return q.name == phase; });
+        if (ph == e.phases.end()) return;
+        const int64_t alloc = int64_t(ph->per_gpu.allocated), act = int64_t(ph->per_gpu.activations);
+        const double f = *p.activation_scale;
+        if (alloc == m || act <= 0) return;
+        const double next = double(m - (alloc - act)) / (double(act) / f);
+        if (!(next > 0.0) || next > kMaxActivationScale || std::abs(next - f) <= 1e-12 * f) return;
+        p.activation_scale = next;
+        p.activation_scale_evidence["factor"] = next;
+        p.activation_scale_evidence["estimated_activations"] = int64_t(std::llround(double(act) / f));
+    }
+}
+
 CalibrationProfile fit_calibration_profile(const Calibration& c, const EstimateInput& in,
                                            const std::vector<std::string>& logs, bool activations_stated) {
     if (in.cluster.gpu_name.empty())
@@ -159,6 +187,7 @@ CalibrationProfile fit_calibration_profile(const Calibration& c, const EstimateI
     fit_reserved_share(c, p);
     if (!activations_stated) fit_activation_scale(c, p);
     fit_outside_allocator(c, p);
+    refine_activation_scale(in, p);
     return p;
 }
 

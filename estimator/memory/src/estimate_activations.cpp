@@ -44,8 +44,9 @@ void add_moe_activations(const FullContext& c, const Explainer& ex, uint64_t lay
     const uint64_t moe_stored = full ? 0 : moe_layers * in_flight * per_block;
     const uint64_t moe_recompute = full ? per_block : 0;
     r.forward = to_bytes(scale * stored) + io_fwd + moe_stored + transient;
-    r.backward = to_bytes(scale * stored) + moe_stored +
-                 std::max(to_bytes(scale * recompute) + moe_recompute + transient, io_bwd);
+    r.head_backward = to_bytes(scale * stored) + moe_stored + io_bwd;
+    r.layer_backward = to_bytes(scale * stored) + moe_stored + to_bytes(scale * recompute) + moe_recompute + transient;
+    r.backward = std::max(r.head_backward, r.layer_backward);
     r.loss_backward = io_loss > 0 ? to_bytes(scale * stored) + moe_stored + io_loss : 0;
     if (!ex.on) return;
     for (const MoeTerm& m : list) {
@@ -73,7 +74,8 @@ std::string dropout_masks_named(const ModelArch& a) {
 // A calibration profile's factor (input.h ResidualSettings::activation_scale) on every activation figure.
 void scale_activations(double f, const Explainer& ex, Activations& r) {
     if (f == 1.0) return;
-    for (uint64_t* v : {&r.forward, &r.backward, &r.loss_backward, &r.host}) *v = to_bytes(f * double(*v));
+    for (uint64_t* v : {&r.forward, &r.backward, &r.head_backward, &r.layer_backward, &r.loss_backward, &r.host})
+        *v = to_bytes(f * double(*v));
     if (ex.on) ex.note("activations x " + num(f) + ": the calibration profile's activation_scale (--calibration)");
 }
 
@@ -137,7 +139,9 @@ Activations activations(const FullContext& c, const Explainer& ex) {
         // gradient at most, before the last layer's checkpoint is recomputed
         // (torch/utils/checkpoint.py recomputes inside the layer's backward):
         // stored + the larger of that and one recomputed layer.
-        r.backward = to_bytes(scale * double(stored)) + std::max(to_bytes(scale * double(recompute)), io_bwd);
+        r.head_backward = to_bytes(scale * double(stored)) + io_bwd;
+        r.layer_backward = to_bytes(scale * double(stored)) + to_bytes(scale * double(recompute));
+        r.backward = std::max(r.head_backward, r.layer_backward);
         r.loss_backward = io_loss > 0 ? to_bytes(scale * double(stored)) + io_loss : 0;
         add_moe_activations(c, ex, layers, in_flight, scale, double(stored), double(recompute), io_fwd, io_bwd, io_loss,
                             r);

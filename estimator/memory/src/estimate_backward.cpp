@@ -77,6 +77,22 @@ GpuMemory backward_gpu(const FullContext& c, const GpuMemory& st, const Activati
     return larger(rest, loss_backward_moment(c, st, act, grads, moments));
 }
 
+// ZeRO-3's backward after the loss, two moments. The LM head's backward: the logits' gradient beside
+// the temporaries kept from the forward (the IPG bucket, the look-ahead's gathered parameters with the
+// LM head kept gathered from its forward, loss_backward_temporaries) and the LM head's weight gradient,
+// which its MmBackward0 computes beside the logits' gradient. The blocks' backward: the all-gather's cat
+// copy (AllGatherCoalescedHandle.wait), a module's gradient before __add_grad_to_ipg_bucket copies it and
+// reduce_scatter_coalesced's cat run as each block's hooks fire, after the LM head's nodes have freed
+// the logits' gradient (autograd releases a node's inputs once it ran): every backward temporary beside
+// the stored activations and one recomputed layer.
+GpuMemory zero3_backward_peak(const FullContext& c, const GpuMemory& st, const Activations& act, uint64_t tmp_bwd,
+                              bool moments) {
+    const uint64_t at_head = sum_bytes(loss_backward_temporaries(c.sz)) + terms::zero3_module_grad(c.sz).bytes;
+    const GpuMemory head = moment(c, st, st.gradients, moments, act.head_backward, std::min(at_head, tmp_bwd));
+    const GpuMemory blocks = moment(c, st, st.gradients, moments, act.layer_backward, tmp_bwd);
+    return larger(blocks, head);
+}
+
 GpuMemory backward_after_loss(const FullContext& c, const GpuMemory& st, const Activations& act, uint64_t tmp_bwd,
                               bool moments, const Explainer& ex) {
     const terms::Sizes& sz = c.sz;
@@ -119,6 +135,11 @@ GpuMemory backward_after_loss(const FullContext& c, const GpuMemory& st, const A
     // engine.py _backward_epilogue -> allreduce_gradients ->
     // buffered_allreduce_fallback. The backward is then the larger of the
     // activation peak without the cast and the boundary with it, no activations.
+    // MoE blocks keep the single bound: their replayed block moment (a packed experts module, larger than
+    // stage3_max_live_parameters, gathered and reduced whole) is not reconciled with the terms yet, and
+    // the logits' gradient in the bound is what keeps the estimate above the replay there.
+    const bool moe = c.in.model.arch && c.in.model.arch->num_experts > 0 && c.in.model.arch->num_moe_layers > 0;
+    if (sz.stage == 3 && !sz.bf16_optimizer && !moe) return zero3_backward_peak(c, st, act, tmp_bwd, moments);
     const uint64_t cast = terms::bf16_optimizer_allreduce_cast(sz).bytes;
     const GpuMemory peak = moment(c, st, st.gradients, moments, act.backward, tmp_bwd - cast);
     if (cast == 0) return peak;

@@ -97,6 +97,8 @@ inline constexpr const char* kSrcZ0 = "DeepSpeed v0.19.6 runtime/fp16/fused_opti
 struct Activations {
     uint64_t forward = 0;   // stored at the end of forward
     uint64_t backward = 0;  // stored + max(the LM head's matmul backward, one layer's recompute)
+    uint64_t head_backward = 0;   // the first of the two: stored + the LM head's backward
+    uint64_t layer_backward = 0;  // the second: stored + one recomputed layer (stored alone without checkpointing)
     // stored + the cross-entropy's backward (lm_head_loss_bytes: the log-softmax output, the
     // fp32 gradients of its output and input), before the LM head's pre-backward hook: only
     // the temporaries kept from the forward are live then (loss_backward_temporaries)
