@@ -38,7 +38,8 @@ constexpr uint64_t gathered = (1000000000ull + L) * 2;
 // of activations beyond the stored ones, less than the blocks' extra temporaries (cat copy + reduce-scatter
 // cat = 1,262,144,000 B): the blocks' moment is the backward's, every temporary at once.
 TEST(Zero3BackwardMoments, SmallLogitsPeakAtTheBlocks) {
-    const PhaseMemory& b = testinputs::phase(estimate(llama(1)), "backward");
+    const Estimate e = estimate(llama(1));
+    const PhaseMemory& b = testinputs::phase(e, "backward");
     EXPECT_EQ(b.per_gpu.temporary_buffers, ipg + gathered + cat_copy + grad + rs_cat);
     EXPECT_EQ(b.per_gpu.temporary_buffers, 4786432000u);
 }
@@ -49,7 +50,8 @@ TEST(Zero3BackwardMoments, SmallLogitsPeakAtTheBlocks) {
 // now above the blocks' moment by more than the cat copy and the reduce-scatter cat: the LM head's moment,
 // with the IPG bucket, the forward's look-ahead and the LM head's gradient only.
 TEST(Zero3BackwardMoments, LargeLogitsPeakAtTheLmHead) {
-    const PhaseMemory& b = testinputs::phase(estimate(llama(2)), "backward");
+    const Estimate e = estimate(llama(2));
+    const PhaseMemory& b = testinputs::phase(e, "backward");
     const double sbh = 2048.0 * 2 * 4096, n = 2.0 * 2048 * 32000;
     EXPECT_DOUBLE_EQ(double(b.per_gpu.activations), 32 * 45.5 * sbh + 8 * sbh + 10 * n);
     EXPECT_EQ(b.per_gpu.temporary_buffers, ipg + gathered + grad);
