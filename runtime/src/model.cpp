@@ -39,8 +39,8 @@ void SyntheticModel::build(const ModelArch& a, int64_t layers) {
     attn_res_dropout_ = a.attention_residual_dropout > 0;
     mlp_dropout_ = a.mlp_residual_dropout > 0;
     // An RMSNorm saves its fp32 input copy and the normalized tensor (model.h
-    // rms_norm_saved_bytes_per_element), where the saved input stands for b_a of them.
-    rms_extra_ = std::max<int64_t>(0, rms_norm_saved_bytes_per_element(a, dtype_ == DType::f32) - dtype_size(dtype_));
+    // rms_norm_extra_bytes_per_element: beyond the saved input, which stands for b_a of them).
+    rms_extra_ = rms_norm_extra_bytes_per_element(a, dtype_ == DType::f32);
     h_ = a.hidden_size;
     f_ = a.ffn_size;
     V_ = a.vocab_size;

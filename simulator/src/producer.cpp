@@ -93,8 +93,9 @@ std::vector<Saved> Producer::saved_tensors(uint32_t m, bool with_scores) const {
     const uint64_t scores = static_cast<uint64_t>(a.num_heads) * s * sb;
     const uint64_t k = sc_;
     // An RMSNorm's saved bytes per element (its fp32 input copy and the normalized tensor: model.h
-    // rms_norm_saved_bytes_per_element); layernorm_input holds b_a of them for the two pre-norms.
+    // rms_norm_saved_bytes_per_element); for a pre-norm, beyond the b_a of them layernorm_input holds.
     const uint64_t rms = static_cast<uint64_t>(rms_norm_saved_bytes_per_element(a, !half_));
+    const uint64_t rms_extra = static_cast<uint64_t>(rms_norm_extra_bytes_per_element(a, !half_));
     const std::string& r = mods_[m].role;
     std::vector<Saved> v;
     if (moe_saved_tensors(mods_[m], a, sb, bm_, k, v)) return v;
@@ -105,7 +106,7 @@ std::vector<Saved> Producer::saved_tensors(uint32_t m, bool with_scores) const {
     }
     else if (r == "input_layernorm" || r == "post_attention_layernorm") {
         v.push_back({"layernorm_input", k * 2 * sbh_});
-        if (rms > k * 2) v.push_back({"rms_norm_saved", (rms - k * 2) * sbh_});
+        if (rms_extra > 0) v.push_back({"rms_norm_saved", rms_extra * sbh_});
     } else if (r == "extra_layernorm") {
         if (rms > 0) v.push_back({"rms_norm_saved", rms * sbh_});
     } else if (r == "q_norm" || r == "k_norm") {
@@ -137,7 +138,7 @@ std::vector<Saved> Producer::saved_tensors(uint32_t m, bool with_scores) const {
         if (a.mlp_residual_dropout > 0.0) v.push_back({"mlp_dropout_mask", k * sbh_});
     } else if (r == "final_norm") {
         v.push_back({"layernorm_input", k * 2 * sbh_});
-        if (rms > k * 2) v.push_back({"rms_norm_saved", (rms - k * 2) * sbh_});
+        if (rms_extra > 0) v.push_back({"rms_norm_saved", rms_extra * sbh_});
     }
     else if (r == "lm_head") v.push_back({"lm_head_input", k * 2 * sbh_});  // the matmul's input; the loss: loss_forward
     return v;

@@ -118,10 +118,9 @@ Activations activations(const FullContext& c, const Explainer& ex) {
         // dtypes: not scaled by the model dtype).
         const double embed_mask = a.embedding_dropout > 0.0 ? sbh : 0.0;
         // The final RMSNorm saves its fp32 copy beside the input counted in the 4sbh.
-        const double final_rms = c.pp == 1 && a.final_norm
-                                     ? double(rms_norm_saved_bytes_per_element(a, fp32) - (fp32 ? 4 : 2)) * sbh / scale
-                                     : 0.0;
-        const double io_h = embed_mask + (c.pp == 1 ? 4.0 * sbh : 0.0) + std::max(final_rms, 0.0);
+        const double final_rms =
+            c.pp == 1 && a.final_norm ? double(rms_norm_extra_bytes_per_element(a, fp32)) * sbh / scale : 0.0;
+        const double io_h = embed_mask + (c.pp == 1 ? 4.0 * sbh : 0.0) + final_rms;
         LmHeadLossBytes head;
         if (c.pp == 1)
             head = lm_head_loss_bytes(sq, b, a.vocab_size, ti, c.bm, t.dtype != Dtype::fp32,
@@ -271,12 +270,13 @@ uint64_t rms_norm_saved_activation_bytes(const ModelArch& arch, int64_t s, int64
                                          bool fp32) {
     const int64_t saved = rms_norm_saved_bytes_per_element(arch, fp32);
     if (saved == 0) return 0;
-    const int64_t b_a = fp32 ? 4 : 2;
     const double sbh = double(s) * double(b) * double(arch.hidden_size) / (sequence_parallel ? double(t) : 1.0);
     const int64_t n = arch.norms_per_layer;
     // Korthikanti counts the two pre-norms' inputs (b_a each); a block's further norms (Gemma 2's
     // post-norms) normalize outputs nothing else keeps.
-    const double main = double(std::min<int64_t>(n, 2) * (saved - b_a) + std::max<int64_t>(n - 2, 0) * saved) * sbh;
+    const double main =
+        double(std::min<int64_t>(n, 2) * rms_norm_extra_bytes_per_element(arch, fp32) + std::max<int64_t>(n - 2, 0) * saved) *
+        sbh;
     // q_norm / k_norm over head_dim (Qwen3, Gemma 3): the projection's output is kept by nothing else
     // (the rotary embedding's mul saves cos and sin only), so all `saved` bytes count.
     const int64_t hd = arch.head_dim > 0 ? arch.head_dim : arch.hidden_size / arch.num_heads;

@@ -130,16 +130,16 @@ GpuMemory backward_after_loss(const FullContext& c, const GpuMemory& st, const A
                     "; stage_1_and_2.py reduce_gradients)");
         return at_boundary ? boundary : early;
     }
-    // BF16_Optimizer's all-reduce cast (bf16_optimizer_allreduce_cast) is
-    // made after the boundary backward has freed every activation:
-    // engine.py _backward_epilogue -> allreduce_gradients ->
-    // buffered_allreduce_fallback. The backward is then the larger of the
-    // activation peak without the cast and the boundary with it, no activations.
     // MoE blocks keep the single bound: their replayed block moment (a packed experts module, larger than
     // stage3_max_live_parameters, gathered and reduced whole) is not reconciled with the terms yet, and
     // the logits' gradient in the bound is what keeps the estimate above the replay there.
     const bool moe = c.in.model.arch && c.in.model.arch->num_experts > 0 && c.in.model.arch->num_moe_layers > 0;
     if (sz.stage == 3 && !sz.bf16_optimizer && !moe) return zero3_backward_peak(c, st, act, tmp_bwd, moments);
+    // BF16_Optimizer's all-reduce cast (bf16_optimizer_allreduce_cast) is
+    // made after the boundary backward has freed every activation:
+    // engine.py _backward_epilogue -> allreduce_gradients ->
+    // buffered_allreduce_fallback. The backward is then the larger of the
+    // activation peak without the cast and the boundary with it, no activations.
     const uint64_t cast = terms::bf16_optimizer_allreduce_cast(sz).bytes;
     const GpuMemory peak = moment(c, st, st.gradients, moments, act.backward, tmp_bwd - cast);
     if (cast == 0) return peak;

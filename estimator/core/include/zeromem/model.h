@@ -170,6 +170,14 @@ inline int64_t rms_norm_saved_bytes_per_element(const ModelArch& arch, bool fp32
     return fp32 ? 8 : arch.rms_norm_saved_bytes;
 }
 
+/// What a pre-norm saves beyond the b_a-byte norm input Korthikanti's count (and every reading's
+/// layernorm_input) already holds: rms_norm_saved_bytes_per_element - b_a, b_a = 4 under fp32 and 2
+/// otherwise; 0 for nn.LayerNorm.
+inline int64_t rms_norm_extra_bytes_per_element(const ModelArch& arch, bool fp32) {
+    const int64_t saved = rms_norm_saved_bytes_per_element(arch, fp32);
+    return saved > 0 ? saved - (fp32 ? 4 : 2) : 0;
+}
+
 /// The model_type values arch_from_hf_config reads (from
 /// data/architectures/families.json), sorted.
 std::vector<std::string> known_model_types();
