@@ -143,15 +143,23 @@ nlohmann::json compare_with_estimate(const Estimate& est, const EstimateInput& i
         // At ZeRO-1/2 the first forward's buffers (the offload
         // temp_grad_buffer_for_gpu_offload) are made at init too; ZeRO-3's
         // forward buffers include its gathering, so not there.
-        uint64_t est_grads = gm.gradients, est_opt = gm.optimizer_states, est_buf = gm.temporary_buffers;
-        if (std::string(mp.est_phase) == "load")
+        const bool load = std::string(mp.est_phase) == "load";
+        // Its components can peak at other moments than its largest (the
+        // module beside its flat copy, then initialize_optimizer_states' fp32
+        // gradient at ZeRO-1/2): each held to its own peak in the load.
+        const GpuMemory& lp = est.load_component_peaks;
+        uint64_t est_grads = load ? std::max(gm.gradients, lp.gradients) : gm.gradients;
+        uint64_t est_opt = load ? std::max(gm.optimizer_states, lp.optimizer_states) : gm.optimizer_states;
+        uint64_t est_buf = load ? std::max(gm.temporary_buffers, lp.temporary_buffers) : gm.temporary_buffers;
+        const uint64_t est_params = load ? std::max(gm.parameters, lp.parameters) : gm.parameters;
+        if (load)
             for (const auto& p : est.phases)
                 if (p.name == "forward") {
                     est_grads = std::max(est_grads, p.per_gpu.gradients);
                     est_opt = std::max(est_opt, p.per_gpu.optimizer_states);
                     if (in.zero.stage <= 2) est_buf = std::max(est_buf, p.per_gpu.temporary_buffers);
                 }
-        add("parameters", gm.parameters, max_over([](const auto& p) { return peak(p, "device", "parameters"); }));
+        add("parameters", est_params, max_over([](const auto& p) { return peak(p, "device", "parameters"); }));
         add("gradients", est_grads, max_over([](const auto& p) { return peak(p, "device", "gradients"); }));
         add("optimizer_states", est_opt,
             max_over([](const auto& p) { return peak(p, "device", "optimizer_states"); }));

@@ -345,6 +345,12 @@ def check(rows):
     for r in rows:
         if "error" in r["z"]:
             failures.append(f"{r['case']['id']}: zeromem refused the ledger's input: {r['z']['error']}")
+        # A report that names the phase it ran out of memory in: zeromem's first OOM phase is that one.
+        want = r["case"]["observed"].get("oom_phase")
+        key = "first_oom_phase" if r["case"]["resource"] == "gpu" else "first_host_oom_phase"
+        if want and "error" not in r["z"] and r["z"].get(key) != want:
+            failures.append(f"{r['case']['id']}: the report ran out of memory in {want}, zeromem's {key} is "
+                            f"{r['z'].get(key) or 'none'}")
     for k in sorted(t):
         print(f"  {k} = {t[k]}")
     for f in failures:

@@ -84,6 +84,39 @@ TEST(Phases, GradientStorageAppearsInBackward) {
     EXPECT_EQ(phase(z3s, "load").per_gpu.temporary_buffers, 500000000ull * 2ull);
 }
 
+// ZeRO-1/2 without offload: DeepSpeed v0.19.6 stage_1_and_2.py
+// initialize_optimizer_states gives the fp32 master partition a gradient of
+// zeros on the GPU (single_grad_partition = torch.zeros(partition_size,
+// dtype=fp32, device=self.device); self.device is the GPU unless
+// cpu_offload) and sets it to None before it returns. The load's moments:
+// the module beside its flat copy (flatten on the GPU), 2P + 2P; then the
+// flat copy, the fp32 master 4·Tn and that gradient 4·Tn. On one GPU
+// (Tn = P, 7e9 a multiple of 2·N_d) the second is larger: 2P + 8P = 10P,
+// the "Tried to allocate" of a ZeRO-2 init OOM (4·Tn); on 8 the first
+// (4P > 2P + 8·P/8), and the gradient's own peak is 4·P/8.
+TEST(Phases, ZeroOneTwoInitHoldsTheFp32GradientOfZeros) {
+    const uint64_t P = 7000000000;
+    for (int stage : {1, 2}) {
+        const Estimate one = estimate(params_input(P, 1, stage, Dtype::bf16));
+        const GpuMemory& ld = phase(one, "load").per_gpu;
+        EXPECT_EQ(ld.parameters, 2 * P) << stage;
+        EXPECT_EQ(ld.optimizer_states, 4 * P) << stage;
+        EXPECT_EQ(ld.gradients, 4 * P) << stage;
+        EXPECT_EQ(one.load_component_peaks.parameters, 4 * P) << stage;  // module + flat copy, earlier
+        EXPECT_EQ(one.load_component_peaks.gradients, 4 * P) << stage;
+        EXPECT_EQ(phase(one, "forward").per_gpu.gradients, 0u) << stage;  // freed before it returned
+
+        const Estimate eight = estimate(params_input(P, 8, stage, Dtype::bf16));
+        EXPECT_EQ(phase(eight, "load").per_gpu.parameters, 4 * P) << stage;
+        EXPECT_EQ(phase(eight, "load").per_gpu.gradients, 0u) << stage;
+        EXPECT_EQ(eight.load_component_peaks.gradients, 4 * (P / 8)) << stage;
+
+        EstimateInput off = params_input(P, 1, stage, Dtype::bf16);
+        off.zero.offload_optimizer = OffloadDevice::cpu;  // the gradient is made on the CPU
+        EXPECT_EQ(estimate(off).load_component_peaks.gradients, 0u) << stage;
+    }
+}
+
 // The phases come in time order, and first_oom_phase is the first that
 // overflows, not the largest.
 TEST(Phases, NamesInTimeOrderAndFirstOom) {

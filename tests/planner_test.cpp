@@ -322,14 +322,15 @@ TEST(Planner, PlanRechecksTheGridWinnerWithTheReplayedAllowance) {
     ASSERT_TRUE(plain.winner);
     const Candidate w = *plain.winner;
     EstimateInput wired = base;
-    wired.residual.fragmentation_provider = [w](const EstimateInput& in) -> std::optional<uint64_t> {
+    wired.residual.fragmentation_provider = [w](const EstimateInput& in) -> std::optional<FragmentationAllowance> {
         const bool same = in.zero.stage == w.option.stage && in.train.micro_batch == w.micro_batch &&
                           in.train.checkpointing == w.option.checkpointing &&
                           in.zero.offload_optimizer == w.option.offload_optimizer &&
                           in.zero.offload_param == w.option.offload_param &&
                           in.zero.reduce_bucket_size == w.reduce_bucket_size &&
                           in.zero.overlap_comm_effective() == w.overlap_comm;
-        return same ? uint64_t(1) << 40 : 0;
+        const uint64_t bytes = same ? uint64_t(1) << 40 : 0;
+        return FragmentationAllowance{bytes, bytes};
     };
     wired.residual.fragmentation_provider_source = "test stand-in";
     const PlanResult r = plan(wired, a100(), 64);

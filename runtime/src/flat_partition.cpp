@@ -41,6 +41,13 @@ void FlatPartitioned::init() {
     const Where host = c_.zero.offload_optimizer_pin_memory ? Where::pinned : Where::host;
     master_ = be_.alloc(part_, DType::f32, Category::optimizer_states, offload() ? host : Where::device);
     be_.copy(master_, 0, flat_, lo(), part_);
+    if (!offload()) {
+        // initialize_optimizer_states: the master's gradient of zeros on the
+        // device (single_grad_partition), set back to None before it returns.
+        Tensor init_grad = be_.alloc(part_, DType::f32, Category::gradients);
+        be_.fill(init_grad, 0, part_, 0.0f);
+        be_.free(init_grad);
+    }
     if (offload()) {
         grad32_host_ = be_.alloc(part_, DType::f32, Category::gradients, host);
         staging16_ = be_.alloc(part_, c_.model_dtype, Category::buffers, host);

@@ -26,6 +26,8 @@ const Row kRows[] = {
     {"fp32_partition", "optimizer_states (fp32 master)",
      "zero/stage_1_and_2.py __init__ (single_partition_of_fp32_groups); zero/stage3.py _create_fp32_partitions; "
      "bf16_optimizer.py _setup_for_real_optimizer (fp32_groups_flat_partition)"},
+    {"init_fp32_grad_partition", "gradients (load): terms::zero12_init_fp32_grad_partition",
+     "zero/stage_1_and_2.py initialize_optimizer_states (single_grad_partition, set to None before it returns)"},
     {"bf16_groups_flat", "parameters; load: 16-bit module + its flat copy",
      "bf16_optimizer.py _setup_for_real_optimizer (_flatten_dense_tensors_aligned)"},
     {"alignment_padding", "not in the estimator (under 2 x N_d elements)",

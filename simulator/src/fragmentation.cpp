@@ -60,10 +60,12 @@ const EventLog* fragmentation_events(const EstimateInput& in, SimOptions& opt) {
     return &buffer;
 }
 
-// The moment the allowance is read and the allowance there.
+// The moment the allowance is read and the allowance there, and the same
+// at the load phase's allocated peak.
 struct Moment {
     uint64_t t = 0, bytes = 0;
     bool oom = false;
+    uint64_t load_bytes = 0;
 };
 
 // Reserved minus allocated at the allocated peak, without the wholly free
@@ -84,7 +86,8 @@ Moment allowance_moment(const EventLog& log, const SimOptions& opt, std::optiona
     CachingAllocator a(opt.alloc, capacity, false);
     thread_local std::vector<uint32_t> handle;  // reused: its pages stay mapped between replays
     handle.assign(log.events.size() + 1, 0);
-    uint64_t t = 0, peak = 0;
+    uint64_t t = 0, peak = 0, load_peak = 0;
+    bool in_load = true;  // the load phase's events come first
     Moment m;
     const auto unallocated = [&a] {
         const uint64_t reserved = a.reserved() - a.releasable();
@@ -92,27 +95,37 @@ Moment allowance_moment(const EventLog& log, const SimOptions& opt, std::optiona
     };
     for (const Event& e : log.events) {
         if (e.action == Action::span_begin || e.action == Action::span_end) continue;
+        in_load = in_load && e.phase == Phase::load;
         if (e.action == Action::empty_cache) {
             a.empty_cache(t);
         } else if (e.action == Action::alloc) {
             const std::optional<uint32_t> h = a.malloc(e.bytes, e.stream, t);
-            if (!h) return {t, unallocated(), true};
+            if (!h) {
+                const uint64_t at_oom = unallocated();
+                return {t, at_oom, true, in_load ? at_oom : m.load_bytes};
+            }
             if (handle.size() <= e.tensor) handle.resize(e.tensor + 1, 0);
             handle[e.tensor] = *h;
         } else {
             a.free(handle[e.tensor], t);
         }
+        if (in_load && (t == 0 || a.allocated() > load_peak)) {
+            load_peak = std::max(load_peak, a.allocated());
+            m.load_bytes = unallocated();
+        }
         if (t == 0 || a.allocated() > peak) {
             peak = std::max(peak, a.allocated());
-            m = {t, unallocated(), false};
+            m = {t, unallocated(), false, m.load_bytes};
         }
         ++t;
     }
     return m;
 }
 
-uint64_t reserved_minus_allocated(const EventLog& log, const SimOptions& opt, std::optional<uint64_t> capacity) {
-    return allowance_moment(log, opt, capacity).bytes;
+FragmentationAllowance reserved_minus_allocated(const EventLog& log, const SimOptions& opt,
+                                                std::optional<uint64_t> capacity) {
+    const Moment m = allowance_moment(log, opt, capacity);
+    return {m.bytes, m.load_bytes};
 }
 
 // "ipg_bucket 0.049 GiB", or for many: "12 live blocks, largest checkpoint_input 0.250 GiB".
@@ -254,7 +267,7 @@ LogFingerprint fingerprint(const EventLog& log) {
 // than cpu, for instance) share one replay.
 class FragmentationCache {
 public:
-    std::optional<uint64_t> get(const EstimateInput& in) {
+    std::optional<FragmentationAllowance> get(const EstimateInput& in) {
         SimOptions opt;
         const std::optional<uint64_t> capacity = fragmentation_capacity(in);
         InputKey cap;  // the per-process terms it subtracts are not all in input_key
@@ -270,7 +283,7 @@ public:
                 if (e.hash == h && e.key == key) return e.bytes;
         }
         const EventLog* log = fragmentation_events(in, opt);
-        std::optional<uint64_t> bytes;
+        std::optional<FragmentationAllowance> bytes;
         if (log) bytes = by_log(*log, opt, in.residual.alloc_conf, capacity);
         const std::lock_guard<std::mutex> lock(mu_);
         if (entries_.size() == kEntries) entries_.erase(entries_.begin());
@@ -280,7 +293,7 @@ public:
 
 private:
     // The allocator's configuration and capacity are part of what it sees: folded in.
-    uint64_t by_log(const EventLog& log, const SimOptions& opt, const std::string& alloc_conf,
+    FragmentationAllowance by_log(const EventLog& log, const SimOptions& opt, const std::string& alloc_conf,
                     std::optional<uint64_t> capacity) {
         LogFingerprint f = fingerprint(log);
         f.add(std::hash<std::string>{}(alloc_conf));
@@ -290,7 +303,7 @@ private:
             for (const auto& [g, bytes] : logs_)
                 if (g == f) return bytes;
         }
-        const uint64_t bytes = reserved_minus_allocated(log, opt, capacity);
+        const FragmentationAllowance bytes = reserved_minus_allocated(log, opt, capacity);
         const std::lock_guard<std::mutex> lock(mu_);
         if (logs_.size() == kEntries) logs_.erase(logs_.begin());
         logs_.emplace_back(f, bytes);
@@ -302,19 +315,25 @@ private:
     struct Entry {
         size_t hash;
         std::string key;
-        std::optional<uint64_t> bytes;
+        std::optional<FragmentationAllowance> bytes;
     };
     std::vector<Entry> entries_;
-    std::vector<std::pair<LogFingerprint, uint64_t>> logs_;
+    std::vector<std::pair<LogFingerprint, FragmentationAllowance>> logs_;
 };
 
 }  // namespace
 
-std::optional<uint64_t> replay_fragmentation(const EstimateInput& in) {
+std::optional<FragmentationAllowance> replay_fragmentation_allowance(const EstimateInput& in) {
     SimOptions opt;
     const EventLog* log = fragmentation_events(in, opt);
     if (!log) return std::nullopt;
     return reserved_minus_allocated(*log, opt, fragmentation_capacity(in));
+}
+
+std::optional<uint64_t> replay_fragmentation(const EstimateInput& in) {
+    const std::optional<FragmentationAllowance> a = replay_fragmentation_allowance(in);
+    if (!a) return std::nullopt;
+    return a->bytes;
 }
 
 // Two passes: the first finds the moment (allowance_moment), the second
@@ -393,7 +412,7 @@ std::optional<FragmentationReport> fragmentation_report(const EstimateInput& in)
     return fragmentation_report(*log, opt, fragmentation_capacity(in));
 }
 
-std::function<std::optional<uint64_t>(const EstimateInput&)> fragmentation_provider() {
+std::function<std::optional<FragmentationAllowance>(const EstimateInput&)> fragmentation_provider() {
     auto cache = std::make_shared<FragmentationCache>();
     return [cache](const EstimateInput& in) { return cache->get(in); };
 }

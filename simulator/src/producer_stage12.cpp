@@ -13,7 +13,8 @@ namespace zeromem::sim::detail {
 // Stage 1/2 (stage_1_and_2.py __init__): the engine moves the module to the
 // GPU, the optimizer flattens it into bit16_groups_flat (padded to a multiple
 // of 2 x N_d elements; briefly two 16-bit copies), frees the originals and
-// creates this rank's fp32 partition (single_partition_of_fp32_groups).
+// creates this rank's fp32 partition (single_partition_of_fp32_groups), whose
+// fp32 gradient of zeros initialize_optimizer_states holds until it returns.
 void Producer::init_zero12_flatten_bit16_groups() {
     std::vector<std::pair<uint64_t, uint32_t>> params;
     uint64_t largest = 0;
@@ -34,8 +35,14 @@ void Producer::init_zero12_flatten_bit16_groups() {
     alloc("bit16_groups_flat", bm_ * padded, Stream::compute, root_);
     if (on_gpu)
         for (const auto& [id, m] : params) release(id, m);
-    if (!off_opt_) alloc("fp32_partition", 4 * Tn_, Stream::compute, root_);
-    else alloc("temp_grad_buffer_for_gpu_offload", bm_ * largest, Stream::compute, root_);
+    if (off_opt_) {
+        alloc("temp_grad_buffer_for_gpu_offload", bm_ * largest, Stream::compute, root_);
+        return;
+    }
+    alloc("fp32_partition", 4 * Tn_, Stream::compute, root_);
+    // initialize_optimizer_states: single_grad_partition = torch.zeros(
+    // partition_size, fp32, device=cuda), set back to None before it returns.
+    release(alloc("init_fp32_grad_partition", 4 * Tn_, Stream::compute, root_), root_);
 }
 
 // stage_1_and_2.py setup_buckets: one buffer of reduce_bucket_size elements

@@ -20,7 +20,7 @@ const char* estimator_component(const std::string& t) {
         t == "lp_param_buffer" || t == "bf16_groups_flat")
         return kComponents[0];
     if (t == "gradient" || t == "grads_in_partition" || t == "grad_partitions_flat_buffer" ||
-        t == "bf16_optimizer_fp32_grad_buffer")
+        t == "bf16_optimizer_fp32_grad_buffer" || t == "init_fp32_grad_partition")
         return kComponents[1];
     if (t == "fp32_master" || t == "fp32_partition" || t == "exp_avg" || t == "exp_avg_sq" || t == "momentum_buffer")
         return kComponents[2];

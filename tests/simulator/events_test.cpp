@@ -104,6 +104,10 @@ TEST(SimEvents, Stage2LoadFlattensBit16Groups) {
     want.emplace_back("alloc", "bit16_groups_flat", 2 * 147776);  // 147776 is a multiple of 2 x N_d = 4
     for (uint64_t b : kParamBytes) want.emplace_back("free", "parameter", b);
     want.emplace_back("alloc", "fp32_partition", 4 * 73888);
+    // initialize_optimizer_states: the master's fp32 gradient of zeros, set
+    // to None before it returns (stage_1_and_2.py single_grad_partition).
+    want.emplace_back("alloc", "init_fp32_grad_partition", 4 * 73888);
+    want.emplace_back("free", "init_fp32_grad_partition", 4 * 73888);
     EXPECT_EQ(rows(log, Phase::load), want);
 }
 

@@ -444,6 +444,7 @@ void load_path_note(const EstimateInput& in, Estimate& out) {
 // The GPU memory of each training phase, built from the steady model states.
 struct PhaseGpus {
     GpuMemory load, forward, backward, step, steady_backward, save;
+    GpuMemory load_component_peaks;  ///< Estimate::load_component_peaks
 };
 
 // Per-GPU memory of the load, first forward/backward, optimizer step, steady
@@ -456,7 +457,8 @@ PhaseGpus phase_gpus(const FullContext& c, const GpuMemory& st, const Activation
     auto with = [&](uint64_t grads, bool moments, uint64_t activations_b, uint64_t tmp) {
         return moment(c, st, grads, moments, activations_b, tmp);
     };
-    const GpuMemory ld = load_gpu(c, st, ex);
+    GpuMemory load_peaks;
+    const GpuMemory ld = load_gpu(c, st, ex, &load_peaks);
     // The first forward and backward run before Adam's m and v exist (the
     // optimizer allocates them lazily at its first step).
     const GpuMemory fwd = with(gradients_before_backward(c, st), false, act.forward, tmp_fwd);
@@ -468,7 +470,7 @@ PhaseGpus phase_gpus(const FullContext& c, const GpuMemory& st, const Activation
     // hpZ secondary partitions are dropped after the step (stage3.py _post_step).
     save.parameters -= terms::hpz_secondary_partition(sz, false).bytes;
     finish_gpu(save, c);
-    return {ld, fwd, bwd, step, sbwd, save};
+    return {ld, fwd, bwd, step, sbwd, save, load_peaks};
 }
 
 // Appends the phases (GPU and host memory per node, fits) to out.phases; the
@@ -535,6 +537,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     const PhaseGpus ph = phase_gpus(c, st, act, tmp_fwd, tmp_bwd, ex);
     const uint64_t host_act = act.host * c.g;
     record_phases(c, st, ph, host, host_act, out, ex);
+    out.load_component_peaks = ph.load_component_peaks;
     summarize_phases(c, st, std::max(act.backward, act.loss_backward), host, host_act, out, ex);
     if (host.save_rank0 > 0)  // the gather (L · b_m per GPU, phase_gpus) runs on every rank
         set_rank0_only(out, "checkpoint_save", host.save_rank0, {"consolidated 16-bit state dict"}, c.L * c.bm);
@@ -554,8 +557,10 @@ namespace {
 void resolve_fragmentation(EstimateInput& in, Estimate& out) {
     ResidualSettings& r = in.residual;
     if (in.convention != Convention::full || r.fragmentation_bytes || !r.fragmentation_provider) return;
-    r.fragmentation_bytes = r.fragmentation_provider(in);
-    if (r.fragmentation_bytes) {
+    const std::optional<FragmentationAllowance> replayed = r.fragmentation_provider(in);
+    if (replayed) {
+        r.fragmentation_bytes = replayed->bytes;
+        r.load_fragmentation_bytes = replayed->load_bytes;
         r.fragmentation_source = r.fragmentation_provider_source;
         return;
     }

@@ -310,7 +310,7 @@ LmHeadLossBytes lm_head_loss_bytes(int64_t s, int64_t b, int64_t vocab, int64_t 
     // logits' gradient: no less than (b_m + 8)·n, the loss tensors it counted there before the
     // cross-entropy's backward was its own moment. By the code path the moment holds less
     // (the cast, b_m·n + 4n, before the gradient hooks run); the bound stays because the
-    // public OOM of LLaDA-8B under ZeRO-2 offload (tests/cases/ledger N12: dllm's own
+    // public OOM of LLaDA-8B under ZeRO-2 offload (tests/cases/ledger N12-z2-offload: dllm's own
     // diffusion loss, not ForCausalLMLoss) is predicted only with it.
     r.head_backward = to_bytes(std::max({slice, cast, double(bm + 8) * n}));
     return r;

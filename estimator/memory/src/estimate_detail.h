@@ -125,6 +125,8 @@ std::vector<terms::Term> persistent_temporaries(const terms::Sizes& s);
 std::vector<terms::Term> loss_backward_temporaries(const terms::Sizes& s);
 uint64_t sum_bytes(const std::vector<terms::Term>& list);
 void finish_gpu(GpuMemory& m, const FullContext& c);
+/// finish_gpu with the load phase's own replayed allowance (ResidualSettings::load_fragmentation_bytes).
+void finish_load_gpu(GpuMemory& m, const FullContext& c);
 
 // estimate_conventions.cpp
 void estimate_paper(const EstimateInput& in, Estimate& out, const Explainer& ex);
@@ -151,7 +153,9 @@ Activations activations(const FullContext& c, const Explainer& ex);
 bool zero12_flattens_on_gpu(const FullContext& c);
 LoadPath effective_load_path(const EstimateInput& in);
 bool single_file_state_dict(const EstimateInput& in);
-GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& ex);
+/// The load phase's largest moment; *peaks gets each component's own peak in the phase
+/// (Estimate::load_component_peaks).
+GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& ex, GpuMemory* peaks);
 
 // estimate_backward.cpp
 bool zero1_backward_starts_without_gradients(const terms::Sizes& s);

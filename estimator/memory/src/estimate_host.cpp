@@ -194,7 +194,12 @@ void summarize_phases(const FullContext& c, const GpuMemory& st, uint64_t act_ba
         if (c.proc.terms)
             for (const auto& t : *c.proc.terms) ex.term(t.component.c_str(), t.formula, t.substituted, t.bytes, t.source.c_str());
         if (in.residual.fragmentation_bytes)
-            ex.term("fragmentation", "bytes from " + in.residual.fragmentation_source + " (every phase)",
+            ex.term("fragmentation",
+                    "bytes from " + in.residual.fragmentation_source +
+                        (in.residual.load_fragmentation_bytes
+                             ? " (every phase but the load, which takes the same reading at its own allocated peak: " +
+                                   num(double(*in.residual.load_fragmentation_bytes)) + " B)"
+                             : " (every phase)"),
                     num(double(*in.residual.fragmentation_bytes)) + " B at the " + gpu_peak->name + " phase",
                     m.fragmentation, "PyTorch caching allocator reserve (c10/cuda/CUDACachingAllocator.cpp)");
         else

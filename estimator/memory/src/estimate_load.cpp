@@ -15,6 +15,16 @@ using namespace estimate_detail;
 
 namespace estimate_detail {
 
+// finish_gpu for the load phase: its own replayed allowance when there is one.
+void finish_load_gpu(GpuMemory& m, const FullContext& c) {
+    finish_gpu(m, c);
+    const std::optional<uint64_t>& own = c.in.residual.load_fragmentation_bytes;
+    if (!own) return;
+    m.fragmentation = *own;
+    m.reserved = m.allocated + m.fragmentation;
+    m.total = m.reserved + c.proc.outside_allocator();
+}
+
 // The load phase: deepspeed.initialize has built the engine and the ZeRO
 // optimizer; Adam's m and v do not exist yet.
 // The whole 16-bit module before DeepSpeed partitions or flattens it:
@@ -56,7 +66,7 @@ GpuMemory device_map_load_gpu(const FullContext& c, const Explainer& ex) {
     if (zero_init || effective_load_path(c.in) != LoadPath::device_map) return m;
     const uint64_t lb = static_cast<uint64_t>(dtype_bytes(c.in.residual.load_dtype));
     m.parameters = lb * c.Pr;
-    finish_gpu(m, c);
+    finish_load_gpu(m, c);
     if (ex.on)
         ex.term("load: the model in the load dtype on the GPU (device-map, before DeepSpeed casts it)",
                 "load bytes · Ψ", "Ψ=" + num(double(c.Pr)) + ", load bytes=" + num(double(lb)), m.parameters,
@@ -71,7 +81,16 @@ GpuMemory device_map_load_gpu(const FullContext& c, const Explainer& ex) {
 // _configure_distributed_model, module.to(device)) before ZeRO-3 without
 // zero.Init partitions it or ZeRO-1/2 flattens it (two 16-bit copies on the
 // GPU when the flat copy is made there), then the optimizer's buffers.
-GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& ex) {
+// Each DeepSpeed component of `m` raised to `other`'s where that is larger.
+void raise_components(GpuMemory& m, const GpuMemory& other) {
+    m.parameters = std::max(m.parameters, other.parameters);
+    m.gradients = std::max(m.gradients, other.gradients);
+    m.optimizer_states = std::max(m.optimizer_states, other.optimizer_states);
+    m.activations = std::max(m.activations, other.activations);
+    m.temporary_buffers = std::max(m.temporary_buffers, other.temporary_buffers);
+}
+
+GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& ex, GpuMemory* peaks) {
     const terms::Sizes& s = c.sz;
     const auto& z = c.in.zero;
     GpuMemory ld;
@@ -99,12 +118,20 @@ GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& e
         ld.parameters = st.parameters;
         ld.gradients = terms::bf16_optimizer_fp32_grad_buffer(s).bytes;
         ld.temporary_buffers = sum_terms(persistent_temporaries(s), "load", c, ex);
+        // initialize_optimizer_states: the fp32 gradient of zeros beside the
+        // flat 16-bit group and the fp32 master, the load's last moment.
+        const terms::Term init_grad = terms::zero12_init_fp32_grad_partition(s);
+        ld.gradients += init_grad.bytes;
+        if (ex.on && init_grad.bytes > 0)
+            ex.term((std::string("gradients (load): ") + init_grad.name).c_str(), init_grad.formula,
+                    "Tn=" + num(double(s.Tn)), init_grad.bytes, term_source(init_grad).c_str());
         // BF16_Optimizer flattens where the params are, the GPU (bf16_optimizer.py _setup_for_real_optimizer).
         if (s.bf16_optimizer || (s.stage >= 1 && zero12_flattens_on_gpu(c))) whole.parameters = module_bytes(c) + c.bm * c.Tr;
     }
-    finish_gpu(ld, c);
+    finish_load_gpu(ld, c);
+    *peaks = ld;
     if (whole.parameters > 0) {
-        finish_gpu(whole, c);
+        finish_load_gpu(whole, c);
         if (ex.on)
             ex.term(s.stage == 3 ? "load: whole 16-bit module on every GPU before partitioning (no zero.Init)"
                                  : "load: 16-bit module + its flat copy while flattening on the GPU",
@@ -114,9 +141,11 @@ GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& e
                                  : "DeepSpeed v0.19.6 deepspeed/runtime/zero/stage_1_and_2.py __init__ (flatten on the accelerator, >= 0.18.7)");
         // On a tie the earlier moment (the module before it is flattened or
         // partitioned) is the one reported.
+        raise_components(*peaks, whole);
         if (whole.total >= ld.total) ld = whole;
     }
     const GpuMemory direct = device_map_load_gpu(c, ex);
+    raise_components(*peaks, direct);
     return direct.total > ld.total ? direct : ld;
 }
 

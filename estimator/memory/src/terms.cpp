@@ -95,6 +95,13 @@ Term zero2_accumulated_partition(const Sizes& s) {
                 on ? s.bm * s.Tn : 0);
 }
 
+Term zero12_init_fp32_grad_partition(const Sizes& s) {
+    const bool on = (s.stage == 1 || s.stage == 2) && !s.offload_optimizer && !s.bf16_optimizer;
+    return make("fp32 gradient partition at init (freed when it returns)", "4 · Tn (no offload; load only)",
+                "runtime/zero/stage_1_and_2.py initialize_optimizer_states (single_grad_partition)",
+                on ? 4 * s.Tn : 0);
+}
+
 Term temp_grad_buffer_for_gpu_offload(const Sizes& s) {
     const bool on = (s.stage == 1 || s.stage == 2) && s.offload_optimizer;
     return make("temp_grad_buffer_for_gpu_offload", "L · b_m (every phase)", "runtime/zero/stage_1_and_2.py __init__",

@@ -241,6 +241,10 @@ std::optional<uint64_t> fragmentation_capacity(const EstimateInput& in);
 /// encoder models, tp/pp, LoRA, ...). Never throws InputError.
 std::optional<uint64_t> replay_fragmentation(const EstimateInput& in);
 
+/// replay_fragmentation's replay with the load phase's own allowance beside it
+/// (reserved - allocated at the load phase's allocated peak, or at an OOM there).
+std::optional<FragmentationAllowance> replay_fragmentation_allowance(const EstimateInput& in);
+
 /// The allowance of `log` replayed with `capacity` (opt.alloc's
 /// configuration), read as replay_fragmentation reads it, with the free
 /// blocks that make it up and the request that could not use them.
@@ -265,7 +269,7 @@ extern const char* const kFragmentationSource;
 /// log (a miss whose allocations match an earlier log, e.g. optimizer offload
 /// to nvme instead of cpu, is not replayed again). Thread-safe; copies of the
 /// returned function share the caches.
-std::function<std::optional<uint64_t>(const EstimateInput&)> fragmentation_provider();
+std::function<std::optional<FragmentationAllowance>(const EstimateInput&)> fragmentation_provider();
 
 /// Sets in.residual's provider (fragmentation_provider()) and its source
 /// (kFragmentationSource) unless the user gave --fragmentation, i.e. unless

@@ -80,7 +80,7 @@ BENCHMARK(BM_ReplayFragmentation70BStage3)->Unit(benchmark::kMillisecond);
 // planner's repeated evaluations cost).
 void BM_Estimate70BStage3(benchmark::State& state) {
     auto in = llama70b(80);
-    if (state.range(0) == 1) in.residual.fragmentation_provider = zeromem::sim::replay_fragmentation;
+    if (state.range(0) == 1) in.residual.fragmentation_provider = zeromem::sim::replay_fragmentation_allowance;
     if (state.range(0) == 2) zeromem::sim::use_replayed_fragmentation(in, false);
     for (auto _ : state) benchmark::DoNotOptimize(zeromem::estimate(in).per_gpu.total);
 }

@@ -63,6 +63,13 @@ struct EstimateInput;
 /// from_pretrained builds under zero.Init and refuses a device_map.
 enum class LoadPath { host_copy, single_file, device_map };
 
+/// What a fragmentation replay gives (ResidualSettings::fragmentation_provider):
+/// the allowance every phase takes, and the load phase's own.
+struct FragmentationAllowance {
+    uint64_t bytes = 0;       ///< reserved - allocated at the allocated peak (or at the replay's OOM)
+    uint64_t load_bytes = 0;  ///< the same at the load phase's allocated peak (or at an OOM there)
+};
+
 struct ResidualSettings {
     /// CUDA context per process, bytes (--cuda-context). Unset: the table
     /// by architecture and module loading (process_terms.h
@@ -97,6 +104,11 @@ struct ResidualSettings {
     /// place of fragmentation_fraction x allocated bytes when set (the faces
     /// set it from the simulator's replay, simulator.h replay_fragmentation).
     std::optional<uint64_t> fragmentation_bytes;
+    /// The load phase's own allowance, when the replay sized it (reserved -
+    /// allocated at the load phase's allocated peak): the segments that
+    /// later phases fragment do not exist yet at deepspeed.initialize.
+    /// Unset: the load phase takes fragmentation_bytes like every phase.
+    std::optional<uint64_t> load_fragmentation_bytes;
     /// Where fragmentation_bytes comes from, for --explain and the notes
     /// (e.g. "simulator replay: peak reserved - peak allocated").
     std::string fragmentation_source;
@@ -106,7 +118,7 @@ struct ResidualSettings {
     /// faces inject the simulator's replay here when the user did not pass
     /// --fragmentation, so the estimator never links the simulator and the
     /// planner's loops get a figure per evaluated option.
-    std::function<std::optional<uint64_t>(const EstimateInput&)> fragmentation_provider;
+    std::function<std::optional<FragmentationAllowance>(const EstimateInput&)> fragmentation_provider;
     /// Source text stated for figures that come from fragmentation_provider.
     std::string fragmentation_provider_source;
     /// dtype the checkpoint is materialised in on the host at load time

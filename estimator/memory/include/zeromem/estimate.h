@@ -115,6 +115,12 @@ struct Estimate {
     uint64_t params_per_rank = 0;     ///< parameters held by one tensor/pipeline rank before ZeRO
     std::optional<bool> fits_gpu;     ///< unset when the GPU capacity is unknown
     std::optional<bool> fits_host;    ///< unset when the host capacity is unknown
+    /// The load phase (phases[0]) is its largest moment; its components can peak at other moments (the
+    /// 16-bit module beside its flat copy while ZeRO-1/2 flattens on the GPU, the fp32 gradient of
+    /// zeros initialize_optimizer_states holds after it): parameters, gradients, optimizer_states,
+    /// activations and temporary_buffers each at their own peak in the load, what a measurement's
+    /// per-category peaks read (the other fields are the largest moment's).
+    GpuMemory load_component_peaks;
     /// Without an architecture (--params only) the estimate holds no
     /// activations: the bytes a dense decoder of that size would store at the
     /// micro batch and sequence (dense_decoder_allowance), and how.

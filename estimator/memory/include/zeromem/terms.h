@@ -208,6 +208,15 @@ Term zero2_autograd_grad_before_bucket_copy(const Sizes& s);
 /// (`independent_gradient_partition_epilogue`).
 Term zero2_accumulated_partition(const Sizes& s);
 
+/// ZeRO-1/2 without optimizer offload: initialize_optimizer_states gives
+/// the fp32 master partition a gradient of zeros on the GPU, 4·Tn
+/// (stage_1_and_2.py `single_grad_partition = torch.zeros(partition_size,
+/// dtype=fp32 master's dtype, device=self.device)`), and sets it back to
+/// None before it returns: live at init beside the flat 16-bit group and the
+/// fp32 master, never after. 0 with offload (the buffer is on the CPU) and
+/// under BF16_Optimizer.
+Term zero12_init_fp32_grad_partition(const Sizes& s);
+
 /// ZeRO-1/2 CPU offload: `temp_grad_buffer_for_gpu_offload`, L · b_m,
 /// created in `__init__` and never freed (every phase).
 Term temp_grad_buffer_for_gpu_offload(const Sizes& s);
