@@ -56,10 +56,14 @@ OptimizerWrapper optimizer_wrapper(const EstimateInput& in) {
 // replaces the client optimizer with DeepSpeedCPUAdam(param_groups) in exactly
 // that case. zeromem follows the HF Trainer: the step is DeepSpeedCPUAdam, as
 // with an "optimizer" block. Sets `swapped` when it changed the input.
+bool accelerate_swaps_cpu_adam(const EstimateInput& in) {
+    return in.zero.offload_optimizer != OffloadDevice::none && in.train.optimizer_builder == OptimizerBuilder::client &&
+           !in.train.fused_optimizer && in.zero.zero_force_ds_cpu_optimizer;
+}
+
 EstimateInput with_accelerate_cpu_adam(const EstimateInput& in, bool& swapped) {
     EstimateInput out = in;
-    swapped = in.zero.offload_optimizer != OffloadDevice::none && in.train.optimizer_builder == OptimizerBuilder::client &&
-              !in.train.fused_optimizer && in.zero.zero_force_ds_cpu_optimizer;
+    swapped = accelerate_swaps_cpu_adam(in);
     if (swapped) {
         out.train.optimizer_builder = OptimizerBuilder::deepspeed;
         out.train.fused_optimizer = true;

@@ -273,6 +273,7 @@ ParamCount count_params(const ModelArch& a) {
 
     check_count_fits(a);
     ParamCount c;
+    c.blocks.reserve(10);  // at most ten kinds of block below: one allocation
     std::string largest_name = "token embedding";
     u64 largest = u(a.vocab_size) * u(e);
     c.embedding = count_embedding(a, largest, largest_name);

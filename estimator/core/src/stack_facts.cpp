@@ -92,12 +92,26 @@ StepKernel foreach_kernel(const StackFacts& facts) {
     return facts.foreach_adam_keeps_two_temporaries ? StepKernel::torch_foreach_2_0 : StepKernel::torch_foreach;
 }
 
+namespace {
+
+// `lead` and torch's foreach kernel of `o` with its temporaries, built in one allocation (the
+// planner asks once per candidate).
+std::string foreach_words(const char* lead, Optimizer o, bool torch_2_0) {
+    std::string s;
+    s.reserve(128);
+    s += lead;
+    s += "torch's foreach ";
+    s += to_string(o);
+    s += torch_2_0 ? " (torch < 2.1: two fp32 temporaries)" : " (one fp32 temporary)";
+    return s;
+}
+
+}  // namespace
+
 StepKernelChoice step_kernel(const EstimateInput& in, const StackFacts& facts) {
     const auto& t = in.train;
     const bool torch_2_0 = facts.foreach_adam_keeps_two_temporaries;
     const StepKernel foreach = foreach_kernel(facts);
-    const std::string foreach_text = std::string("torch's foreach ") + to_string(t.optimizer) +
-                                     (torch_2_0 ? " (torch < 2.1: two fp32 temporaries)" : " (one fp32 temporary)");
     if (t.optimizer == Optimizer::sgd || t.optimizer == Optimizer::sgd_plain)
         return {StepKernel::sgd, "torch SGD: no Adam temporary"};
     const OptimizerInfo& oi = optimizer_info(t.optimizer);
@@ -110,7 +124,7 @@ StepKernelChoice step_kernel(const EstimateInput& in, const StackFacts& facts) {
         (t.optimizer == Optimizer::adagrad || t.optimizer == Optimizer::rmsprop || t.optimizer == Optimizer::adafactor))
         return {foreach, std::string(oi.implementation) +
                              ": one fp32 temporary the size of the tensors it steps (Adafactor: update = grad^2 + eps)"};
-    if (t.torch_adam) return {foreach, "optimizer.params.torch_adam: DeepSpeed builds " + foreach_text};
+    if (t.torch_adam) return {foreach, foreach_words("optimizer.params.torch_adam: DeepSpeed builds ", t.optimizer, torch_2_0)};
     if (t.fused_optimizer)
         return {StepKernel::fused, "DeepSpeed's optimizer (FusedAdam, DeepSpeedCPUAdam under offload): in place"};
     const bool offload = in.zero.offload_optimizer != OffloadDevice::none;
@@ -118,11 +132,11 @@ StepKernelChoice step_kernel(const EstimateInput& in, const StackFacts& facts) {
         return {StepKernel::fused, "DeepSpeedCPUAdam (optimizer offload needs DeepSpeed's optimizer)"};
     if (t.client_fused)
         return {*t.client_fused ? StepKernel::fused : foreach,
-                *t.client_fused ? std::string("torch's fused AdamW: no temporary") : foreach_text};
+                *t.client_fused ? std::string("torch's fused AdamW: no temporary") : foreach_words("", t.optimizer, torch_2_0)};
     if (facts.hf_trainer_defaults_to_fused_adamw)
         return {StepKernel::fused,
                 "HF Trainer default adamw_torch_fused (torch >= 2.8, transformers >= 4.54): no temporary"};
-    return {foreach, "HF Trainer default adamw_torch: " + foreach_text};
+    return {foreach, foreach_words("HF Trainer default adamw_torch: ", t.optimizer, torch_2_0)};
 }
 
 StepKernel step_kernel_for(const EstimateInput& in) { return step_kernel(in, stack_facts(in.stack)).kernel; }

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,10 +79,7 @@ uint64_t steady_parameters(const FullContext& c, const Explainer& ex) {
     const bool off_par = z.offload_param != OffloadDevice::none;
     GpuMemory st;
     if (s == 3) {
-        uint64_t persist = 0;
-        if (in.model.arch)
-            persist = ceil_div(persistent_numel(*in.model.arch, c.tp, z.stage3_param_persistence_threshold,
-                                                z.stage3_model_persistence_threshold), c.pp);
+        const uint64_t persist = c.persistent;
         const uint64_t part = off_par ? 0 : c.bm * c.Tn + to_bytes(c.frozen_bytes / double(c.N));
         st.parameters = c.bm * persist + part;
         if (ex.on) ex.term("parameters", off_par ? "b_m · persistent (partitions offloaded)"
@@ -194,7 +192,7 @@ GpuMemory steady_model_states(const FullContext& c, const Explainer& ex) {
 
 
 // --- GPU temporaries per phase, as lists of named terms ------------------------
-std::vector<terms::Term> forward_temporaries(const terms::Sizes& s) {
+TermList forward_temporaries(const terms::Sizes& s) {
     if (s.stage == 0) return {};
     if (s.stage <= 2) return {terms::temp_grad_buffer_for_gpu_offload(s)};
     return {terms::zero3_ipg_bucket(s), terms::zero3_gathered_params(s, false), terms::zero3_allgather_cat_copy(s),
@@ -202,7 +200,7 @@ std::vector<terms::Term> forward_temporaries(const terms::Sizes& s) {
             terms::zero3_retained_linear_weights(s, false)};
 }
 
-std::vector<terms::Term> backward_temporaries(const terms::Sizes& s) {
+TermList backward_temporaries(const terms::Sizes& s) {
     if (s.bf16_optimizer) return {terms::engine_allreduce_bucket_flatten(s), terms::bf16_optimizer_allreduce_cast(s)};
     if (s.stage == 0) return {terms::engine_allreduce_bucket_flatten(s)};
     if (s.stage <= 2)
@@ -223,7 +221,7 @@ std::vector<terms::Term> backward_temporaries(const terms::Sizes& s) {
 // (partitioned_param_coordinator.py __params_to_release: reused within
 // stage3_max_reuse_distance) with the look-ahead, and the IPG bucket; ZeRO-1/2
 // the offload staging buffer.
-std::vector<terms::Term> loss_backward_temporaries(const terms::Sizes& s) {
+TermList loss_backward_temporaries(const terms::Sizes& s) {
     if (s.stage == 3)
         return {terms::zero3_ipg_bucket(s), terms::zero3_gathered_params(s, false),
                 terms::zero3_retained_linear_weights(s, false)};
@@ -232,13 +230,13 @@ std::vector<terms::Term> loss_backward_temporaries(const terms::Sizes& s) {
 
 // Buffers live from init to the end of training: the ZeRO-3 IPG bucket and
 // the ZeRO-1/2 offload staging buffer.
-std::vector<terms::Term> persistent_temporaries(const terms::Sizes& s) {
+TermList persistent_temporaries(const terms::Sizes& s) {
     if (s.stage == 3) return {terms::zero3_ipg_bucket(s)};
     if (s.stage >= 1) return {terms::temp_grad_buffer_for_gpu_offload(s)};
     return {};
 }
 
-uint64_t sum_bytes(const std::vector<terms::Term>& list) {
+uint64_t sum_bytes(const TermList& list) {
     uint64_t b = 0;
     for (const auto& t : list) b += t.bytes;
     return b;
@@ -525,7 +523,7 @@ void full_convention_notes(const FullContext& c, const Explainer& ex) {
 }
 
 void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) {
-    const FullContext c = make_context(in, out);
+    FullContext c = make_context(in, out);  // not changed after, but for handing kernel_why to `out` at the end
     optimizer_notes(c, out);
     load_path_note(in, out);
     const terms::Sizes& sz = c.sz;
@@ -541,7 +539,7 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
     summarize_phases(c, st, std::max(act.backward, act.loss_backward), host, host_act, out, ex);
     if (host.save_rank0 > 0)  // the gather (L · b_m per GPU, phase_gpus) runs on every rank
         set_rank0_only(out, "checkpoint_save", host.save_rank0, {"consolidated 16-bit state dict"}, c.L * c.bm);
-    out.optimizer_step_kernel = c.kernel_why;
+    out.optimizer_step_kernel = std::move(c.kernel_why);
     full_convention_notes(c, ex);
 }
 
@@ -554,9 +552,14 @@ namespace {
 // simulator's replay, wired by the faces) when the full convention runs
 // without an explicit figure; a provider that cannot replay the input leaves
 // the fixed fraction, said in the notes.
+bool asks_fragmentation_provider(const EstimateInput& in) {
+    const ResidualSettings& r = in.residual;
+    return in.convention == Convention::full && !r.fragmentation_bytes && r.fragmentation_provider;
+}
+
 void resolve_fragmentation(EstimateInput& in, Estimate& out) {
     ResidualSettings& r = in.residual;
-    if (in.convention != Convention::full || r.fragmentation_bytes || !r.fragmentation_provider) return;
+    if (!asks_fragmentation_provider(in)) return;
     const std::optional<FragmentationAllowance> replayed = r.fragmentation_provider(in);
     if (replayed) {
         r.fragmentation_bytes = replayed->bytes;
@@ -572,8 +575,15 @@ void resolve_fragmentation(EstimateInput& in, Estimate& out) {
 }  // namespace
 
 Estimate estimate(const EstimateInput& in_given, bool explain) {
-    bool swapped = false;
-    EstimateInput in = with_accelerate_cpu_adam(in_given, swapped);
+    const bool swapped = accelerate_swaps_cpu_adam(in_given);
+    // The input as the estimate reads it: copied only where it changes (accelerate's swap, the
+    // provider's fragmentation figure), `in_given` itself otherwise.
+    std::optional<EstimateInput> changed;
+    if (swapped || asks_fragmentation_provider(in_given)) {
+        bool swapped_copy = false;
+        changed = with_accelerate_cpu_adam(in_given, swapped_copy);
+    }
+    const EstimateInput& in = changed ? *changed : in_given;
     validate(in);
     validate_moe(in);
     Estimate out;
@@ -581,7 +591,7 @@ Estimate estimate(const EstimateInput& in_given, bool explain) {
     if (in.moe.ep() > 1 && in.convention != Convention::full)
         out.notes.push_back("--ep-size: expert parallelism is modelled by the full convention only; the " +
                             std::string(to_string(in.convention)) + " convention counts every expert on every rank");
-    resolve_fragmentation(in, out);
+    if (changed) resolve_fragmentation(*changed, out);
     if (swapped)
         out.notes.push_back("optimizer offload with the client's optimizer (no \"optimizer\" block): accelerate, which "
                             "the HF Trainer uses, replaces it with DeepSpeedCPUAdam (accelerator.py _prepare_deepspeed), "

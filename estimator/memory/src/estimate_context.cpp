@@ -95,7 +95,7 @@ void set_host_sizes(FullContext& c) {
         const ModelArch& a = *in.model.arch;
         const uint64_t layers = uint64_t(std::max<int64_t>(1, a.num_layers));
         const uint64_t h = uint64_t(std::max<int64_t>(1, a.hidden_size));
-        for (const auto& [numel, count] : parameter_numels(a, c.tp)) {
+        for_each_parameter_numel(parameter_layout(a, c.tp), uint64_t(a.num_layers), [&](uint64_t numel, uint64_t count) {
             // A quantized base (--load-in) stores its layers' linear weights packed (bitsandbytes: 4-bit in a
             // 16-bit quant_storage, numel / 4 elements; 8-bit one byte each): their partitions are that size.
             const bool packed = in.train.load_in_bits < 16 && count % layers == 0 && numel >= h * h / 16;
@@ -105,7 +105,7 @@ void set_host_sizes(FullContext& c) {
             raw += double(bytes(numel)) * double(count);
             rounded += double(terms::power_of_two_ceil(bytes(numel))) * double(count);
             blocks += terms::power_of_two_ceil(bytes(ceil_div(numel, c.N))) * count;
-        }
+        });
         if (raw > 0) s.per_param_rounding = rounded / raw;
         s.zero_init_partition_blocks = blocks;
     }
@@ -120,12 +120,8 @@ void set_zeropp_sizes(FullContext& c) {
     s.nodes = static_cast<uint64_t>(in.cluster.nodes);
     if (z.hpz_active()) {
         s.hpz = static_cast<uint64_t>(std::min(z.zero_hpz_partition_size, in.cluster.gpus));
-        uint64_t persist = 0;
-        if (in.model.arch)
-            persist = ceil_div(persistent_numel(*in.model.arch, c.tp, z.stage3_param_persistence_threshold,
-                                                z.stage3_model_persistence_threshold), c.pp);
         s.hpz_numel_load = c.Pr;
-        s.hpz_numel_train = c.Pr - std::min(c.Pr, persist);
+        s.hpz_numel_train = c.Pr - std::min(c.Pr, c.persistent);
     }
     s.qwz = z.stage == 3 && z.zero_quantized_weights;
     s.bf16 = in.train.dtype == Dtype::bf16;
@@ -149,7 +145,7 @@ void set_zeropp_sizes(FullContext& c) {
 // (stage_1_and_2.py single_partition_of_fp32_groups, one per param group);
 // stage 3: the fp32 partition cut into sub_group_size sub-groups
 // (stage3.py _create_fp32_partitions).
-std::vector<StateTensor> optimizer_tensors(const FullContext& c, std::string& why) {
+std::vector<StateTensor> optimizer_tensors(const FullContext& c, const char*& why) {
     const auto& in = c.in;
     const int s = in.zero.stage;
     if (s == 0 && !c.sz.bf16_optimizer) {
@@ -160,10 +156,12 @@ std::vector<StateTensor> optimizer_tensors(const FullContext& c, std::string& wh
                 return v;
             }
         }
-        why = "one flat tensor of Ψ_t elements: the tensor shapes are not known (" +
-              std::string(in.model.arch ? "this architecture, LoRA or a trainable subset" : "--params alone") +
-              "); Adafactor is then counted unfactored (4 B/param, an upper bound), 8-bit optimizers as if "
-              "no tensor were under min_8bit_size = 4096 (a lower bound)";
+        why = in.model.arch ? "one flat tensor of Ψ_t elements: the tensor shapes are not known (this architecture, "
+                              "LoRA or a trainable subset); Adafactor is then counted unfactored (4 B/param, an upper "
+                              "bound), 8-bit optimizers as if no tensor were under min_8bit_size = 4096 (a lower bound)"
+                            : "one flat tensor of Ψ_t elements: the tensor shapes are not known (--params alone); "
+                              "Adafactor is then counted unfactored (4 B/param, an upper bound), 8-bit optimizers as if "
+                              "no tensor were under min_8bit_size = 4096 (a lower bound)";
         return flat_tensors(c.Tr, c.Tr);
     }
     if (s == 3) {
@@ -440,10 +438,20 @@ void set_term_sizes(FullContext& c) {
     if (!s.sub_groups.empty()) s.sub = *std::max_element(s.sub_groups.begin(), s.sub_groups.end());
     s.grad_accum = t.grad_accum;
     c.facts = stack_facts(in.stack);
-    const StepKernelChoice kc = step_kernel(in, c.facts);
+    StepKernelChoice kc = step_kernel(in, c.facts);
     s.kernel = kc.kernel;
-    c.kernel_why = kc.why;
+    c.kernel_why = std::move(kc.why);
     s.bf16_optimizer = selects_bf16_optimizer(in);
+}
+
+// ZeRO-3's persistent parameters of one rank (persistent_numel), walked once for the steady
+// parameters and hpZ's secondary partition.
+void set_persistent(FullContext& c) {
+    const EstimateInput& in = c.in;
+    const auto& z = in.zero;
+    if (!in.model.arch || (z.stage != 3 && !z.hpz_active())) return;
+    c.persistent = ceil_div(persistent_numel(*in.model.arch, c.tp, z.stage3_param_persistence_threshold,
+                                             z.stage3_model_persistence_threshold), c.pp);
 }
 
 FullContext make_context(const EstimateInput& in, Estimate& out) {
@@ -451,6 +459,7 @@ FullContext make_context(const EstimateInput& in, Estimate& out) {
     c.proc = process_memory(in);
     set_layout_and_widths(c);
     set_param_counts(c, out);
+    set_persistent(c);
     set_term_sizes(c);
     set_optimizer_state(c);
     set_host_sizes(c);
@@ -484,7 +493,7 @@ std::string term_source(const terms::Term& t) {
 }
 
 // Sums terms of one phase, writing one --explain line per non-zero term.
-uint64_t sum_terms(const std::vector<terms::Term>& list, const char* phase, const FullContext& c, const Explainer& ex) {
+uint64_t sum_terms(const TermList& list, const char* phase, const FullContext& c, const Explainer& ex) {
     uint64_t total = 0;
     std::string subst;
     for (const auto& t : list) {

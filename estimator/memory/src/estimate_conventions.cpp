@@ -138,7 +138,8 @@ double deepspeed_zero3(const EstimateInput& in, Estimate& out, const Explainer& 
     const bool zi = in.zero.zero_init;
     const bool cpu_offload_params = in.zero.offload_param != OffloadDevice::none;
     double gpu = 0;
-    std::string gform, cform;
+    const char* gform = "";
+    const char* cform = "";
     if (cpu_offload) {
         if (cpu_offload_params) {
             gpu = llm;
@@ -169,10 +170,11 @@ double deepspeed_zero3(const EstimateInput& in, Estimate& out, const Explainer& 
     } else {
         m.parameters = states;
     }
+    if (!ex.on) return cpu;
     const std::string subst = "Ψ=" + num(P) + ", L=" + num(L) + ", N=" + num(N) + ", g=" + num(g) +
                               ", nodes=" + num(n) + ", abf=" + num(abf) + ", zero_init=" + (zi ? "1" : "0");
-    if (ex.on) ex.term("gpu", gform, subst, m.total, kSrcDsZ3);
-    if (ex.on) ex.term("host", cform, subst, static_cast<uint64_t>(std::trunc(cpu)), kSrcDsZ3);
+    ex.term("gpu", gform, subst, m.total, kSrcDsZ3);
+    ex.term("host", cform, subst, static_cast<uint64_t>(std::trunc(cpu)), kSrcDsZ3);
     return cpu;
 }
 

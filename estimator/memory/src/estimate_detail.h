@@ -11,10 +11,13 @@
 #include "zeromem/stack_facts.h"
 #include "zeromem/terms.h"
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 #include <utility>
@@ -75,9 +78,10 @@ struct FullContext {
     StackFacts facts;                 // version-dependent behaviours (stack_facts.h)
     std::string kernel_why;           // which optimizer implementation runs the step, and why
     OptimizerStateBytes opt_state;    // optimizer states of this rank (GPU, or host under offload)
-    std::string opt_state_why;        // which tensors the optimizer is handed, for --explain
+    const char* opt_state_why = "";   // which tensors the optimizer is handed, for --explain
     ProcessMemory proc;               // CUDA context, NCCL buffers, cuBLAS workspaces (process_terms.h)
     std::optional<ParamCount> counts; // count_params of the architecture, counted once per estimate
+    uint64_t persistent = 0;          // ZeRO-3 persistent elements per rank (persistent_numel / pp), walked once
     explicit FullContext(const EstimateInput& i) : in(i) {
         if (i.model.arch) counts = count_params(*i.model.arch);
     }
@@ -120,10 +124,27 @@ struct HostFigures {
     uint64_t save_rank0 = 0;     // of save_extra, what only global rank 0 holds (its node's)
 };
 
+// The named terms of one moment, held in place: a phase walk builds several lists per estimate
+// and none allocates. The longest, ZeRO-3's backward temporaries, has nine.
+class TermList {
+public:
+    TermList() = default;
+    TermList(std::initializer_list<terms::Term> list) {
+        if (list.size() > items_.size()) throw std::length_error("TermList: more than nine terms");
+        for (const terms::Term& t : list) items_[size_++] = t;
+    }
+    const terms::Term* begin() const { return items_.data(); }
+    const terms::Term* end() const { return items_.data() + size_; }
+
+private:
+    std::array<terms::Term, 9> items_{};
+    size_t size_ = 0;
+};
+
 // estimate.cpp
-std::vector<terms::Term> persistent_temporaries(const terms::Sizes& s);
-std::vector<terms::Term> loss_backward_temporaries(const terms::Sizes& s);
-uint64_t sum_bytes(const std::vector<terms::Term>& list);
+TermList persistent_temporaries(const terms::Sizes& s);
+TermList loss_backward_temporaries(const terms::Sizes& s);
+uint64_t sum_bytes(const TermList& list);
 void finish_gpu(GpuMemory& m, const FullContext& c);
 /// finish_gpu with the load phase's own replayed allowance (ResidualSettings::load_fragmentation_bytes).
 void finish_load_gpu(GpuMemory& m, const FullContext& c);
@@ -133,8 +154,50 @@ void estimate_paper(const EstimateInput& in, Estimate& out, const Explainer& ex)
 void estimate_deepspeed(const EstimateInput& in, Estimate& out, const Explainer& ex);
 
 // parameter_layout.cpp
-/// Every parameter tensor as (numel per tensor split over tp, count).
-std::vector<std::pair<uint64_t, uint64_t>> parameter_numels(const ModelArch& a, uint64_t tp);
+/// `copies` tensors of `numel` elements each, one after another in parameter order.
+struct TensorRun {
+    uint64_t numel = 0, copies = 0;
+};
+
+/// Runs of tensors held in place (no allocation): a layout adds at most ten per part.
+struct TensorRuns {
+    std::array<TensorRun, 12> runs{};
+    size_t size = 0;
+    void add(uint64_t numel, uint64_t copies) {
+        if (numel > 0 && copies > 0) runs[size++] = {numel, copies};
+    }
+    const TensorRun* begin() const { return runs.data(); }
+    const TensorRun* end() const { return runs.data() + size; }
+    uint64_t tensors() const {
+        uint64_t n = 0;
+        for (const TensorRun& r : *this) n += r.copies;
+        return n;
+    }
+};
+
+/// Every parameter tensor of the architecture in the order model.parameters()
+/// yields it (the Hugging Face module layout: the embeddings, then per layer
+/// the attention projections, the MLP matrices, their biases and the norms,
+/// then the final norm and an untied LM head), split over tp. The counts match
+/// count_params for the families it covers.
+struct ParameterLayout {
+    TensorRuns before_layers, per_layer, after_layers;  // numel per tensor (split over tp)
+};
+ParameterLayout parameter_layout(const ModelArch& a, uint64_t tp);
+
+/// Calls visit(numel, count) for every tensor of the layout in order: count 1 for the tensors before
+/// and after the layers, `layers` for each tensor of a layer. What per-parameter pinned buffers are
+/// sized by (zero.Init's partitions, the ZeRO-1/2 accumulation buffers) and the persistence walk reads.
+template <class Visit>
+void for_each_parameter_numel(const ParameterLayout& l, uint64_t layers, Visit&& visit) {
+    auto runs = [&](const TensorRuns& part, uint64_t count) {
+        for (const TensorRun& r : part)
+            for (uint64_t i = 0; i < r.copies; ++i) visit(r.numel, count);
+    };
+    runs(l.before_layers, 1);
+    runs(l.per_layer, layers);
+    runs(l.after_layers, 1);
+}
 /// ZeRO-3's sub-groups of one rank's partition in parameter order; empty when the layout does not add up to Tn.
 std::vector<uint64_t> zero3_sub_groups(const ModelArch& a, uint64_t tp, uint64_t N, uint64_t sub_group_size, uint64_t Tn);
 uint64_t persistent_numel(const ModelArch& a, uint64_t tp, int64_t threshold, int64_t model_threshold);
@@ -144,7 +207,7 @@ void optimizer_notes(const FullContext& c, Estimate& out);
 FullContext make_context(const EstimateInput& in, Estimate& out);
 std::string sizes_text(const FullContext& c);
 std::string term_source(const terms::Term& t);
-uint64_t sum_terms(const std::vector<terms::Term>& list, const char* phase, const FullContext& c, const Explainer& ex);
+uint64_t sum_terms(const TermList& list, const char* phase, const FullContext& c, const Explainer& ex);
 
 // estimate_activations.cpp
 Activations activations(const FullContext& c, const Explainer& ex);

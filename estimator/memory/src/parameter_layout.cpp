@@ -6,33 +6,20 @@
 #include "zeromem/util.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <utility>
 #include <vector>
 
 namespace zeromem::estimate_detail {
 
-namespace {
-
-// Every parameter tensor of the architecture in the order model.parameters()
-// yields it (the Hugging Face module layout: the embeddings, then per layer
-// the attention projections, the MLP matrices, their biases and the norms,
-// then the final norm and an untied LM head), split over tp. The counts match
-// count_params for the families it covers.
-struct ParameterLayout {
-    std::vector<uint64_t> before_layers, per_layer, after_layers;  // numel per tensor
-};
+// Runs of equal tensors, each part at most ten (estimate_detail.h ParameterLayout).
 ParameterLayout parameter_layout(const ModelArch& a, uint64_t tp) {
     ParameterLayout l;
-    l.before_layers.reserve(4);
-    l.per_layer.reserve(16);
-    l.after_layers.reserve(4);
     const uint64_t h = uint64_t(a.hidden_size), f = uint64_t(a.ffn_size);
     const uint64_t hd = uint64_t(a.head_dim > 0 ? a.head_dim : a.hidden_size / std::max<int64_t>(1, a.num_heads));
     const uint64_t q = uint64_t(a.num_heads) * hd, kv = uint64_t(a.num_kv_heads) * hd;
-    auto add = [&](std::vector<uint64_t>& v, uint64_t numel, uint64_t count) {
-        for (uint64_t i = 0; numel > 0 && i < count; ++i) v.push_back(ceil_div(numel, tp));
-    };
+    auto add = [&](TensorRuns& v, uint64_t numel, uint64_t count) { v.add(ceil_div(numel, tp), count); };
     add(l.before_layers, uint64_t(a.vocab_size) * h, 1);
     if (a.learned_positions) add(l.before_layers, uint64_t(a.max_position_embeddings + a.position_offset) * h, 1);
     if (a.embedding_norm) add(l.before_layers, h, a.norm_has_bias ? 2 : 1);  // BLOOM word_embeddings_layernorm
@@ -54,20 +41,6 @@ ParameterLayout parameter_layout(const ModelArch& a, uint64_t tp) {
     return l;
 }
 
-}  // namespace
-
-// The same tensors as (numel per tensor, count): what per-parameter pinned
-// buffers are sized by (zero.Init's partitions, the ZeRO-1/2 accumulation
-// buffers).
-std::vector<std::pair<uint64_t, uint64_t>> parameter_numels(const ModelArch& a, uint64_t tp) {
-    const ParameterLayout l = parameter_layout(a, tp);
-    std::vector<std::pair<uint64_t, uint64_t>> v;
-    for (uint64_t n : l.before_layers) v.emplace_back(n, 1);
-    for (uint64_t n : l.per_layer) v.emplace_back(n, uint64_t(a.num_layers));
-    for (uint64_t n : l.after_layers) v.emplace_back(n, 1);
-    return v;
-}
-
 // ZeRO-3's sub-groups of this rank's partition, in parameter order (DeepSpeed
 // v0.19.6 runtime/zero/stage3.py _create_fp16_sub_groups: parameters are
 // added to a sub-group, each with its partition ceil(numel / N_d), until the
@@ -80,14 +53,14 @@ std::vector<uint64_t> zero3_sub_groups(const ModelArch& a, uint64_t tp, uint64_t
     const uint64_t layers = uint64_t(std::max<int64_t>(0, a.num_layers));
     // Each layer's partitions are the same: divide once, then walk.
     uint64_t head = 0, tail = 0, layer_sum = 0;
-    std::vector<uint64_t> layer_parts;
-    layer_parts.reserve(l.per_layer.size());
-    for (uint64_t n : l.before_layers) head += ceil_div(n, N);
-    for (uint64_t n : l.per_layer) layer_parts.push_back(ceil_div(n, N)), layer_sum += layer_parts.back();
-    for (uint64_t n : l.after_layers) tail += ceil_div(n, N);
+    TensorRuns layer_parts;
+    for (const TensorRun& r : l.before_layers) head += r.copies * ceil_div(r.numel, N);
+    for (const TensorRun& r : l.per_layer)
+        layer_parts.add(ceil_div(r.numel, N), r.copies), layer_sum += r.copies * ceil_div(r.numel, N);
+    for (const TensorRun& r : l.after_layers) tail += r.copies * ceil_div(r.numel, N);
     const uint64_t total = head + layers * layer_sum + tail;
     // The layout pads each parameter to N_d; Tn pads the total once: agree within N_d per tensor.
-    const uint64_t tensors = l.before_layers.size() + l.after_layers.size() + l.per_layer.size() * layers;
+    const uint64_t tensors = l.before_layers.tensors() + l.after_layers.tensors() + l.per_layer.tensors() * layers;
     if (total < Tn || total > Tn + tensors) return {};
     std::vector<uint64_t> groups;
     uint64_t sub = 0;
@@ -99,10 +72,13 @@ std::vector<uint64_t> zero3_sub_groups(const ModelArch& a, uint64_t tp, uint64_t
         groups.push_back(total);
         return groups;
     }
-    for (uint64_t n : l.before_layers) take(ceil_div(n, N));
+    auto take_run = [&](const TensorRun& r, uint64_t part) {
+        for (uint64_t i = 0; i < r.copies; ++i) take(part);
+    };
+    for (const TensorRun& r : l.before_layers) take_run(r, ceil_div(r.numel, N));
     for (uint64_t layer = 0; layer < layers; ++layer)
-        for (uint64_t part : layer_parts) take(part);
-    for (uint64_t n : l.after_layers) take(ceil_div(n, N));
+        for (const TensorRun& r : layer_parts) take_run(r, r.numel);
+    for (const TensorRun& r : l.after_layers) take_run(r, ceil_div(r.numel, N));
     if (sub > 0) groups.push_back(sub);
     return groups;
 }
@@ -126,18 +102,19 @@ uint64_t persistent_numel(const ModelArch& a, uint64_t tp, int64_t threshold, in
         const uint64_t fit = std::min(count, (cap - total) / numel);
         total += fit * numel;
     };
-    const auto list = parameter_numels(a, tp);
-    // parameter_numels lists whole-model counts (the embedding norm among the
+    const ParameterLayout list = parameter_layout(a, tp);
+    // The layout's visit lists whole-model counts (the embedding norm among the
     // single tensors); spread the per-layer
     // tensors over the layers so the model cap is applied in module order.
     // Whole layers that fit under the cap are taken at once (a config may
     // have very many layers); the walk goes on only while something fits.
     uint64_t per_layer = 0, smallest = UINT64_MAX;
-    for (const auto& [numel, count] : list)
+    for_each_parameter_numel(list, uint64_t(a.num_layers), [&](uint64_t numel, uint64_t count) {
         if (count >= layers && count % layers == 0 && numel > 0 && numel <= limit) {
             per_layer += numel * (count / layers);
             smallest = std::min(smallest, numel);
         }
+    });
     uint64_t layer = 0;
     if (per_layer > 0) {
         const uint64_t whole = std::min(layers, cap / per_layer);
@@ -145,10 +122,12 @@ uint64_t persistent_numel(const ModelArch& a, uint64_t tp, int64_t threshold, in
         layer = whole;
     }
     for (; layer < layers && per_layer > 0 && total <= cap && cap - total >= smallest; ++layer)
-        for (const auto& [numel, count] : list)
+        for_each_parameter_numel(list, uint64_t(a.num_layers), [&](uint64_t numel, uint64_t count) {
             if (count >= layers && count % layers == 0) take(numel, count / layers);
-    for (const auto& [numel, count] : list)
+        });
+    for_each_parameter_numel(list, uint64_t(a.num_layers), [&](uint64_t numel, uint64_t count) {
         if (count < layers || count % layers != 0) take(numel, count);
+    });
     return total;
 }
 

@@ -486,6 +486,7 @@ static void param_offload_host_terms(const Sizes& s, bool opt_host, std::vector<
 std::vector<HostTerm> host_terms(const Sizes& s, uint64_t module_state_bytes, uint64_t largest_gpu_optimizer_tensor,
                                  bool gather_16bit_on_save, uint64_t gathered_state_bytes) {
     std::vector<HostTerm> v;
+    v.reserve(24);  // room for the longest lists the settings give: one allocation per estimate
     const bool opt_host = s.offload_optimizer_cpu || s.offload_optimizer_nvme;  // the optimizer's buffers are on the host
     optimizer_offload_host_terms(s, v);
     param_offload_host_terms(s, opt_host, v);

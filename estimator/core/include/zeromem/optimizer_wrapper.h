@@ -56,5 +56,7 @@ OptimizerWrapper optimizer_wrapper(const EstimateInput& in);
 /// (engine.py _configure_optimizer). `swapped` says whether it changed. The
 /// estimator and the simulator both resolve the input through it.
 EstimateInput with_accelerate_cpu_adam(const EstimateInput& in, bool& swapped);
+/// Whether with_accelerate_cpu_adam changes `in` (its `swapped`), without copying the input.
+bool accelerate_swaps_cpu_adam(const EstimateInput& in);
 
 }  // namespace zeromem
