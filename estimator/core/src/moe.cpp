@@ -27,7 +27,7 @@ std::string real(double v) {
 // a dense one).
 uint64_t routed_expert_params(const EstimateInput& in) {
     if (!in.model.arch || in.model.arch->num_experts <= 0) return 0;  // dense: no routed experts to count
-    return count_params(*in.model.arch).routed_experts;
+    return shared_param_count(*in.model.arch)->routed_experts;
 }
 
 }  // namespace

@@ -142,7 +142,7 @@ std::vector<StateTensor> model_state_tensors(const ModelArch& a, uint64_t tp) {
     if (tp == 1) {
         uint64_t sum = 0;
         for (const auto& t : v) sum += t.numel() * t.count;
-        if (sum != count_params(a).total) v.clear();
+        if (sum != shared_param_count(a)->total) v.clear();
     }
     return v;
 }

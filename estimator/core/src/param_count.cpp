@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 namespace zeromem {
 
@@ -328,6 +329,44 @@ ParamCount count_params(const ModelArch& a) {
     c.largest_module = largest;
     c.largest_module_name = largest_name;
     return c;
+}
+
+namespace {
+
+// Every member of the architecture, for equality.
+auto members(const ModelArch& a) {
+    return std::tie(a.name, a.family, a.hidden_size, a.num_layers, a.num_heads, a.num_kv_heads, a.head_dim,
+                    a.ffn_size, a.vocab_size, a.max_position_embeddings, a.gated_mlp, a.tied_embeddings,
+                    a.learned_positions, a.qkv_bias, a.attn_out_bias, a.mlp_bias, a.norm_has_bias,
+                    a.norms_per_layer, a.rms_norm_saved_bytes, a.final_norm, a.embedding_norm, a.position_offset,
+                    a.word_embed_proj_dim, a.fused_qkv, a.published_params, a.published_source, a.model_type,
+                    a.lm_head_bias, a.qk_norm, a.attention_sinks, a.fused_gate_up, a.q_lora_rank, a.kv_lora_rank,
+                    a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim, a.num_experts, a.num_experts_per_tok,
+                    a.expert_ffn_size, a.shared_expert_ffn_size, a.num_moe_layers, a.shared_expert_gate,
+                    a.router_bias, a.expert_bias, a.packs_experts_from_transformers_5, a.fused_experts,
+                    a.num_decoder_layers, a.relative_attention_buckets, a.encoder_only, a.type_vocab_size,
+                    a.pooler, a.mlm_head, a.embedding_dropout, a.attention_dropout, a.attention_residual_dropout,
+                    a.mlp_residual_dropout, a.vision_kind, a.vision_hidden_size, a.vision_layers,
+                    a.vision_ffn_size, a.vision_block_params, a.vision_other_params, a.projector_params,
+                    a.vision_largest_module, a.warnings);
+}
+
+}  // namespace
+
+bool operator==(const ModelArch& a, const ModelArch& b) {
+#if defined(__GLIBCXX__) && defined(__x86_64__)
+    static_assert(sizeof(ModelArch) == 536, "a member was added to ModelArch: add it to members() too");
+#endif
+    return members(a) == members(b);
+}
+
+std::shared_ptr<const ParamCount> shared_param_count(const ModelArch& arch) {
+    thread_local ModelArch last_arch;
+    thread_local std::shared_ptr<const ParamCount> last;
+    if (last && arch == last_arch) return last;
+    last = std::make_shared<const ParamCount>(count_params(arch));
+    last_arch = arch;
+    return last;
 }
 
 int64_t active_ffn_width(const ModelArch& a) {

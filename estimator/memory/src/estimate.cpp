@@ -478,7 +478,7 @@ void record_phases(const FullContext& c, const GpuMemory& st, const PhaseGpus& p
     const EstimateInput& in = c.in;
     out.phases.reserve(7);
     auto add = [&](const char* name, const GpuMemory& m, uint64_t host_b, uint64_t pinned) {
-        PhaseMemory p;
+        PhaseMemory& p = out.phases.emplace_back();  // filled in place
         p.name = name;
         p.per_gpu = m;
         p.per_node.host_memory = host_b;
@@ -486,7 +486,6 @@ void record_phases(const FullContext& c, const GpuMemory& st, const PhaseGpus& p
         p.per_node.nvme = host.nvme;
         if (in.cluster.gpu_memory) p.fits_gpu = m.total <= *in.cluster.gpu_memory;
         if (in.cluster.host_memory) p.fits_host = host_b <= *in.cluster.host_memory;
-        out.phases.push_back(std::move(p));
     };
     // CPU Adam's m and v appear at the first step (ops/adam/cpu_adam.py),
     // so the first forward and backward hold less host RAM than training.

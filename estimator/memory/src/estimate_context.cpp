@@ -433,8 +433,8 @@ void set_term_sizes(FullContext& c) {
     s.sub = std::min<uint64_t>(static_cast<uint64_t>(z.sub_group_size), c.Tn);
     // ZeRO-3 steps one sub-group at a time: the largest of them, in parameter order, sizes the step's buffers.
     if (z.stage == 3 && in.model.arch && in.moe.ep() == 1 && c.pp == 1 && in.model.arch->num_experts == 0)
-        s.sub_groups = zero3_sub_groups(*in.model.arch, c.tp, c.N,
-                                        static_cast<uint64_t>(std::max<int64_t>(1, z.sub_group_size)), c.Tn);
+        s.sub_groups = kept_zero3_sub_groups(c.counts, *in.model.arch, c.tp, c.N,
+                                             static_cast<uint64_t>(std::max<int64_t>(1, z.sub_group_size)), c.Tn);
     if (!s.sub_groups.empty()) s.sub = *std::max_element(s.sub_groups.begin(), s.sub_groups.end());
     s.grad_accum = t.grad_accum;
     c.facts = stack_facts(in.stack);
@@ -450,8 +450,8 @@ void set_persistent(FullContext& c) {
     const EstimateInput& in = c.in;
     const auto& z = in.zero;
     if (!in.model.arch || (z.stage != 3 && !z.hpz_active())) return;
-    c.persistent = ceil_div(persistent_numel(*in.model.arch, c.tp, z.stage3_param_persistence_threshold,
-                                             z.stage3_model_persistence_threshold), c.pp);
+    c.persistent = ceil_div(kept_persistent_numel(c.counts, *in.model.arch, c.tp, z.stage3_param_persistence_threshold,
+                                                  z.stage3_model_persistence_threshold), c.pp);
 }
 
 FullContext make_context(const EstimateInput& in, Estimate& out) {

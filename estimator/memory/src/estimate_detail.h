@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -46,7 +47,13 @@ inline std::string num(double v) {
     return buf;
 }
 
-inline uint64_t to_bytes(double v) { return v <= 0 ? 0 : static_cast<uint64_t>(std::llround(v)); }
+// llround for the non-negative byte counts below 2^63 (half away from zero), without libm's call: the
+// truncation and the remainder are exact in double.
+inline uint64_t to_bytes(double v) {
+    if (!(v > 0)) return 0;
+    const uint64_t whole = static_cast<uint64_t>(v);
+    return whole + (v - static_cast<double>(whole) >= 0.5 ? 1 : 0);
+}
 
 inline uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
@@ -80,10 +87,10 @@ struct FullContext {
     OptimizerStateBytes opt_state;    // optimizer states of this rank (GPU, or host under offload)
     const char* opt_state_why = "";   // which tensors the optimizer is handed, for --explain
     ProcessMemory proc;               // CUDA context, NCCL buffers, cuBLAS workspaces (process_terms.h)
-    std::optional<ParamCount> counts; // count_params of the architecture, counted once per estimate
+    std::shared_ptr<const ParamCount> counts;  // count_params of the architecture (shared_param_count)
     uint64_t persistent = 0;          // ZeRO-3 persistent elements per rank (persistent_numel / pp), walked once
     explicit FullContext(const EstimateInput& i) : in(i) {
-        if (i.model.arch) counts = count_params(*i.model.arch);
+        if (i.model.arch) counts = shared_param_count(*i.model.arch);
     }
 };
 
@@ -201,6 +208,12 @@ void for_each_parameter_numel(const ParameterLayout& l, uint64_t layers, Visit&&
 /// ZeRO-3's sub-groups of one rank's partition in parameter order; empty when the layout does not add up to Tn.
 std::vector<uint64_t> zero3_sub_groups(const ModelArch& a, uint64_t tp, uint64_t N, uint64_t sub_group_size, uint64_t Tn);
 uint64_t persistent_numel(const ModelArch& a, uint64_t tp, int64_t threshold, int64_t model_threshold);
+/// persistent_numel and zero3_sub_groups of the architecture `counts` (shared_param_count) was counted
+/// for, the last answer kept per thread.
+uint64_t kept_persistent_numel(const std::shared_ptr<const ParamCount>& counts, const ModelArch& a, uint64_t tp,
+                               int64_t threshold, int64_t model_threshold);
+std::vector<uint64_t> kept_zero3_sub_groups(const std::shared_ptr<const ParamCount>& counts, const ModelArch& a,
+                                            uint64_t tp, uint64_t N, uint64_t sub_group_size, uint64_t Tn);
 
 // estimate_context.cpp
 void optimizer_notes(const FullContext& c, Estimate& out);

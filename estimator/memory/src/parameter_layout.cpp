@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -129,6 +131,42 @@ uint64_t persistent_numel(const ModelArch& a, uint64_t tp, int64_t threshold, in
         if (count < layers || count % layers != 0) take(numel, count);
     });
     return total;
+}
+
+// The two walks for the architecture `counts` stands for: shared_param_count hands the same count
+// back only for an equal architecture, and the kept one holds it, so the same pointer means the same
+// architecture. The planner's candidates share one; the last answer is kept per thread.
+uint64_t kept_persistent_numel(const std::shared_ptr<const ParamCount>& counts, const ModelArch& a, uint64_t tp,
+                               int64_t threshold, int64_t model_threshold) {
+    struct Kept {
+        std::shared_ptr<const ParamCount> counts;
+        uint64_t tp;
+        int64_t threshold, model_threshold;
+        uint64_t numel;
+    };
+    thread_local std::optional<Kept> kept;
+    if (kept && kept->counts == counts && kept->tp == tp && kept->threshold == threshold &&
+        kept->model_threshold == model_threshold)
+        return kept->numel;
+    const uint64_t numel = persistent_numel(a, tp, threshold, model_threshold);
+    kept = Kept{counts, tp, threshold, model_threshold, numel};
+    return numel;
+}
+
+std::vector<uint64_t> kept_zero3_sub_groups(const std::shared_ptr<const ParamCount>& counts, const ModelArch& a,
+                                            uint64_t tp, uint64_t N, uint64_t sub_group_size, uint64_t Tn) {
+    struct Kept {
+        std::shared_ptr<const ParamCount> counts;
+        uint64_t tp, N, sub_group_size, Tn;
+        std::vector<uint64_t> groups;
+    };
+    thread_local std::optional<Kept> kept;
+    if (kept && kept->counts == counts && kept->tp == tp && kept->N == N && kept->sub_group_size == sub_group_size &&
+        kept->Tn == Tn)
+        return kept->groups;
+    std::vector<uint64_t> groups = zero3_sub_groups(a, tp, N, sub_group_size, Tn);
+    kept = Kept{counts, tp, N, sub_group_size, Tn, groups};
+    return groups;
 }
 
 }  // namespace zeromem::estimate_detail

@@ -12,18 +12,18 @@ namespace {
 // architecture the estimate holds model states only, so "fits" needs the
 // margin to cover the activations a dense decoder of that size would store
 // (`allowance`, dense_decoder_allowance); a margin that does not is "tight".
-std::string gpu_verdict_of(const EstimateInput& in, uint64_t total, uint64_t allowance) {
+const char* gpu_verdict_of(const EstimateInput& in, uint64_t total, uint64_t allowance) {
     const uint64_t cap = *in.cluster.gpu_memory;
     if (total > cap) return "oom";
     if (!in.model.arch) return total + allowance <= cap ? "fits" : "tight";
-    if (in.convention == Convention::full) return banded_verdict(total, cap, verdict_band().gpu_under);
+    if (in.convention == Convention::full) return banded_verdict_word(total, cap, verdict_band().gpu_under);
     return "fits";
 }
 
 // The host verdict of `need` bytes per node: "tight" inside the error band the ledger measures for host RAM.
-std::string host_verdict_of(const EstimateInput& in, uint64_t need) {
+const char* host_verdict_of(const EstimateInput& in, uint64_t need) {
     const double under = in.convention == Convention::full ? verdict_band().host_under : 0.0;
-    return banded_verdict(need, *in.cluster.host_memory, under);
+    return banded_verdict_word(need, *in.cluster.host_memory, under);
 }
 
 }  // namespace

@@ -22,9 +22,13 @@ const VerdictBand& verdict_band() {
     return band;
 }
 
-std::string banded_verdict(uint64_t need, uint64_t capacity, double under) {
+const char* banded_verdict_word(uint64_t need, uint64_t capacity, double under) {
     if (need > capacity) return "oom";
     return double(need) > double(capacity) * (1.0 - under) ? "tight" : "fits";
+}
+
+std::string banded_verdict(uint64_t need, uint64_t capacity, double under) {
+    return banded_verdict_word(need, capacity, under);
 }
 
 std::string band_words(double under, int runs) {

@@ -149,7 +149,8 @@ SpeedHardware speed_hardware(const GpuSpec& gpu, Dtype dtype, const std::string&
 double model_flops_per_token(const ModelInfo& model, int64_t seq_len) {
     if (!model.arch) return 6.0 * double(model.params);
     const ModelArch& a = *model.arch;
-    const ParamCount pc = count_params(a);
+    const std::shared_ptr<const ParamCount> counted = shared_param_count(a);
+    const ParamCount& pc = *counted;
     // Lookups do no matmul: an untied input embedding (and learned positions)
     // are excluded; a tied one is the LM head and stays.
     double mm = double(pc.active);  // MoE: the experts a token is routed to (== total for dense models)

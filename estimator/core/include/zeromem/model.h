@@ -5,6 +5,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -150,6 +151,15 @@ struct ParamCount {
 /// gated or plain MLP, norms, biases). Throws InputError if a size is not
 /// positive.
 ParamCount count_params(const ModelArch& arch);
+
+/// Every member equal (the warnings included).
+bool operator==(const ModelArch& a, const ModelArch& b);
+inline bool operator!=(const ModelArch& a, const ModelArch& b) { return !(a == b); }
+
+/// count_params(arch), kept per thread for the last architecture counted: the estimator and the
+/// speed model count once per configuration they evaluate, and the planner's thousands of
+/// candidates share one architecture. Never changed once built; throws as count_params.
+std::shared_ptr<const ParamCount> shared_param_count(const ModelArch& arch);
 
 /// LoRA adapter parameters of rank `rank` on the projections `targets`
 /// ("q,k,v,o,gate,up,down"): rank x (in + out) per targeted projection and

@@ -25,6 +25,8 @@ const VerdictBand& verdict_band();
 /// "fits", "tight" or "oom" for `need` bytes against `capacity` with the band fraction `under`:
 /// tight when need <= capacity but need > capacity x (1 - under).
 std::string banded_verdict(uint64_t need, uint64_t capacity, double under);
+/// The same word as a static string (no allocation; the estimate sets one per phase).
+const char* banded_verdict_word(uint64_t need, uint64_t capacity, double under);
 
 /// Sets out.fits_gpu / fits_host (the need against the capacity) and the three-way gpu_verdict /
 /// host_verdict, of the estimate and of each of its phases by the same rule: with an architecture,
