@@ -135,23 +135,19 @@ nlohmann::json compare_with_estimate(const Estimate& est, const EstimateInput& i
                             {"rel_error", rel}});
         };
         const GpuMemory& gm = ep->per_gpu;
-        // The estimate's load phase is a snapshot of its largest moment (the
-        // 16-bit module and its flat copy before the fp32 master exists, or
-        // ZeRO-3's init gradient_buffer before grad_partitions_flat_buffer);
-        // the measured load ends holding what the first forward holds, so its
-        // gradients and optimizer states are held to the larger of the two.
-        // At ZeRO-1/2 the first forward's buffers (the offload
+        // The estimate's load phase is its largest moment, while a measurement
+        // peaks each category on its own: the load's components are held to
+        // their own peaks (Estimate::load_component_peaks: the 16-bit module
+        // beside its flat copy, ZeRO-1/2's init fp32 gradient of zeros, ...).
+        // The measured load ends holding what the first forward holds, so its
+        // gradients and optimizer states are held to the forward's too; at
+        // ZeRO-1/2 the first forward's buffers (the offload
         // temp_grad_buffer_for_gpu_offload) are made at init too; ZeRO-3's
         // forward buffers include its gathering, so not there.
         const bool load = std::string(mp.est_phase) == "load";
-        // Its components can peak at other moments than its largest (the
-        // module beside its flat copy, then initialize_optimizer_states' fp32
-        // gradient at ZeRO-1/2): each held to its own peak in the load.
-        const GpuMemory& lp = est.load_component_peaks;
-        uint64_t est_grads = load ? std::max(gm.gradients, lp.gradients) : gm.gradients;
-        uint64_t est_opt = load ? std::max(gm.optimizer_states, lp.optimizer_states) : gm.optimizer_states;
-        uint64_t est_buf = load ? std::max(gm.temporary_buffers, lp.temporary_buffers) : gm.temporary_buffers;
-        const uint64_t est_params = load ? std::max(gm.parameters, lp.parameters) : gm.parameters;
+        const GpuMemory& own = load ? est.load_component_peaks : gm;
+        uint64_t est_grads = own.gradients, est_opt = own.optimizer_states, est_buf = own.temporary_buffers;
+        const uint64_t est_params = own.parameters;
         if (load)
             for (const auto& p : est.phases)
                 if (p.name == "forward") {

@@ -47,8 +47,7 @@ void FlatPartitioned::init() {
         Tensor init_grad = be_.alloc(part_, DType::f32, Category::gradients);
         be_.fill(init_grad, 0, part_, 0.0f);
         be_.free(init_grad);
-    }
-    if (offload()) {
+    } else {
         grad32_host_ = be_.alloc(part_, DType::f32, Category::gradients, host);
         staging16_ = be_.alloc(part_, c_.model_dtype, Category::buffers, host);
         cpu_tmp_ = be_.alloc(largest_, c_.model_dtype, Category::buffers, host);

@@ -245,8 +245,9 @@ uint64_t sum_bytes(const TermList& list) {
 // The phase's readings: allocated (DeepSpeed's tensors and the cuBLAS
 // workspaces the caching allocator holds), reserved (+ the fragmentation
 // allowance) and the device total nvidia-smi shows (+ the CUDA context, NCCL
-// buffers and anything else outside the allocator).
-void finish_gpu(GpuMemory& m, const FullContext& c) {
+// buffers and anything else outside the allocator). `fragmentation_bytes`:
+// the allowance in bytes when one is set, else the fixed fraction.
+void finish_gpu_with(GpuMemory& m, const FullContext& c, const std::optional<uint64_t>& fragmentation_bytes) {
     const EstimateInput& in = c.in;
     m.cublas_workspaces = c.proc.cublas_workspaces;
     m.process_baseline = c.proc.process_baseline;
@@ -254,12 +255,13 @@ void finish_gpu(GpuMemory& m, const FullContext& c) {
     m.nccl_buffers = c.proc.nccl_buffers;
     m.allocated = m.parameters + m.gradients + m.optimizer_states + m.activations + m.temporary_buffers +
                   c.proc.inside_allocator();
-    m.fragmentation = in.residual.fragmentation_bytes
-                          ? *in.residual.fragmentation_bytes
-                          : to_bytes(in.residual.fragmentation_fraction * double(m.allocated));
+    m.fragmentation = fragmentation_bytes ? *fragmentation_bytes
+                                          : to_bytes(in.residual.fragmentation_fraction * double(m.allocated));
     m.reserved = m.allocated + m.fragmentation;
     m.total = m.reserved + c.proc.outside_allocator();
 }
+
+void finish_gpu(GpuMemory& m, const FullContext& c) { finish_gpu_with(m, c, c.in.residual.fragmentation_bytes); }
 
 // The optimizer step: model states with m and v, plus the largest of the
 // step's moments (terms::StepMoments), each with the gradients alive then.
@@ -547,15 +549,17 @@ void estimate_full(const EstimateInput& in, Estimate& out, const Explainer& ex) 
 
 namespace {
 
-// Fills in.residual.fragmentation_bytes from the injected provider (the
-// simulator's replay, wired by the faces) when the full convention runs
-// without an explicit figure; a provider that cannot replay the input leaves
-// the fixed fraction, said in the notes.
+// Whether the estimate asks the injected provider for its allowance: the full
+// convention without an explicit figure.
 bool asks_fragmentation_provider(const EstimateInput& in) {
     const ResidualSettings& r = in.residual;
     return in.convention == Convention::full && !r.fragmentation_bytes && r.fragmentation_provider;
 }
 
+// Fills in.residual's fragmentation_bytes and load_fragmentation_bytes from the
+// injected provider (the simulator's replay, wired by the faces) when it is
+// asked; a provider that cannot replay the input leaves the fixed fraction,
+// said in the notes.
 void resolve_fragmentation(EstimateInput& in, Estimate& out) {
     ResidualSettings& r = in.residual;
     if (!asks_fragmentation_provider(in)) return;
@@ -574,14 +578,11 @@ void resolve_fragmentation(EstimateInput& in, Estimate& out) {
 }  // namespace
 
 Estimate estimate(const EstimateInput& in_given, bool explain) {
-    const bool swapped = accelerate_swaps_cpu_adam(in_given);
+    bool swapped = accelerate_swaps_cpu_adam(in_given);
     // The input as the estimate reads it: copied only where it changes (accelerate's swap, the
     // provider's fragmentation figure), `in_given` itself otherwise.
     std::optional<EstimateInput> changed;
-    if (swapped || asks_fragmentation_provider(in_given)) {
-        bool swapped_copy = false;
-        changed = with_accelerate_cpu_adam(in_given, swapped_copy);
-    }
+    if (swapped || asks_fragmentation_provider(in_given)) changed = with_accelerate_cpu_adam(in_given, swapped);
     const EstimateInput& in = changed ? *changed : in_given;
     validate(in);
     validate_moe(in);

@@ -152,6 +152,9 @@ private:
 TermList persistent_temporaries(const terms::Sizes& s);
 TermList loss_backward_temporaries(const terms::Sizes& s);
 uint64_t sum_bytes(const TermList& list);
+/// The phase's readings (allocated, reserved, total) with the allowance `fragmentation_bytes`, or the
+/// fixed fraction when it is unset; finish_gpu passes ResidualSettings::fragmentation_bytes.
+void finish_gpu_with(GpuMemory& m, const FullContext& c, const std::optional<uint64_t>& fragmentation_bytes);
 void finish_gpu(GpuMemory& m, const FullContext& c);
 /// finish_gpu with the load phase's own replayed allowance (ResidualSettings::load_fragmentation_bytes).
 void finish_load_gpu(GpuMemory& m, const FullContext& c);

@@ -17,12 +17,8 @@ namespace estimate_detail {
 
 // finish_gpu for the load phase: its own replayed allowance when there is one.
 void finish_load_gpu(GpuMemory& m, const FullContext& c) {
-    finish_gpu(m, c);
-    const std::optional<uint64_t>& own = c.in.residual.load_fragmentation_bytes;
-    if (!own) return;
-    m.fragmentation = *own;
-    m.reserved = m.allocated + m.fragmentation;
-    m.total = m.reserved + c.proc.outside_allocator();
+    const ResidualSettings& r = c.in.residual;
+    finish_gpu_with(m, c, r.load_fragmentation_bytes ? r.load_fragmentation_bytes : r.fragmentation_bytes);
 }
 
 // The load phase: deepspeed.initialize has built the engine and the ZeRO
@@ -75,12 +71,6 @@ GpuMemory device_map_load_gpu(const FullContext& c, const Explainer& ex) {
     return m;
 }
 
-// The load phase: deepspeed.initialize has built the engine and the ZeRO
-// optimizer; Adam's m and v do not exist yet. Its peak is the largest of its
-// moments: the module moved whole to the GPU (engine.py
-// _configure_distributed_model, module.to(device)) before ZeRO-3 without
-// zero.Init partitions it or ZeRO-1/2 flattens it (two 16-bit copies on the
-// GPU when the flat copy is made there), then the optimizer's buffers.
 // Each DeepSpeed component of `m` raised to `other`'s where that is larger.
 void raise_components(GpuMemory& m, const GpuMemory& other) {
     m.parameters = std::max(m.parameters, other.parameters);
@@ -90,6 +80,12 @@ void raise_components(GpuMemory& m, const GpuMemory& other) {
     m.temporary_buffers = std::max(m.temporary_buffers, other.temporary_buffers);
 }
 
+// The load phase: deepspeed.initialize has built the engine and the ZeRO
+// optimizer; Adam's m and v do not exist yet. Its peak is the largest of its
+// moments: the module moved whole to the GPU (engine.py
+// _configure_distributed_model, module.to(device)) before ZeRO-3 without
+// zero.Init partitions it or ZeRO-1/2 flattens it (two 16-bit copies on the
+// GPU when the flat copy is made there), then the optimizer's buffers.
 GpuMemory load_gpu(const FullContext& c, const GpuMemory& st, const Explainer& ex, GpuMemory* peaks) {
     const terms::Sizes& s = c.sz;
     const auto& z = c.in.zero;
